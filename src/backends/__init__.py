@@ -1,0 +1,2 @@
+"""Broker adapters for msgstream. Each backend module imports its broker library only
+when it is itself imported; :mod:`msgstream.factory` imports them lazily by name."""

@@ -1,0 +1,335 @@
+"""Client, producer and consumer over a :class:`LogStore` (memory and rocksmq)."""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Mapping, Sequence
+from functools import total_ordering
+from typing import Any
+
+import anyio
+
+from msgstream.backend import ConsumedMessage, MessageID, SubscriptionInfo
+from msgstream.channels import validate_channel_name, validate_subscription_name
+from msgstream.errors import (
+    ForeignMessageIdError,
+    InvalidPositionError,
+    MessageTooLargeError,
+    StreamClosedError,
+    StreamStateError,
+    TopicNotFound,
+)
+from msgstream.position import SubscriptionPosition
+
+from .store import FIRST_ID, LogStore
+
+log = logging.getLogger(__name__)
+
+_ID_TAGS = {"memory": b"m", "rocksmq": b"r"}
+_TAG_NAMES = {tag: name for name, tag in _ID_TAGS.items()}
+PREFETCH = 256
+
+
+@total_ordering
+class LocalMessageID:
+    """An int64 id within one channel, tagged with the backend that made it."""
+
+    __slots__ = ("backend", "value")
+
+    def __init__(self, backend: str, value: int) -> None:
+        self.backend = backend
+        self.value = value
+
+    def to_bytes(self) -> bytes:
+        return _ID_TAGS[self.backend] + self.value.to_bytes(8, "big", signed=True)
+
+    @classmethod
+    def from_bytes(cls, backend: str, data: bytes) -> LocalMessageID:
+        if len(data) != 9 or data[:1] not in _TAG_NAMES:
+            raise InvalidPositionError(
+                f"{len(data)}-byte MessageID {data[:16]!r} is not a {backend} MessageID"
+            )
+        owner = _TAG_NAMES[data[:1]]
+        if owner != backend:
+            raise ForeignMessageIdError(backend, owner)
+        return cls(backend, int.from_bytes(data[1:], "big", signed=True))
+
+    def _key(self, other: object) -> int:
+        if not isinstance(other, LocalMessageID):
+            raise TypeError(
+                f"cannot compare a {self.backend} MessageID with {type(other).__name__}"
+            )
+        if other.backend != self.backend:
+            raise ForeignMessageIdError(self.backend, other.backend)
+        return other.value
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LocalMessageID):
+            return NotImplemented
+        return self.backend == other.backend and self.value == other.value
+
+    def __lt__(self, other: object) -> bool:
+        return self.value < self._key(other)
+
+    def __hash__(self) -> int:
+        return hash((self.backend, self.value))
+
+    def __repr__(self) -> str:
+        return f"LocalMessageID({self.backend}:{self.value})"
+
+
+class LocalProducer:
+    def __init__(self, client: LocalClient, channel: str) -> None:
+        self.channel = channel
+        self._client = client
+        self._closed = False
+
+    async def send(self, payload: bytes, properties: Mapping[str, str] | None = None) -> MessageID:
+        return (await self.send_many((payload,), properties))[0]
+
+    async def send_many(
+        self, payloads: Sequence[bytes], properties: Mapping[str, str] | None = None
+    ) -> list[MessageID]:
+        if self._closed:
+            raise StreamClosedError(f"producer of channel {self.channel!r}")
+        client = self._client
+        client.check_open()
+        limit = client.max_message_bytes
+        for payload in payloads:
+            if len(payload) > limit:
+                raise MessageTooLargeError(self.channel, len(payload), limit)
+        props = dict(properties) if properties else {}
+        store = client.store
+        if client.blocking_writes:
+            ids = await anyio.to_thread.run_sync(store.append, self.channel, payloads, props)
+        else:
+            ids = store.append(self.channel, payloads, props)
+        store.notify(self.channel)
+        backend = store.backend_name
+        return [LocalMessageID(backend, i) for i in ids]
+
+    async def close(self) -> None:
+        self._closed = True
+
+
+class LocalConsumer:
+    """Reads one channel for one subscription. ``ack`` is cumulative and persisted."""
+
+    def __init__(self, client: LocalClient, channel: str, subname: str, next_id: int | None):
+        self.channel = channel
+        self.subname = subname
+        self._client = client
+        self._store = client.store
+        self._next_read: int | None = next_id
+        self._buffer: deque[ConsumedMessage] = deque()
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StreamClosedError(f"consumer {self.subname!r} of channel {self.channel!r}")
+        self._client.check_open()
+
+    def _fill(self, limit: int) -> None:
+        if self._next_read is None:
+            raise StreamStateError(
+                f"subscription {self.subname!r} on channel {self.channel!r} was opened at "
+                "position UNKNOWN and has not been seeked"
+            )
+        if not self._store.has_channel(self.channel):
+            raise TopicNotFound(self.channel, self._store.backend_name)
+        records = self._store.read(self.channel, self._next_read, limit)
+        if not records:
+            return
+        backend = self._store.backend_name
+        channel = self.channel
+        self._buffer.extend(
+            ConsumedMessage(channel, LocalMessageID(backend, r.msg_id), r.payload, r.properties)
+            for r in records
+        )
+        self._next_read = records[-1].msg_id + 1
+
+    async def receive(self) -> ConsumedMessage:
+        while True:
+            self._check_open()
+            if self._buffer:
+                return self._buffer.popleft()
+            self._fill(PREFETCH)
+            if self._buffer:
+                return self._buffer.popleft()
+            assert self._next_read is not None
+            await self._store.wait_for_append(self.channel, self._next_read)
+
+    def receive_nowait(self, max_messages: int) -> list[ConsumedMessage]:
+        self._check_open()
+        if len(self._buffer) < max_messages:
+            self._fill(max(PREFETCH, max_messages - len(self._buffer)))
+        count = min(max_messages, len(self._buffer))
+        return [self._buffer.popleft() for _ in range(count)]
+
+    def _own_id(self, msg_id: MessageID) -> LocalMessageID:
+        if isinstance(msg_id, LocalMessageID):
+            if msg_id.backend != self._store.backend_name:
+                raise ForeignMessageIdError(self._store.backend_name, msg_id.backend)
+            return msg_id
+        return self._client.message_id_from_bytes(msg_id.to_bytes())
+
+    async def seek(self, msg_id: MessageID, inclusive: bool) -> None:
+        self._check_open()
+        target = self._own_id(msg_id).value
+        self._buffer.clear()
+        self._next_read = max(target if inclusive else target + 1, 0)
+        if self._store.get_subscription(self.channel, self.subname) is None:
+            self._store.put_subscription(self.channel, self.subname, self._next_read)
+
+    async def seek_to_earliest(self) -> None:
+        await self.seek(self._client.earliest_message_id(), inclusive=True)
+
+    async def ack(self, msg: ConsumedMessage) -> None:
+        self._check_open()
+        if msg.channel != self.channel:
+            raise InvalidPositionError(
+                f"message of channel {msg.channel!r} acked on a consumer of {self.channel!r}"
+            )
+        value = self._own_id(msg.msg_id).value
+        self._store.put_subscription(self.channel, self.subname, value + 1)
+
+    async def get_latest_msg_id(self) -> MessageID | None:
+        self._check_open()
+        return await self._client.latest_msg_id(self.channel)
+
+    async def check_topic_valid(self) -> None:
+        self._check_open()
+        await self._client.check_topic_valid(self.channel)
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._client.forget(self)
+            self._store.consumer_closed(self.channel, self.subname)
+            self._store.notify(self.channel)
+
+
+class LocalClient:
+    """A client of a local store. Several clients may share one store."""
+
+    def __init__(
+        self,
+        store: LogStore,
+        *,
+        max_message_bytes: int = 64 * 1024 * 1024,
+        blocking_writes: bool = False,
+        on_close: Any = None,
+    ) -> None:
+        self.store = store
+        self.backend_name = store.backend_name
+        self.max_message_bytes = max_message_bytes
+        self.blocking_writes = blocking_writes
+        """True when an append may block (fsync): appends then run in a worker thread."""
+        self._consumers: set[LocalConsumer] = set()
+        self._closed = False
+        self._on_close = on_close
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise StreamClosedError(f"{self.backend_name} client")
+
+    async def create_producer(self, channel: str) -> LocalProducer:
+        self.check_open()
+        validate_channel_name(channel)
+        self._require_writable(channel)
+        self.store.ensure_channel(channel)
+        return LocalProducer(self, channel)
+
+    def _require_writable(self, channel: str) -> None:
+        if self.store.read_only:
+            raise StreamStateError(
+                f"the {self.backend_name} store is open read-only; cannot write to {channel!r}"
+            )
+
+    async def subscribe(
+        self, channel: str, subname: str, position: SubscriptionPosition
+    ) -> LocalConsumer:
+        self.check_open()
+        validate_channel_name(channel)
+        validate_subscription_name(subname)
+        store = self.store
+        if not store.has_channel(channel):
+            if store.read_only:
+                raise TopicNotFound(channel, self.backend_name)
+            store.ensure_channel(channel)
+        existing = store.get_subscription(channel, subname)
+        start: int | None
+        if existing is not None:
+            start = existing.next_id
+        elif position is SubscriptionPosition.EARLIEST:
+            start = store.first_id(channel) or store.next_id(channel)
+        elif position is SubscriptionPosition.LATEST:
+            start = store.next_id(channel)
+        else:
+            start = None
+        if existing is None and start is not None and not store.read_only:
+            store.put_subscription(channel, subname, start)
+        consumer = LocalConsumer(self, channel, subname, start)
+        self._consumers.add(consumer)
+        store.consumer_opened(channel, subname)
+        return consumer
+
+    def forget(self, consumer: LocalConsumer) -> None:
+        self._consumers.discard(consumer)
+
+    def earliest_message_id(self) -> LocalMessageID:
+        return LocalMessageID(self.backend_name, FIRST_ID - 1)
+
+    def message_id_from_bytes(self, data: bytes) -> LocalMessageID:
+        return LocalMessageID.from_bytes(self.backend_name, data)
+
+    async def latest_msg_id(self, channel: str) -> LocalMessageID | None:
+        await self.check_topic_valid(channel)
+        last = self.store.last_id(channel)
+        return None if last is None else LocalMessageID(self.backend_name, last)
+
+    async def check_topic_valid(self, channel: str) -> None:
+        self.check_open()
+        validate_channel_name(channel)
+        if not self.store.has_channel(channel):
+            raise TopicNotFound(channel, self.backend_name)
+
+    async def list_channels(self) -> list[str]:
+        self.check_open()
+        return self.store.list_channels()
+
+    async def list_subscriptions(self, channel: str) -> list[SubscriptionInfo]:
+        await self.check_topic_valid(channel)
+        end = self.store.next_id(channel)
+        return [
+            SubscriptionInfo(
+                channel=channel,
+                name=sub.name,
+                acked_id=LocalMessageID(self.backend_name, sub.next_id - 1),
+                lag=max(end - sub.next_id, 0),
+                last_active_ms=sub.last_active_ms,
+            )
+            for sub in self.store.list_subscriptions(channel)
+        ]
+
+    async def delete_channel(self, channel: str) -> None:
+        self.check_open()
+        self._require_writable(channel)
+        validate_channel_name(channel)
+        self.store.delete_channel(channel)
+        self.store.notify(channel)
+
+    async def delete_subscription(self, channel: str, subname: str) -> None:
+        self.check_open()
+        self._require_writable(channel)
+        self.store.delete_subscription(channel, subname)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        for consumer in list(self._consumers):
+            await consumer.close()
+        self._closed = True
+        if self._on_close is not None:
+            self._on_close()

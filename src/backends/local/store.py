@@ -1,0 +1,125 @@
+"""The storage interface under the local backends, and its in-process wake-up signal."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+Properties = Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One stored message."""
+
+    msg_id: int
+    payload: bytes
+    properties: Properties
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSubscription:
+    """A persisted subscription cursor: the next id to deliver after the last ack."""
+
+    name: str
+    next_id: int
+    last_active_ms: int
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+FIRST_ID = 1
+"""Ids start at 1 in every channel; 0 sorts before everything (the earliest id)."""
+
+
+class LogStore(ABC):
+    """Channels of id-ordered records plus subscription cursors.
+
+    Appends wake consumers of the same process through per-channel events: a waiter
+    takes the channel's current event, re-checks the log, then waits; an append
+    replaces the event and sets the old one, so no wake-up is lost.
+    """
+
+    backend_name: str
+    read_only: bool = False
+
+    def __init__(self) -> None:
+        self._events: dict[str, asyncio.Event] = {}
+
+    # --- channels -------------------------------------------------------------------
+    @abstractmethod
+    def has_channel(self, channel: str) -> bool: ...
+
+    @abstractmethod
+    def ensure_channel(self, channel: str) -> None: ...
+
+    @abstractmethod
+    def list_channels(self) -> list[str]: ...
+
+    @abstractmethod
+    def delete_channel(self, channel: str) -> None: ...
+
+    # --- records --------------------------------------------------------------------
+    @abstractmethod
+    def append(self, channel: str, payloads: Sequence[bytes], properties: Properties) -> list[int]:
+        """Store payloads in order; return their ids. Durable when it returns."""
+
+    @abstractmethod
+    def read(self, channel: str, from_id: int, limit: int) -> list[Record]:
+        """Up to ``limit`` records with id >= ``from_id``, in order."""
+
+    @abstractmethod
+    def first_id(self, channel: str) -> int | None:
+        """The smallest retained id, or None if the channel holds nothing."""
+
+    @abstractmethod
+    def next_id(self, channel: str) -> int:
+        """The id the next append will get."""
+
+    # --- subscriptions --------------------------------------------------------------
+    @abstractmethod
+    def get_subscription(self, channel: str, name: str) -> StoredSubscription | None: ...
+
+    @abstractmethod
+    def put_subscription(self, channel: str, name: str, next_id: int) -> None: ...
+
+    @abstractmethod
+    def list_subscriptions(self, channel: str) -> list[StoredSubscription]: ...
+
+    @abstractmethod
+    def delete_subscription(self, channel: str, name: str) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def consumer_opened(self, channel: str, name: str) -> None:  # noqa: B027 (optional hook)
+        """An open consumer keeps its subscription alive (no idle expiry)."""
+
+    def consumer_closed(self, channel: str, name: str) -> None:  # noqa: B027 (optional hook)
+        """The counterpart of :meth:`consumer_opened`."""
+
+    # --- wake-ups -------------------------------------------------------------------
+    def last_id(self, channel: str) -> int | None:
+        last = self.next_id(channel) - 1
+        first = self.first_id(channel)
+        return last if first is not None and last >= first else None
+
+    def notify(self, channel: str) -> None:
+        """Wake every waiter of ``channel`` (after an append, a delete or a close)."""
+        event = self._events.pop(channel, None)
+        if event is not None:
+            event.set()
+
+    async def wait_for_append(self, channel: str, next_id: int) -> None:
+        """Return once the channel holds an id >= ``next_id`` or ``notify`` was called."""
+        event = self._events.get(channel)
+        if event is None:
+            event = self._events[channel] = asyncio.Event()
+        if self.next_id(channel) > next_id:
+            return
+        await event.wait()

@@ -1,0 +1,144 @@
+"""The ``rocksmq`` backend: an embedded, persistent log on RocksDB (the default).
+
+One store is opened per path and process and shared by every client of that path (RocksDB
+allows one writer per directory); the last client to close closes it. A background task
+applies retention and compaction while a client is open in a running event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from dataclasses import dataclass
+
+from msgstream.config import Config, effective_rocksmq_path
+from msgstream.errors import BackendUnavailableError
+
+from ..local import LocalClient
+from .retention import RetentionPolicy
+from .store import RocksOptions, RocksStore
+
+__all__ = ["RocksOptions", "RocksStore", "new_client", "open_client"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Shared:
+    store: RocksStore
+    clients: int = 0
+    maintenance: asyncio.Task[None] | None = None
+    intervals: tuple[float, float] = (60.0, 3600.0)
+
+
+_OPEN: dict[tuple[str, bool], _Shared] = {}
+
+
+def options_from_config(config: Config, *, read_only: bool = False) -> RocksOptions:
+    section = config.rocksmq
+    return RocksOptions(
+        sync=section.sync,
+        page_size=section.page_size_bytes,
+        retention=RetentionPolicy(
+            max_age_ms=-1
+            if section.retention_max_age_s < 0
+            else int(section.retention_max_age_s * 1000),
+            max_size=section.retention_max_size_bytes,
+        ),
+        subscription_idle_expiry_ms=(
+            -1
+            if section.subscription_idle_expiry_s < 0
+            else int(section.subscription_idle_expiry_s * 1000)
+        ),
+        read_only=read_only,
+    )
+
+
+def open_client(
+    path: str,
+    options: RocksOptions | None = None,
+    *,
+    max_message_bytes: int = 64 * 1024 * 1024,
+    retention_interval_s: float = 60.0,
+    compaction_interval_s: float = 3600.0,
+) -> LocalClient:
+    """A client of the store at ``path`` (created if missing unless read-only)."""
+    options = options or RocksOptions()
+    path = os.path.abspath(path)
+    key = (path, options.read_only)
+    shared = _OPEN.get(key)
+    if shared is None:
+        if not options.read_only:
+            os.makedirs(path, exist_ok=True)
+        try:
+            store = RocksStore(path, options)
+        except Exception as exc:
+            raise BackendUnavailableError(
+                f"cannot open the rocksmq store at {path!r}: {exc}"
+            ) from exc
+        shared = _OPEN[key] = _Shared(
+            store, intervals=(retention_interval_s, compaction_interval_s)
+        )
+    shared.clients += 1
+    _start_maintenance(shared)
+
+    def release() -> None:
+        shared.clients -= 1
+        if shared.clients == 0:
+            if shared.maintenance is not None:
+                shared.maintenance.cancel()
+            shared.store.close()
+            _OPEN.pop(key, None)
+
+    return LocalClient(
+        shared.store,
+        max_message_bytes=max_message_bytes,
+        blocking_writes=options.sync,
+        on_close=release,
+    )
+
+
+def _start_maintenance(shared: _Shared) -> None:
+    if shared.maintenance is not None or shared.store.read_only:
+        return
+    if (
+        not shared.store.options.retention.enabled
+        and shared.store.options.subscription_idle_expiry_ms < 0
+    ):
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    shared.maintenance = loop.create_task(_maintain(shared))
+
+
+async def _maintain(shared: _Shared) -> None:
+    retention_every, compaction_every = shared.intervals
+    since_compaction = 0.0
+    deleted_since_compaction = False
+    while True:
+        await asyncio.sleep(retention_every)
+        since_compaction += retention_every
+        try:
+            deleted_since_compaction |= shared.store.run_retention() > 0
+            if deleted_since_compaction and since_compaction >= compaction_every:
+                shared.store.compact()
+                since_compaction = 0.0
+                deleted_since_compaction = False
+        except Exception:  # keep maintaining; a failed round is retried next interval
+            with contextlib.suppress(Exception):
+                log.exception("rocksmq retention round failed at %s", shared.store.path)
+
+
+def new_client(config: Config, *, read_only: bool = False) -> LocalClient:
+    section = config.rocksmq
+    return open_client(
+        effective_rocksmq_path(config),
+        options_from_config(config, read_only=read_only),
+        max_message_bytes=config.msgstream.max_message_bytes,
+        retention_interval_s=section.retention_check_interval_s,
+        compaction_interval_s=section.compaction_interval_s,
+    )

@@ -1,0 +1,122 @@
+"""msgstream: an asyncio message-stream runtime.
+
+Ordered, replayable, timestamped channels over an embedded RocksDB log (the default),
+Kafka or Pulsar, with a time-tick barrier that merges channels into aligned packs.
+Importing this package never imports a broker library.
+"""
+
+from .backend import Client, ConsumedMessage, Consumer, MessageID, Producer
+from .barrier import TickBarrier
+from .codec import MessageRegistry, decode, default_registry, encode, register_message_type
+from .config import Config, config_from_dict, load_config, resolve_backend
+from .emitter import TimeTickEmitter
+from .errors import (
+    BackendUnavailableError,
+    CodecError,
+    ConfigError,
+    DecodeError,
+    ForeignMessageIdError,
+    InvalidChannelName,
+    InvalidPositionError,
+    LateMessageError,
+    MessageTooLargeError,
+    MsgStreamError,
+    StreamClosedError,
+    StreamStateError,
+    TopicNotFound,
+    UnknownMessageTypeError,
+)
+from .factory import MsgStreamFactory, new_client, new_msgstream, new_ttmsgstream
+from .messages import (
+    CreateCollectionMsg,
+    CreatePartitionMsg,
+    DeleteMsg,
+    DropCollectionMsg,
+    DropPartitionMsg,
+    InsertMsg,
+    MsgType,
+    TimeTickMsg,
+    TsMsg,
+)
+from .pack import MsgPack
+from .position import MsgPosition, SubscriptionPosition, positions_from_json, positions_to_json
+from .routing import (
+    RepackFunc,
+    default_repack,
+    hash_int64,
+    hash_primary_keys,
+    hash_str,
+    repack_by_first_key,
+)
+from .schema import CollectionSchema, DataType, FieldData, FieldSchema
+from .stream import MsgStream
+from .tso import TsoAllocator, compose_ts, parse_ts
+from .ttstream import TtMsgStream
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendUnavailableError",
+    "Client",
+    "CodecError",
+    "CollectionSchema",
+    "Config",
+    "ConfigError",
+    "ConsumedMessage",
+    "Consumer",
+    "CreateCollectionMsg",
+    "CreatePartitionMsg",
+    "DataType",
+    "DecodeError",
+    "DeleteMsg",
+    "DropCollectionMsg",
+    "DropPartitionMsg",
+    "FieldData",
+    "FieldSchema",
+    "ForeignMessageIdError",
+    "InsertMsg",
+    "InvalidChannelName",
+    "InvalidPositionError",
+    "LateMessageError",
+    "MessageID",
+    "MessageRegistry",
+    "MessageTooLargeError",
+    "MsgPack",
+    "MsgPosition",
+    "MsgStream",
+    "MsgStreamError",
+    "MsgStreamFactory",
+    "MsgType",
+    "Producer",
+    "RepackFunc",
+    "StreamClosedError",
+    "StreamStateError",
+    "SubscriptionPosition",
+    "TickBarrier",
+    "TimeTickEmitter",
+    "TimeTickMsg",
+    "TopicNotFound",
+    "TsMsg",
+    "TsoAllocator",
+    "TtMsgStream",
+    "UnknownMessageTypeError",
+    "compose_ts",
+    "config_from_dict",
+    "decode",
+    "default_registry",
+    "default_repack",
+    "encode",
+    "hash_int64",
+    "hash_primary_keys",
+    "hash_str",
+    "load_config",
+    "new_client",
+    "new_msgstream",
+    "new_ttmsgstream",
+    "parse_ts",
+    "positions_from_json",
+    "positions_to_json",
+    "register_message_type",
+    "repack_by_first_key",
+    "resolve_backend",
+]

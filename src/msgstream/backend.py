@@ -1,0 +1,133 @@
+"""The backend contract: what every broker adapter provides to the streams.
+
+The streams only ever talk to these protocols, so caller code never changes between
+brokers. Backends live in the separate ``backends`` package and are imported lazily by
+:mod:`msgstream.factory`; nothing here imports a broker library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from .position import SubscriptionPosition
+
+
+@runtime_checkable
+class MessageID(Protocol):
+    """A broker-specific message id, totally ordered within one channel."""
+
+    def to_bytes(self) -> bytes: ...
+
+    def __lt__(self, other: object) -> bool: ...
+
+    def __le__(self, other: object) -> bool: ...
+
+    def __eq__(self, other: object) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+
+@dataclass(slots=True)
+class ConsumedMessage:
+    """One raw message as read from a channel."""
+
+    channel: str
+    msg_id: MessageID
+    payload: bytes
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionInfo:
+    """What ``inspect`` shows of one subscription."""
+
+    channel: str
+    name: str
+    acked_id: MessageID | None
+    lag: int | None
+    last_active_ms: int | None = None
+
+
+class Producer(Protocol):
+    channel: str
+
+    async def send(self, payload: bytes, properties: Mapping[str, str] | None = None) -> MessageID:
+        """Send one message; return its id once the broker acknowledged it."""
+        ...
+
+    async def send_many(
+        self, payloads: Sequence[bytes], properties: Mapping[str, str] | None = None
+    ) -> list[MessageID]:
+        """Send messages in order; return their ids once all are acknowledged."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class Consumer(Protocol):
+    channel: str
+    subname: str
+
+    async def receive(self) -> ConsumedMessage:
+        """Wait for and return the next message."""
+        ...
+
+    def receive_nowait(self, max_messages: int) -> list[ConsumedMessage]:
+        """Return up to ``max_messages`` already-available messages without waiting."""
+        ...
+
+    async def seek(self, msg_id: MessageID, inclusive: bool) -> None:
+        """Move the read cursor to ``msg_id`` (inclusive) or just after it."""
+        ...
+
+    async def seek_to_earliest(self) -> None: ...
+
+    async def ack(self, msg: ConsumedMessage) -> None:
+        """Acknowledge ``msg`` and everything before it in this subscription."""
+        ...
+
+    async def get_latest_msg_id(self) -> MessageID | None:
+        """The id of the last message in the channel, or None if it is empty."""
+        ...
+
+    async def check_topic_valid(self) -> None:
+        """Raise ``TopicNotFound`` if the channel does not exist."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class Client(Protocol):
+    """A connection to one broker (or embedded store)."""
+
+    backend_name: str
+
+    async def create_producer(self, channel: str) -> Producer: ...
+
+    async def subscribe(
+        self, channel: str, subname: str, position: SubscriptionPosition
+    ) -> Consumer: ...
+
+    def earliest_message_id(self) -> MessageID:
+        """An id that sorts before every message of any channel."""
+        ...
+
+    def message_id_from_bytes(self, data: bytes) -> MessageID:
+        """Rebuild a MessageID; raise ``ForeignMessageIdError`` for another backend's id."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class AdminClient(Client, Protocol):
+    """Optional management calls used by ``msgstream inspect`` and retention tools."""
+
+    async def list_channels(self) -> list[str]: ...
+
+    async def list_subscriptions(self, channel: str) -> list[SubscriptionInfo]: ...
+
+    async def delete_channel(self, channel: str) -> None: ...
+
+    async def delete_subscription(self, channel: str, subname: str) -> None: ...

@@ -1,0 +1,77 @@
+"""Side buffers of a message body: numeric columns travel as raw little-endian bytes.
+
+A body is a JSON document plus a byte area; the JSON refers to slices of that area as
+``{"o": offset, "n": nbytes}``. Writers append, readers slice without copying.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .errors import DecodeError
+
+
+class BodyWriter:
+    __slots__ = ("_chunks", "_size")
+
+    def __init__(self) -> None:
+        self._chunks: list[bytes | memoryview] = []
+        self._size = 0
+
+    def add_bytes(self, data: bytes | memoryview) -> dict[str, int]:
+        ref = {"o": self._size, "n": len(data)}
+        self._chunks.append(data)
+        self._size += len(data)
+        return ref
+
+    def add_array(self, array: npt.NDArray[Any], dtype: str) -> dict[str, int]:
+        """Append ``array`` as contiguous little-endian ``dtype`` bytes."""
+        contiguous = np.ascontiguousarray(array, dtype=np.dtype(dtype))
+        return self.add_bytes(
+            contiguous.tobytes() if contiguous.size < 64 else contiguous.data.cast("B")
+        )
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def chunks(self) -> list[bytes | memoryview]:
+        return self._chunks
+
+
+class BodyReader:
+    __slots__ = ("_area", "_where")
+
+    def __init__(self, area: memoryview, where: str) -> None:
+        self._area = area
+        self._where = where
+
+    def _slice(self, ref: Any) -> memoryview:
+        if not isinstance(ref, dict):
+            raise DecodeError(f"{self._where}: buffer reference must be an object, got {ref!r}")
+        offset, nbytes = ref.get("o"), ref.get("n")
+        if not isinstance(offset, int) or not isinstance(nbytes, int) or offset < 0 or nbytes < 0:
+            raise DecodeError(f"{self._where}: malformed buffer reference {ref!r}")
+        if offset + nbytes > len(self._area):
+            raise DecodeError(
+                f"{self._where}: buffer [{offset}, {offset + nbytes}) lies past the end of the "
+                f"{len(self._area)}-byte body (truncated payload)"
+            )
+        return self._area[offset : offset + nbytes]
+
+    def get_bytes(self, ref: Any) -> bytes:
+        return bytes(self._slice(ref))
+
+    def get_array(self, ref: Any, dtype: str, count: int) -> npt.NDArray[Any]:
+        """Read ``count`` items of ``dtype`` (no copy; the result is read-only)."""
+        view = self._slice(ref)
+        item = np.dtype(dtype)
+        if len(view) != count * item.itemsize:
+            raise DecodeError(
+                f"{self._where}: buffer holds {len(view)} bytes, expected {count} x "
+                f"{item.itemsize} for dtype {dtype}"
+            )
+        return np.frombuffer(view, dtype=item, count=count)

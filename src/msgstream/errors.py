@@ -1,0 +1,107 @@
+"""Every public error of msgstream derives from :class:`MsgStreamError`.
+
+Messages always say *what* went wrong and *where*: the channel, the configuration key,
+the MessageID or the subscription involved.
+"""
+
+from __future__ import annotations
+
+
+class MsgStreamError(Exception):
+    """Base class of every error msgstream raises on purpose."""
+
+
+class ConfigError(MsgStreamError, ValueError):
+    """A configuration value is missing, unknown or invalid. ``key`` names it."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"config key {key!r}: {problem}")
+        self.key = key
+        self.problem = problem
+
+
+class CodecError(MsgStreamError):
+    """A payload could not be encoded or decoded."""
+
+
+class DecodeError(CodecError):
+    """Bytes read from a channel are truncated, oversized or corrupt."""
+
+
+class UnknownMessageTypeError(CodecError):
+    """A message type code (or class) is not registered."""
+
+    def __init__(self, type_code: int | str, where: str = "") -> None:
+        suffix = f" ({where})" if where else ""
+        super().__init__(f"unknown message type {type_code!r}{suffix}")
+        self.type_code = type_code
+
+
+class TopicNotFound(MsgStreamError):
+    """A channel (topic) does not exist on the broker."""
+
+    def __init__(self, channel: str, backend: str = "") -> None:
+        where = f" on backend {backend!r}" if backend else ""
+        super().__init__(f"channel {channel!r} does not exist{where}")
+        self.channel = channel
+
+
+class InvalidChannelName(MsgStreamError, ValueError):
+    """A channel name is empty, too long or holds characters a broker refuses."""
+
+
+class InvalidPositionError(MsgStreamError, ValueError):
+    """A position or MessageID cannot be used where it was given."""
+
+
+class ForeignMessageIdError(InvalidPositionError):
+    """A MessageID made by one backend was handed to another."""
+
+    def __init__(self, expected_backend: str, got: str) -> None:
+        super().__init__(
+            f"MessageID belongs to backend {got!r}, not to {expected_backend!r}; "
+            "positions cannot move between brokers"
+        )
+        self.expected_backend = expected_backend
+        self.got = got
+
+
+class StreamClosedError(MsgStreamError, RuntimeError):
+    """An operation was attempted on a closed stream, client, producer or consumer."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what} is closed")
+
+
+class StreamStateError(MsgStreamError, RuntimeError):
+    """An operation was called out of order (e.g. produce before as_producer)."""
+
+
+class BackendUnavailableError(MsgStreamError):
+    """A backend is not installed, not implemented, or its broker cannot be reached."""
+
+
+class MessageTooLargeError(MsgStreamError, ValueError):
+    """A message exceeds the size a channel accepts."""
+
+    def __init__(self, channel: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"message of {size} bytes exceeds the limit of {limit} bytes on channel {channel!r}"
+        )
+        self.channel = channel
+        self.size = size
+        self.limit = limit
+
+
+class LateMessageError(MsgStreamError):
+    """A data message arrived with a timestamp at or below its channel's last time tick."""
+
+    def __init__(self, channel: str, msg_id: int, timestamp: int, last_tick: int) -> None:
+        super().__init__(
+            f"late message on channel {channel!r}: msg_id={msg_id} timestamp={timestamp} "
+            f"<= last time tick {last_tick}"
+        )
+        self.channel = channel
+        self.msg_id = msg_id
+        self.timestamp = timestamp
+        self.last_tick = last_tick

@@ -1,0 +1,397 @@
+"""The message model: ``TsMsg`` and the built-in message types.
+
+Every message carries a header (type, ``msg_id``, ``timestamp``, ``source_id``) and a body.
+Built-in DML types keep their columns as numpy arrays so the codec can ship them as raw
+buffers. User types subclass :class:`TsMsg`, set ``MSG_TYPE`` to a code >= 1000 and are
+registered with :func:`msgstream.codec.register_message_type`; their extra dataclass
+fields must be JSON-serialisable unless they override ``encode_body``/``decode_body``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Self, TypedDict
+
+import numpy as np
+import numpy.typing as npt
+
+from .buffers import BodyReader, BodyWriter
+from .errors import DecodeError
+from .position import MsgPosition
+from .schema import CollectionSchema, FieldData, values_equal
+
+
+class MsgType(enum.IntEnum):
+    TIME_TICK = 1
+    INSERT = 2
+    DELETE = 3
+    CREATE_COLLECTION = 4
+    DROP_COLLECTION = 5
+    CREATE_PARTITION = 6
+    DROP_PARTITION = 7
+
+
+USER_TYPE_MIN = 1000
+"""User message types use codes from here up to 65535."""
+
+
+class Header(TypedDict):
+    """The envelope fields every message has."""
+
+    msg_id: int
+    timestamp: int
+    source_id: int
+
+
+_HEADER_FIELDS = frozenset({"msg_id", "timestamp", "source_id", "hash_keys", "position", "size"})
+
+
+@dataclass(kw_only=True, eq=False)
+class TsMsg:
+    """Base of every message.
+
+    ``hash_keys`` only steer routing and are not serialised; ``position`` is set on
+    consume; ``size`` is the encoded size (set by the codec).
+    """
+
+    MSG_TYPE: ClassVar[int] = 0
+
+    msg_id: int = 0
+    timestamp: int = 0
+    source_id: int = 0
+    hash_keys: list[int] = field(default_factory=list)
+    position: MsgPosition | None = None
+    size: int = 0
+
+    @property
+    def msg_type(self) -> int:
+        return self.MSG_TYPE
+
+    @property
+    def begin_ts(self) -> int:
+        return self.timestamp
+
+    @property
+    def end_ts(self) -> int:
+        return self.timestamp
+
+    @property
+    def is_dml(self) -> bool:
+        return False
+
+    def body_fields(self) -> dict[str, Any]:
+        """The dataclass fields that form the body (everything but the header)."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in _HEADER_FIELDS
+        }
+
+    def encode_body(self, writer: BodyWriter) -> dict[str, Any]:
+        """Return the JSON part of the body; large buffers may go to ``writer``."""
+        return self.body_fields()
+
+    @classmethod
+    def decode_body(cls, header: Header, body: Any, reader: BodyReader) -> Self:
+        if not isinstance(body, dict):
+            raise DecodeError(f"{cls.__name__}: body must be a JSON object")
+        try:
+            return cls(**header, **body)
+        except TypeError as exc:
+            raise DecodeError(f"{cls.__name__}: body does not match the type: {exc}") from None
+
+    def _header_equal(self, other: TsMsg) -> bool:
+        return (
+            type(self) is type(other)
+            and self.msg_id == other.msg_id
+            and self.timestamp == other.timestamp
+            and self.source_id == other.source_id
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TsMsg):
+            return NotImplemented
+        if not self._header_equal(other):
+            return False
+        mine, theirs = self.body_fields(), other.body_fields()
+        return mine.keys() == theirs.keys() and all(values_equal(mine[k], theirs[k]) for k in mine)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(msg_id={self.msg_id}, timestamp={self.timestamp}, "
+            f"source_id={self.source_id})"
+        )
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class TimeTickMsg(TsMsg):
+    """A promise that no later message on this channel has a timestamp <= ``timestamp``."""
+
+    MSG_TYPE: ClassVar[int] = MsgType.TIME_TICK
+
+
+U64Array = npt.NDArray[np.uint64]
+I64Array = npt.NDArray[np.int64]
+
+
+def _row_timestamps(values: Any, rows: int, default: int, where: str) -> U64Array:
+    if values is None or (len(values) == 0 and rows > 0):
+        return np.full(rows, default, dtype=np.uint64)
+    array = np.asarray(values, dtype=np.uint64)
+    if array.shape != (rows,):
+        raise ValueError(f"{where}: {array.shape[0]} row timestamps for {rows} rows")
+    return array
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class InsertMsg(TsMsg):
+    """Rows of one collection partition, column by column.
+
+    ``row_timestamps`` defaults to the message timestamp for every row.
+    """
+
+    MSG_TYPE: ClassVar[int] = MsgType.INSERT
+
+    collection_name: str
+    partition_name: str = "_default"
+    row_ids: I64Array = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    row_timestamps: U64Array | None = None
+    fields: list[FieldData] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        where = f"InsertMsg(msg_id={self.msg_id}, collection={self.collection_name!r})"
+        self.row_ids = np.asarray(self.row_ids, dtype=np.int64)
+        rows = self.row_ids.shape[0]
+        if not self.fields and rows == 0 and self.row_timestamps is not None:
+            rows = len(self.row_timestamps)
+        self.row_timestamps = _row_timestamps(self.row_timestamps, rows, self.timestamp, where)
+        for column in self.fields:
+            if len(column) != rows:
+                raise ValueError(
+                    f"{where}: field {column.name!r} has {len(column)} rows, not {rows}"
+                )
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.row_ids.shape[0])
+
+    @property
+    def timestamps(self) -> U64Array:
+        assert self.row_timestamps is not None
+        return self.row_timestamps
+
+    @property
+    def is_dml(self) -> bool:
+        return True
+
+    @property
+    def begin_ts(self) -> int:
+        return int(self.timestamps.min()) if self.num_rows else self.timestamp
+
+    @property
+    def end_ts(self) -> int:
+        return int(self.timestamps.max()) if self.num_rows else self.timestamp
+
+    def field(self, name: str) -> FieldData:
+        for column in self.fields:
+            if column.name == name:
+                return column
+        raise KeyError(f"InsertMsg(msg_id={self.msg_id}) has no field {name!r}")
+
+    def take(self, rows: npt.NDArray[np.intp]) -> InsertMsg:
+        """A copy holding only the given rows (header kept, hash keys sliced)."""
+        keys = [self.hash_keys[i] for i in rows.tolist()] if self.hash_keys else []
+        return InsertMsg(
+            msg_id=self.msg_id,
+            timestamp=self.timestamp,
+            source_id=self.source_id,
+            hash_keys=keys,
+            collection_name=self.collection_name,
+            partition_name=self.partition_name,
+            row_ids=self.row_ids[rows],
+            row_timestamps=self.timestamps[rows],
+            fields=[c.take(rows) for c in self.fields],
+        )
+
+    def encode_body(self, writer: BodyWriter) -> dict[str, Any]:
+        return {
+            "collection_name": self.collection_name,
+            "partition_name": self.partition_name,
+            "rows": self.num_rows,
+            "row_ids": writer.add_array(self.row_ids, "<i8"),
+            "row_timestamps": writer.add_array(self.timestamps, "<u8"),
+            "fields": [c.encode(writer) for c in self.fields],
+        }
+
+    @classmethod
+    def decode_body(cls, header: Header, body: Any, reader: BodyReader) -> Self:
+        rows = body["rows"]
+        return cls(
+            **header,
+            collection_name=body["collection_name"],
+            partition_name=body["partition_name"],
+            row_ids=reader.get_array(body["row_ids"], "<i8", rows),
+            row_timestamps=reader.get_array(body["row_timestamps"], "<u8", rows),
+            fields=[FieldData.decode(f, reader) for f in body["fields"]],
+        )
+
+
+PrimaryKeys = I64Array | list[str]
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class DeleteMsg(TsMsg):
+    """Deletes by primary key (int64 array or list of str), one timestamp per key."""
+
+    MSG_TYPE: ClassVar[int] = MsgType.DELETE
+
+    collection_name: str
+    partition_name: str = "_default"
+    primary_keys: PrimaryKeys = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    row_timestamps: U64Array | None = None
+
+    def __post_init__(self) -> None:
+        where = f"DeleteMsg(msg_id={self.msg_id}, collection={self.collection_name!r})"
+        keys = self.primary_keys
+        if isinstance(keys, list) and keys and all(isinstance(k, str) for k in keys):
+            self.primary_keys = list(keys)
+        elif isinstance(keys, list) and any(isinstance(k, str) for k in keys):
+            raise TypeError(f"{where}: primary keys mix str and non-str values")
+        else:
+            self.primary_keys = np.asarray(keys, dtype=np.int64)
+        self.row_timestamps = _row_timestamps(
+            self.row_timestamps, len(self.primary_keys), self.timestamp, where
+        )
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.primary_keys)
+
+    @property
+    def timestamps(self) -> U64Array:
+        assert self.row_timestamps is not None
+        return self.row_timestamps
+
+    @property
+    def is_dml(self) -> bool:
+        return True
+
+    @property
+    def begin_ts(self) -> int:
+        return int(self.timestamps.min()) if self.num_rows else self.timestamp
+
+    @property
+    def end_ts(self) -> int:
+        return int(self.timestamps.max()) if self.num_rows else self.timestamp
+
+    def take(self, rows: npt.NDArray[np.intp]) -> DeleteMsg:
+        keys: PrimaryKeys
+        if isinstance(self.primary_keys, np.ndarray):
+            keys = self.primary_keys[rows]
+        else:
+            keys = [self.primary_keys[i] for i in rows.tolist()]
+        return DeleteMsg(
+            msg_id=self.msg_id,
+            timestamp=self.timestamp,
+            source_id=self.source_id,
+            hash_keys=[self.hash_keys[i] for i in rows.tolist()] if self.hash_keys else [],
+            collection_name=self.collection_name,
+            partition_name=self.partition_name,
+            primary_keys=keys,
+            row_timestamps=self.timestamps[rows],
+        )
+
+    def encode_body(self, writer: BodyWriter) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "collection_name": self.collection_name,
+            "partition_name": self.partition_name,
+            "rows": self.num_rows,
+            "row_timestamps": writer.add_array(self.timestamps, "<u8"),
+        }
+        if isinstance(self.primary_keys, np.ndarray):
+            out["int_keys"] = writer.add_array(self.primary_keys, "<i8")
+        else:
+            out["str_keys"] = self.primary_keys
+        return out
+
+    @classmethod
+    def decode_body(cls, header: Header, body: Any, reader: BodyReader) -> Self:
+        rows = body["rows"]
+        keys: PrimaryKeys
+        if "int_keys" in body:
+            keys = reader.get_array(body["int_keys"], "<i8", rows)
+        else:
+            keys = body["str_keys"]
+            if not isinstance(keys, list) or len(keys) != rows:
+                raise DecodeError(f"DeleteMsg: expected {rows} string keys")
+        return cls(
+            **header,
+            collection_name=body["collection_name"],
+            partition_name=body["partition_name"],
+            primary_keys=keys,
+            row_timestamps=reader.get_array(body["row_timestamps"], "<u8", rows),
+        )
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class CreateCollectionMsg(TsMsg):
+    MSG_TYPE: ClassVar[int] = MsgType.CREATE_COLLECTION
+
+    collection_name: str
+    schema: CollectionSchema
+    collection_id: int = 0
+
+    def encode_body(self, writer: BodyWriter) -> dict[str, Any]:
+        return {
+            "collection_name": self.collection_name,
+            "collection_id": self.collection_id,
+            "schema": self.schema.to_dict(),
+        }
+
+    @classmethod
+    def decode_body(cls, header: Header, body: Any, reader: BodyReader) -> Self:
+        return cls(
+            **header,
+            collection_name=body["collection_name"],
+            collection_id=body["collection_id"],
+            schema=CollectionSchema.from_dict(body["schema"]),
+        )
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class DropCollectionMsg(TsMsg):
+    MSG_TYPE: ClassVar[int] = MsgType.DROP_COLLECTION
+
+    collection_name: str
+    collection_id: int = 0
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class CreatePartitionMsg(TsMsg):
+    MSG_TYPE: ClassVar[int] = MsgType.CREATE_PARTITION
+
+    collection_name: str
+    partition_name: str
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class DropPartitionMsg(TsMsg):
+    MSG_TYPE: ClassVar[int] = MsgType.DROP_PARTITION
+
+    collection_name: str
+    partition_name: str
+
+
+BUILTIN_TYPES: tuple[type[TsMsg], ...] = (
+    TimeTickMsg,
+    InsertMsg,
+    DeleteMsg,
+    CreateCollectionMsg,
+    DropCollectionMsg,
+    CreatePartitionMsg,
+    DropPartitionMsg,
+)

@@ -1,0 +1,302 @@
+"""MsgStream: produce packs to channels, consume them back one message at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from types import TracebackType
+from typing import Self
+
+from .backend import Client, ConsumedMessage, Consumer, MessageID, Producer
+from .channels import validate_channel_name, validate_subscription_name
+from .codec import MessageRegistry, default_registry, encode
+from .errors import InvalidPositionError, StreamClosedError, StreamStateError
+from .messages import TsMsg
+from .pack import MsgPack
+from .position import MsgPosition, SubscriptionPosition
+from .reader import BadMessageHandler, ChannelReader, ReadStats
+from .routing import RepackFunc, default_repack
+
+log = logging.getLogger(__name__)
+
+ProduceResult = dict[str, list[MessageID]]
+
+
+class MsgStream:
+    """One stream over one backend client: a producer side, a consumer side, or both.
+
+    Streams are async context managers; ``close`` closes producers, consumers and (when
+    the stream owns it) the client.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        receive_buffer_size: int = 1024,
+        repack: RepackFunc | None = None,
+        registry: MessageRegistry = default_registry,
+        max_message_bytes: int = 64 * 1024 * 1024,
+        on_bad_message: BadMessageHandler | None = None,
+        owns_client: bool = True,
+    ) -> None:
+        if receive_buffer_size < 1:
+            raise ValueError(f"receive_buffer_size must be >= 1, got {receive_buffer_size}")
+        self.client = client
+        self.registry = registry
+        self.read_stats = ReadStats()
+        self._repack = repack or default_repack
+        self._receive_buffer_size = receive_buffer_size
+        self._max_message_bytes = max_message_bytes
+        self._on_bad_message = on_bad_message
+        self._owns_client = owns_client
+        self._producer_channels: list[str] = []
+        self._producers: list[Producer] = []
+        self._readers: list[ChannelReader] = []
+        self._subname = ""
+        self._arrived = asyncio.Event()
+        self._next_reader = 0
+        self._closed = False
+
+    # --- lifecycle ----------------------------------------------------------------------
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StreamClosedError(type(self).__name__)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._arrived.set()
+        for reader in self._readers:
+            await reader.stop()
+            await reader.consumer.close()
+        for producer in self._producers:
+            await producer.close()
+        if self._owns_client:
+            await self.client.close()
+
+    # --- producing ------------------------------------------------------------------------
+    @property
+    def producer_channels(self) -> list[str]:
+        return list(self._producer_channels)
+
+    async def as_producer(self, channels: Sequence[str]) -> None:
+        """Add producer channels; bucket ``i`` of the routing goes to ``channels[i]``."""
+        self._check_open()
+        for channel in channels:
+            validate_channel_name(channel)
+            if channel in self._producer_channels:
+                raise StreamStateError(f"channel {channel!r} is already a producer channel")
+            self._producers.append(await self.client.create_producer(channel))
+            self._producer_channels.append(channel)
+
+    def _require_producers(self) -> None:
+        self._check_open()
+        if not self._producers:
+            raise StreamStateError("no producer channels: call as_producer() first")
+
+    def _encode_all(self, msgs: Sequence[TsMsg]) -> list[bytes]:
+        payloads = [encode(m, self.registry) for m in msgs]
+        for msg, payload in zip(msgs, payloads, strict=True):
+            if len(payload) > self._max_message_bytes:
+                from .errors import MessageTooLargeError
+
+                raise MessageTooLargeError(
+                    f"<{type(msg).__name__} msg_id={msg.msg_id}>",
+                    len(payload),
+                    self._max_message_bytes,
+                )
+        return payloads
+
+    async def produce(self, pack: MsgPack) -> ProduceResult:
+        """Route every message of ``pack`` to its bucket's channel and send it.
+
+        Buckets are sent concurrently, messages within one bucket in order. Returns the
+        acknowledged MessageIDs per channel.
+        """
+        self._require_producers()
+        buckets = self._repack(pack.msgs, len(self._producers))
+        jobs: list[tuple[Producer, list[bytes]]] = []
+        for index, msgs in buckets.items():
+            if not 0 <= index < len(self._producers):
+                raise StreamStateError(
+                    f"repack function returned bucket {index}, but there are "
+                    f"{len(self._producers)} producer channels"
+                )
+            jobs.append((self._producers[index], self._encode_all(msgs)))
+        return await self._send(jobs)
+
+    async def broadcast(self, pack: MsgPack) -> ProduceResult:
+        """Send every message of ``pack`` to every producer channel."""
+        self._require_producers()
+        payloads = self._encode_all(pack.msgs)
+        return await self._send([(p, payloads) for p in self._producers])
+
+    async def _send(self, jobs: list[tuple[Producer, list[bytes]]]) -> ProduceResult:
+        if len(jobs) == 1:
+            producer, payloads = jobs[0]
+            return {producer.channel: await producer.send_many(payloads)}
+        results = await asyncio.gather(*(p.send_many(payloads) for p, payloads in jobs))
+        return {p.channel: ids for (p, _), ids in zip(jobs, results, strict=True)}
+
+    # --- consuming ------------------------------------------------------------------------
+    @property
+    def consumer_channels(self) -> list[str]:
+        return [r.channel for r in self._readers]
+
+    async def as_consumer(
+        self,
+        channels: Sequence[str],
+        subname: str,
+        position: SubscriptionPosition = SubscriptionPosition.EARLIEST,
+    ) -> None:
+        """Subscribe to ``channels``. An existing subscription resumes after its last ack;
+        with ``UNKNOWN`` nothing is read until :meth:`seek`."""
+        self._check_open()
+        validate_subscription_name(subname)
+        if self._subname and subname != self._subname:
+            raise StreamStateError(
+                f"stream already consumes as {self._subname!r}; one subscription per stream"
+            )
+        for channel in channels:
+            validate_channel_name(channel)
+            if channel in self.consumer_channels:
+                raise StreamStateError(f"channel {channel!r} is already consumed by this stream")
+        self._subname = subname
+        for channel in channels:
+            consumer = await self.client.subscribe(channel, subname, position)
+            reader = self._new_reader(consumer)
+            self._readers.append(reader)
+            if position is not SubscriptionPosition.UNKNOWN:
+                reader.start()
+
+    def _new_reader(self, consumer: Consumer) -> ChannelReader:
+        return ChannelReader(
+            consumer,
+            registry=self.registry,
+            capacity=self._receive_buffer_size,
+            arrived=self._arrived,
+            stats=self.read_stats,
+            max_message_bytes=self._max_message_bytes,
+            on_bad_message=self._on_bad_message,
+        )
+
+    def _reader(self, channel: str) -> ChannelReader:
+        for reader in self._readers:
+            if reader.channel == channel:
+                return reader
+        raise InvalidPositionError(
+            f"channel {channel!r} is not consumed by this stream "
+            f"(consumed: {self.consumer_channels})"
+        )
+
+    async def seek(self, positions: Sequence[MsgPosition], include_current: bool = True) -> None:
+        """Move each position's channel to its MessageID (inclusive by default)."""
+        self._check_open()
+        targets = [(self._reader(p.channel), p) for p in positions]
+        for reader, position in targets:
+            msg_id = self.client.message_id_from_bytes(position.msg_id)
+            await reader.stop()
+            reader.clear()
+            await reader.consumer.seek(msg_id, include_current)
+        self._after_seek(positions)
+        for reader, _ in targets:
+            reader.start()
+
+    def _after_seek(self, positions: Sequence[MsgPosition]) -> None:
+        """Hook for subclasses that keep per-channel state."""
+
+    async def ack(self, positions: Sequence[MsgPosition]) -> None:
+        """Acknowledge up to (and including) each position's message in its channel."""
+        self._check_open()
+        for position in positions:
+            reader = self._reader(position.channel)
+            msg_id = self.client.message_id_from_bytes(position.msg_id)
+            await reader.consumer.ack(ConsumedMessage(position.channel, msg_id, b""))
+
+    async def get_latest_msg_id(self, channel: str) -> MessageID | None:
+        """The newest MessageID of ``channel`` (None when it is empty)."""
+        self._check_open()
+        for reader in self._readers:
+            if reader.channel == channel:
+                return await reader.consumer.get_latest_msg_id()
+        consumer = await self.client.subscribe(
+            channel, f"{self._subname or 'msgstream'}-latest-probe", SubscriptionPosition.UNKNOWN
+        )
+        try:
+            return await consumer.get_latest_msg_id()
+        finally:
+            await consumer.close()
+
+    async def check_topic_valid(self, channel: str) -> None:
+        """Raise ``TopicNotFound`` if ``channel`` does not exist."""
+        self._check_open()
+        checker = getattr(self.client, "check_topic_valid", None)
+        if checker is not None:
+            await checker(channel)
+            return
+        await self._reader(channel).consumer.check_topic_valid()
+
+    async def _next_message(self) -> TsMsg:
+        """The next decoded message of any channel (channels served in turn)."""
+        readers = self._readers
+        while True:
+            if self._closed:
+                raise StopAsyncIteration
+            count = len(readers)
+            for step in range(count):
+                reader = readers[(self._next_reader + step) % count]
+                if reader.buffer:
+                    self._next_reader = (self._next_reader + step + 1) % count
+                    return reader.popleft()
+            self._raise_reader_errors()
+            self._arrived.clear()
+            await self._arrived.wait()
+
+    def _raise_reader_errors(self) -> None:
+        for reader in self._readers:
+            if reader.error is not None:
+                error, reader.error = reader.error, None
+                raise error
+
+    def _require_consumers(self) -> None:
+        self._check_open()
+        if not self._readers:
+            raise StreamStateError("no consumer channels: call as_consumer() first")
+
+    def __aiter__(self) -> AsyncIterator[MsgPack]:
+        return self
+
+    async def __anext__(self) -> MsgPack:
+        self._require_consumers()
+        msg = await self._next_message()
+        assert msg.position is not None
+        return MsgPack(
+            msgs=[msg],
+            begin_ts=msg.begin_ts,
+            end_ts=msg.end_ts,
+            start_positions=[msg.position],
+            end_positions=[msg.position],
+        )
+
+    async def chan(self) -> AsyncIterator[MsgPack]:
+        """Iterate packs (the same as ``async for pack in stream``)."""
+        async for pack in self:
+            yield pack
