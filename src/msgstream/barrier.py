@@ -22,6 +22,8 @@ from .position import MsgPosition
 
 log = logging.getLogger(__name__)
 
+_TIME_TICK = TimeTickMsg.MSG_TYPE
+
 LatePolicy = Literal["deliver", "reject"]
 LateHandler = Callable[[str, TsMsg, LateMessageError], None]
 
@@ -113,12 +115,12 @@ class TickBarrier:
 
     def push(self, channel: str, msg: TsMsg) -> None:
         """Feed one message read from ``channel`` (its ``position`` set)."""
-        state = self._channel(channel)
+        state = self._channels.get(channel) or self._channel(channel)
         ts = msg.end_ts
         state.last_read = msg.position
         if state.start is None:
             state.start = msg.position
-        if isinstance(msg, TimeTickMsg):
+        if msg.MSG_TYPE == _TIME_TICK:
             if state.resume_ts is not None and ts > state.resume_ts:
                 state.resume_ts = None
             if state.last_tick is None or ts > state.last_tick:
@@ -160,7 +162,7 @@ class TickBarrier:
                 if ts > end:
                     kept.append((ts, msg))
                     continue
-                if isinstance(msg, TimeTickMsg):
+                if msg.MSG_TYPE == _TIME_TICK:
                     continue
                 state.data_pending -= 1
                 if msg.is_dml:

@@ -5,8 +5,9 @@ Layout (little-endian)::
     magic "MS" | version u8 | flags u8 | msg_type u16 | msg_id i64 | timestamp u64 |
     source_id i64 | json_len u32 | crc32 u32 | json body | side buffers
 
-``crc32`` covers everything after the envelope, so a flipped bit in a vector column is
-caught, not delivered. Decoding is strict: any inconsistency raises :class:`DecodeError`.
+``crc32`` covers the envelope fields before it and everything after the envelope, so a
+flipped bit in a header field or a vector column is caught, not delivered. Decoding is
+strict: any inconsistency raises :class:`DecodeError`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 import orjson
 
 from .buffers import BodyReader, BodyWriter
-from .errors import DecodeError, UnknownMessageTypeError
+from .errors import CodecError, DecodeError, UnknownMessageTypeError
 from .messages import BUILTIN_TYPES, USER_TYPE_MIN, Header, TsMsg
 from .schema import CollectionSchema, FieldData
 
@@ -28,6 +29,7 @@ MAGIC = b"MS"
 VERSION = 1
 _ENVELOPE = struct.Struct("<2sBBHqQqII")
 ENVELOPE_SIZE = _ENVELOPE.size
+_CRC_OFFSET = ENVELOPE_SIZE - 4  # the crc is the envelope's last field
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
 
@@ -83,21 +85,33 @@ def encode(msg: TsMsg, registry: MessageRegistry = default_registry) -> bytes:
         raise UnknownMessageTypeError(
             type(msg).__name__, "not registered; call register_message_type"
         )
+    where = f"{type(msg).__name__}(msg_id={msg.msg_id!r})"
     writer = BodyWriter()
-    body = orjson.dumps(msg.encode_body(writer), option=_JSON_OPTIONS)
+    try:
+        body = orjson.dumps(msg.encode_body(writer), option=_JSON_OPTIONS)
+    except orjson.JSONEncodeError as exc:
+        raise CodecError(f"{where}: body is not JSON-serialisable: {exc}") from exc
     tail = b"".join([body, *writer.chunks()])
-    header = _ENVELOPE.pack(
-        MAGIC,
-        VERSION,
-        0,
-        msg.MSG_TYPE,
-        msg.msg_id,
-        msg.timestamp,
-        msg.source_id,
-        len(body),
-        zlib.crc32(tail),
-    )
-    data = header + tail
+    try:
+        prefix = _ENVELOPE.pack(
+            MAGIC,
+            VERSION,
+            0,
+            msg.MSG_TYPE,
+            msg.msg_id,
+            msg.timestamp,
+            msg.source_id,
+            len(body),
+            0,
+        )[:_CRC_OFFSET]
+    except struct.error as exc:
+        raise CodecError(
+            f"{where}: header out of range (msg_id must fit int64, timestamp uint64, "
+            f"source_id int64; timestamp={msg.timestamp!r}, source_id={msg.source_id!r}): "
+            f"{exc}"
+        ) from exc
+    crc = zlib.crc32(tail, zlib.crc32(prefix))
+    data = b"".join([prefix, crc.to_bytes(4, "little"), tail])
     msg.size = len(data)
     return data
 
@@ -127,7 +141,7 @@ def decode(
     view = memoryview(data)[ENVELOPE_SIZE:]
     if json_len > len(view):
         raise DecodeError(f"body of {json_len} bytes announced, {len(view)} present (truncated)")
-    if zlib.crc32(view) != crc:
+    if zlib.crc32(view, zlib.crc32(memoryview(data)[:_CRC_OFFSET])) != crc:
         raise DecodeError("checksum mismatch (corrupt or truncated payload)")
     cls = registry.lookup(msg_type)
     if cls is None:
@@ -142,7 +156,7 @@ def decode(
         msg = cls.decode_body(header, body, reader)
     except DecodeError:
         raise
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         raise DecodeError(f"{cls.__name__} body is malformed: {exc!r}") from None
     msg.size = len(data)
     return msg

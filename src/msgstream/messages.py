@@ -47,6 +47,32 @@ class Header(TypedDict):
 
 _HEADER_FIELDS = frozenset({"msg_id", "timestamp", "source_id", "hash_keys", "position", "size"})
 
+# JSON scalar fields a decoded body is checked against (annotations are strings here).
+_SCALAR_TYPES: dict[Any, tuple[type, ...]] = {
+    "str": (str,),
+    "int": (int,),
+    "float": (int, float),
+    "bool": (bool,),
+    str: (str,),
+    int: (int,),
+    float: (int, float),
+    bool: (bool,),
+}
+
+
+def _check_scalars(cls: type, body: dict[str, Any]) -> None:
+    """Refuse a body whose plain ``str``/``int``/``float``/``bool`` fields have other types."""
+    for f in dataclasses.fields(cls):
+        expected = _SCALAR_TYPES.get(f.type)
+        if expected is None or f.name not in body:
+            continue
+        value = body[f.name]
+        if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
+            raise DecodeError(
+                f"{cls.__name__}: field {f.name!r} must be {expected[-1].__name__}, "
+                f"got {type(value).__name__}"
+            )
+
 
 @dataclass(kw_only=True, eq=False)
 class TsMsg:
@@ -97,6 +123,10 @@ class TsMsg:
     def decode_body(cls, header: Header, body: Any, reader: BodyReader) -> Self:
         if not isinstance(body, dict):
             raise DecodeError(f"{cls.__name__}: body must be a JSON object")
+        smuggled = _HEADER_FIELDS.intersection(body)
+        if smuggled:
+            raise DecodeError(f"{cls.__name__}: body holds header fields {sorted(smuggled)}")
+        _check_scalars(cls, body)
         try:
             return cls(**header, **body)
         except TypeError as exc:
@@ -166,8 +196,6 @@ class InsertMsg(TsMsg):
         where = f"InsertMsg(msg_id={self.msg_id}, collection={self.collection_name!r})"
         self.row_ids = np.asarray(self.row_ids, dtype=np.int64)
         rows = self.row_ids.shape[0]
-        if not self.fields and rows == 0 and self.row_timestamps is not None:
-            rows = len(self.row_timestamps)
         self.row_timestamps = _row_timestamps(self.row_timestamps, rows, self.timestamp, where)
         for column in self.fields:
             if len(column) != rows:
@@ -229,6 +257,7 @@ class InsertMsg(TsMsg):
 
     @classmethod
     def decode_body(cls, header: Header, body: Any, reader: BodyReader) -> Self:
+        _check_scalars(cls, body)
         rows = body["rows"]
         return cls(
             **header,
@@ -320,13 +349,18 @@ class DeleteMsg(TsMsg):
 
     @classmethod
     def decode_body(cls, header: Header, body: Any, reader: BodyReader) -> Self:
+        _check_scalars(cls, body)
         rows = body["rows"]
         keys: PrimaryKeys
         if "int_keys" in body:
             keys = reader.get_array(body["int_keys"], "<i8", rows)
         else:
             keys = body["str_keys"]
-            if not isinstance(keys, list) or len(keys) != rows:
+            if (
+                not isinstance(keys, list)
+                or len(keys) != rows
+                or not all(isinstance(k, str) for k in keys)
+            ):
                 raise DecodeError(f"DeleteMsg: expected {rows} string keys")
         return cls(
             **header,
@@ -354,6 +388,7 @@ class CreateCollectionMsg(TsMsg):
 
     @classmethod
     def decode_body(cls, header: Header, body: Any, reader: BodyReader) -> Self:
+        _check_scalars(cls, body)
         return cls(
             **header,
             collection_name=body["collection_name"],

@@ -12,6 +12,8 @@ import orjson
 
 from .errors import InvalidPositionError
 
+_MAX_TIMESTAMP = (1 << 64) - 1
+
 
 class SubscriptionPosition(enum.Enum):
     """Where a new subscription starts reading."""
@@ -67,9 +69,14 @@ class MsgPosition:
             ) from None
         timestamp = data.get("timestamp", 0)
         group = data.get("msg_group", "")
-        if not isinstance(timestamp, int) or isinstance(timestamp, bool) or timestamp < 0:
+        if (
+            not isinstance(timestamp, int)
+            or isinstance(timestamp, bool)
+            or not 0 <= timestamp <= _MAX_TIMESTAMP
+        ):
             raise InvalidPositionError(
-                f"position 'timestamp' of channel {channel!r} must be an int >= 0: {timestamp!r}"
+                f"position 'timestamp' of channel {channel!r} must be an int >= 0 "
+                f"(unsigned 64-bit): {timestamp!r}"
             )
         if not isinstance(group, str):
             raise InvalidPositionError(f"position 'msg_group' must be a string: {group!r}")

@@ -245,6 +245,8 @@ class FieldData:
 
     @classmethod
     def decode(cls, data: dict[str, Any], reader: BodyReader) -> FieldData:
+        if not isinstance(data["name"], str):
+            raise DecodeError(f"field name must be a string, got {data['name']!r}")
         dtype = DataType(data["dtype"])
         rows: int = data["rows"]
         dim: int | None = data.get("dim")
@@ -258,12 +260,18 @@ class FieldData:
         elif dtype is DataType.BINARY:
             lengths = reader.get_array(data["lens"], "<i8", rows)
             blob = reader.get_bytes(data["buf"])
-            if int(lengths.sum()) != len(blob) or (rows and int(lengths.min()) < 0):
+            sizes = lengths.tolist()
+            if any(n < 0 for n in sizes) or sum(sizes) != len(blob):  # no int64 wrap-around
                 raise DecodeError(f"binary field {data['name']!r}: lengths do not match its buffer")
             ends = np.cumsum(lengths).tolist()
             starts = [0, *ends[:-1]]
             values = [blob[s:e] for s, e in zip(starts, ends, strict=True)]
-            for i in data.get("nulls", []):
+            nulls = data.get("nulls", [])
+            if not isinstance(nulls, list) or not all(
+                type(i) is int and 0 <= i < rows for i in nulls
+            ):
+                raise DecodeError(f"binary field {data['name']!r}: bad null row indices {nulls!r}")
+            for i in nulls:
                 values[i] = None
         else:
             values = data["values"]

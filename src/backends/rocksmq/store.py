@@ -7,6 +7,10 @@ Key layout (all big-endian, so a channel's messages are one sequential range)::
     b"M" + cid u32 + msg id i64  -> flag u8 (0: no properties) [| u32 len | json] | payload
     b"P" + cid u32 + first id    -> last id i64 | bytes u64 | closed_ms u64   (closed pages)
     b"S" + cid u32 + sub name    -> next id i64 | last_active_ms u64          (cursors)
+    b"L" + cid u32               -> i64: every id below it was deleted by retention
+
+The ``L`` mark keeps ids from being reused once retention has deleted every message of
+a channel (the next id is otherwise derived from the last message or page on open).
 
 A send is one WriteBatch (ids allocated under a lock), acknowledged once RocksDB has
 written it to the WAL (fsynced too with ``sync=True``). Messages are grouped into pages
@@ -18,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import struct
 import tempfile
 import threading
@@ -39,6 +44,7 @@ _CHANNEL = struct.Struct(">IQ")
 _MSG_KEY = struct.Struct(">cIq")
 _PAGE = struct.Struct(">qQQ")
 _SUB = struct.Struct(">qQ")
+_I64 = struct.Struct(">q")
 _CID_PREFIX = struct.Struct(">cI")
 _MAX_ID = (1 << 63) - 1
 _NO_PROPS = b"\x00"
@@ -92,6 +98,9 @@ class RocksStore(LogStore):
         self._secondary_dir: tempfile.TemporaryDirectory[str] | None = None
         db_options = Options(raw_mode=True)
         if self.read_only:
+            # rocksdict creates a missing directory even for a secondary: check first.
+            if not os.path.isfile(os.path.join(path, "CURRENT")):
+                raise FileNotFoundError(f"no rocksmq store at {path!r}")
             self._secondary_dir = tempfile.TemporaryDirectory(prefix="msgstream-secondary-")
             db_options.set_max_open_files(-1)
             access = AccessType.secondary(self._secondary_dir.name)
@@ -119,8 +128,10 @@ class RocksStore(LogStore):
         self._next_cid = _U32.unpack(raw_next)[0] if raw_next else 1
         for cid in self._cids.values():
             self._next[cid] = self._find_next_id(cid)
+            if self.read_only:
+                continue  # no appends nor retention: skip the scan of the open page
             pages = self._pages(cid)
-            page = _OpenPage(pages[-1].last_id + 1 if pages else FIRST_ID)
+            page = _OpenPage(pages[-1].last_id + 1 if pages else self._deleted_below(cid))
             for _, value in self._scan(_CID_PREFIX.pack(b"M", cid), _msg_key(cid, page.first_id)):
                 page.size += len(value)
             self._open_pages[cid] = page
@@ -131,7 +142,12 @@ class RocksStore(LogStore):
         if it.valid() and it.key()[:5] == _CID_PREFIX.pack(b"M", cid):
             return int(_MSG_KEY.unpack(it.key())[2]) + 1
         pages = self._pages(cid)
-        return pages[-1].last_id + 1 if pages else FIRST_ID
+        return pages[-1].last_id + 1 if pages else self._deleted_below(cid)
+
+    def _deleted_below(self, cid: int) -> int:
+        """The id below which retention deleted everything (FIRST_ID if it never ran)."""
+        raw = self._db.get(_CID_PREFIX.pack(b"L", cid))
+        return max(FIRST_ID, _I64.unpack(raw)[0]) if raw else FIRST_ID
 
     def _scan(self, prefix: bytes, start: bytes | None = None) -> list[tuple[bytes, bytes]]:
         it = self._db.iter()
@@ -165,6 +181,8 @@ class RocksStore(LogStore):
 
     # --- channels ---------------------------------------------------------------------
     def has_channel(self, channel: str) -> bool:
+        if channel not in self._cids and self.read_only:
+            self.catch_up()  # the writer may have created it since this store opened
         return channel in self._cids
 
     def ensure_channel(self, channel: str) -> None:
@@ -193,7 +211,7 @@ class RocksStore(LogStore):
                 return
             batch = WriteBatch(raw_mode=True)
             batch.delete(b"C" + channel.encode())
-            for tag in (b"M", b"P", b"S"):
+            for tag in (b"M", b"P", b"S", b"L"):
                 batch.delete_range(_CID_PREFIX.pack(tag, cid), _CID_PREFIX.pack(tag, cid + 1))
             self._db.write(batch, self._write_options)
             self._next.pop(cid, None)
@@ -343,6 +361,7 @@ class RocksStore(LogStore):
                 )
                 for page in doomed:
                     batch.delete(page_key(cid, page.first_id))
+                batch.put(_CID_PREFIX.pack(b"L", cid), _I64.pack(doomed[-1].last_id + 1))
                 self._db.write(batch, self._write_options)
                 deleted += doomed[-1].last_id + 1 - doomed[0].first_id
                 log.info(

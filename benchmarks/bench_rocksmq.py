@@ -1,0 +1,284 @@
+"""Embedded-backend figures, each beside its raw rocksdict baseline from the same run.
+
+    python benchmarks/bench_rocksmq.py [--quick] [--json FILE]
+
+Figures (goals from the core issue):
+  1. single-message produce latency p50/p99 vs a raw ``Rdict.put``     (p50 <= 5x)
+  2. batched produce throughput of 100 B messages vs a raw WriteBatch   (>= 0.5x)
+  3. TtMsgStream end-to-end msgs/s over 16 channels                     (>= 200k/s)
+  4. codec encode+decode MB/s, 1,000-row Insert with a 128-dim vector
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import platform
+import struct
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+
+from backends.rocksmq import RocksOptions, open_client
+from msgstream import (
+    DataType,
+    DeleteMsg,
+    FieldData,
+    InsertMsg,
+    MsgPack,
+    MsgStream,
+    SubscriptionPosition,
+    TimeTickMsg,
+    TtMsgStream,
+    decode,
+    encode,
+    repack_by_first_key,
+)
+
+PAYLOAD = b"x" * 100
+
+
+@dataclass
+class Row:
+    figure: str
+    ours: float
+    baseline: float | None
+    unit: str
+    goal: str
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.baseline in (None, 0) else self.ours / self.baseline
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {mem_gib:.0f} GiB, {platform.system()} "
+        f"{platform.release()}, Python {platform.python_version()}"
+    )
+
+
+def raw_db(path: str) -> Rdict:
+    return Rdict(path, Options(raw_mode=True))
+
+
+def bench_raw_put_latency(path: str, count: int) -> list[float]:
+    db = raw_db(path)
+    options = WriteOptions()
+    key = struct.Struct(">cIq").pack
+    samples = []
+    clock = time.perf_counter_ns
+    for i in range(count):
+        start = clock()
+        db.put(key(b"M", 1, i), PAYLOAD, options)
+        samples.append((clock() - start) / 1000)
+    db.close()
+    return samples
+
+
+async def bench_send_latency(path: str, count: int) -> tuple[list[float], list[float]]:
+    client = open_client(path, RocksOptions())
+    producer = await client.create_producer("latency")
+    stream = MsgStream(open_client(path, RocksOptions()))
+    await stream.as_producer(["latency-stream"])
+    tick = TimeTickMsg(timestamp=1, hash_keys=[0])
+    pack = MsgPack.of(tick)
+    send, produce = [], []
+    clock = time.perf_counter_ns
+    for _ in range(count):
+        start = clock()
+        await producer.send(PAYLOAD)
+        send.append((clock() - start) / 1000)
+    for _ in range(count):
+        start = clock()
+        await stream.produce(pack)
+        produce.append((clock() - start) / 1000)
+    await stream.close()
+    await client.close()
+    return send, produce
+
+
+def bench_raw_batch(path: str, total: int, batch: int) -> float:
+    db = raw_db(path)
+    key = struct.Struct(">cIq").pack
+    start = time.perf_counter()
+    for first in range(0, total, batch):
+        wb = WriteBatch(raw_mode=True)
+        for i in range(first, first + batch):
+            wb.put(key(b"M", 1, i), PAYLOAD)
+        db.write(wb)
+    elapsed = time.perf_counter() - start
+    db.close()
+    return total / elapsed
+
+
+async def bench_send_many(path: str, total: int, batch: int) -> float:
+    client = open_client(path, RocksOptions())
+    producer = await client.create_producer("throughput")
+    payloads = [PAYLOAD] * batch
+    start = time.perf_counter()
+    for _ in range(0, total, batch):
+        await producer.send_many(payloads)
+    elapsed = time.perf_counter() - start
+    await client.close()
+    return total / elapsed
+
+
+def delete(msg_id: int, ts: int, channel: int) -> DeleteMsg:
+    return DeleteMsg(
+        msg_id=msg_id, timestamp=ts, collection_name="c", primary_keys=[msg_id], hash_keys=[channel]
+    )
+
+
+async def fill_channels(path: str, channels: list[str], per_channel: int, per_tick: int) -> int:
+    stream = MsgStream(open_client(path, RocksOptions()), repack=repack_by_first_key)
+    await stream.as_producer(channels)
+    msg_id = 0
+    ts = 0
+    data = 0
+    for _ in range(per_channel // per_tick):
+        msgs: list[Any] = []
+        for _ in range(per_tick):
+            ts += 1
+            for c in range(len(channels)):
+                msg_id += 1
+                msgs.append(delete(msg_id, ts, c))
+                data += 1
+        ts += 1
+        msgs.extend(TimeTickMsg(timestamp=ts, hash_keys=[c]) for c in range(len(channels)))
+        await stream.produce(MsgPack(msgs=msgs))
+    await stream.close()
+    return data
+
+
+async def bench_tt_consume(path: str, channels: list[str], expected: int) -> float:
+    stream = TtMsgStream(open_client(path, RocksOptions()), pursuit_lag_s=0)
+    await stream.as_consumer(channels, "bench", SubscriptionPosition.EARLIEST)
+    seen = 0
+    start = time.perf_counter()
+    async for pack in stream:
+        seen += len(pack.msgs)
+        if seen >= expected:
+            break
+    elapsed = time.perf_counter() - start
+    await stream.close()
+    return expected / elapsed
+
+
+def bench_codec(rounds: int) -> tuple[float, float]:
+    rows = 1000
+    msg = InsertMsg(
+        msg_id=1,
+        timestamp=1,
+        collection_name="c",
+        row_ids=np.arange(rows),
+        fields=[
+            FieldData("pk", DataType.INT64, np.arange(rows)),
+            FieldData("vec", DataType.FLOAT_VECTOR, np.random.rand(rows, 128), dim=128),
+        ],
+    )
+    payload = encode(msg)
+    start = time.perf_counter()
+    for _ in range(rounds):
+        decode(encode(msg))
+    elapsed = time.perf_counter() - start
+    mb = len(payload) * rounds / 1e6
+    raw = msg.fields[1].values
+    start = time.perf_counter()
+    for _ in range(rounds):
+        np.frombuffer(orjson.dumps({"v": 1}) and raw.tobytes(), dtype=np.float32)
+    baseline = time.perf_counter() - start
+    return mb / elapsed, mb / baseline
+
+
+def timed(label: str, fn: Callable[[], Any]) -> Any:
+    gc.collect()
+    start = time.perf_counter()
+    result = fn()
+    print(f"  {label}: {time.perf_counter() - start:.1f}s", file=sys.stderr)
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else "")
+    parser.add_argument("--quick", action="store_true", help="fewer iterations")
+    parser.add_argument("--json", help="also write the figures to this JSON file")
+    args = parser.parse_args()
+    scale = 0.1 if args.quick else 1.0
+    latency_n = int(20000 * scale)
+    batch_total = int(1_000_000 * scale)
+    per_channel = int(20000 * scale)
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="msgstream-bench-") as tmp:
+        raw = timed("raw put latency", lambda: bench_raw_put_latency(f"{tmp}/raw1", latency_n))
+        send, produce = timed(
+            "send latency", lambda: asyncio.run(bench_send_latency(f"{tmp}/mq1", latency_n))
+        )
+        for name, samples in (("producer.send", send), ("MsgStream.produce", produce)):
+            for q, goal in ((0.5, "<= 5x raw"), (0.99, "")):
+                rows.append(
+                    Row(
+                        f"{name} latency p{int(q * 100)}",
+                        percentile(samples, q),
+                        percentile(raw, q),
+                        "us",
+                        goal if name == "producer.send" else "",
+                    )
+                )
+        raw_tput = timed("raw batch", lambda: bench_raw_batch(f"{tmp}/raw2", batch_total, 1000))
+        ours_tput = timed(
+            "send_many", lambda: asyncio.run(bench_send_many(f"{tmp}/mq2", batch_total, 1000))
+        )
+        rows.append(
+            Row("batched produce, 100 B msgs", ours_tput, raw_tput, "msgs/s", ">= 0.5x raw")
+        )
+        channels = [f"tt-{i}" for i in range(16)]
+        data = timed(
+            "fill 16 channels",
+            lambda: asyncio.run(fill_channels(f"{tmp}/mq3", channels, per_channel, 100)),
+        )
+        tt = timed(
+            "tt consume", lambda: asyncio.run(bench_tt_consume(f"{tmp}/mq3", channels, data))
+        )
+        rows.append(Row("TtMsgStream end-to-end, 16 channels", tt, None, "msgs/s", ">= 200k/s"))
+        codec, codec_base = timed("codec", lambda: bench_codec(max(20, int(500 * scale))))
+        rows.append(Row("codec encode+decode, 1000x128 f32 Insert", codec, codec_base, "MB/s", ""))
+
+    print(f"machine: {machine()}")
+    print(f"{'figure':44} {'ours':>12} {'baseline':>12} {'ratio':>7}  unit    goal")
+    for row in rows:
+        base = "-" if row.baseline is None else f"{row.baseline:,.1f}"
+        ratio = "-" if row.ratio is None else f"{row.ratio:.2f}x"
+        print(f"{row.figure:44} {row.ours:>12,.1f} {base:>12} {ratio:>7}  {row.unit:7} {row.goal}")
+    if args.json:
+        with open(args.json, "wb") as out:
+            out.write(orjson.dumps({"machine": machine(), "rows": [r.__dict__ for r in rows]}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,272 @@
+"""DESIGN §5: MsgStream scenarios, run on every backend."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from harness import BackendHarness
+from msgstream import (
+    DataType,
+    DeleteMsg,
+    FieldData,
+    InsertMsg,
+    MessageRegistry,
+    MsgPack,
+    MsgPosition,
+    MsgStream,
+    StreamClosedError,
+    StreamStateError,
+    SubscriptionPosition,
+    TimeTickMsg,
+    TopicNotFound,
+    TsMsg,
+    UnknownMessageTypeError,
+    hash_primary_keys,
+    positions_from_json,
+    positions_to_json,
+)
+from msgstream.codec import BUILTIN_TYPES
+
+TIMEOUT = 10.0
+EARLIEST = SubscriptionPosition.EARLIEST
+
+
+def stream(backend: BackendHarness, **options: object) -> MsgStream:
+    return MsgStream(backend.client(), **options)  # type: ignore[arg-type]
+
+
+def insert(msg_id: int, pks: list[int], ts: int = 100) -> InsertMsg:
+    return InsertMsg(
+        msg_id=msg_id,
+        timestamp=ts,
+        collection_name="books",
+        row_ids=pks,
+        fields=[
+            FieldData("pk", DataType.INT64, pks),
+            FieldData("vec", DataType.FLOAT_VECTOR, np.full((len(pks), 2), msg_id), dim=2),
+        ],
+        hash_keys=hash_primary_keys(pks),
+    )
+
+
+async def take(source: MsgStream, count: int) -> list[TsMsg]:
+    out: list[TsMsg] = []
+    while len(out) < count:
+        pack = await asyncio.wait_for(anext(source), TIMEOUT)
+        assert pack.start_positions == pack.end_positions == [pack.msgs[0].position]
+        out.extend(pack.msgs)
+    return out
+
+
+async def test_produce_routes_rows_by_hash_to_their_channel(backend: BackendHarness) -> None:
+    channels = backend.channels(4)
+    pks = list(range(40))
+    async with stream(backend) as producer, stream(backend) as consumer:
+        await producer.as_producer(channels)
+        result = await producer.produce(MsgPack.of(insert(1, pks)))
+        buckets = {
+            c: [pk for pk in pks if hash_primary_keys([pk])[0] % 4 == i]
+            for i, c in enumerate(channels)
+        }
+        assert sorted(result) == sorted(c for c in channels if buckets[c])
+        assert all(len(ids) == 1 for ids in result.values())
+        await consumer.as_consumer(channels, "sub", EARLIEST)
+        got = await take(consumer, len(result))
+        by_channel = {}
+        for msg in got:
+            assert isinstance(msg, InsertMsg) and msg.position is not None
+            by_channel[msg.position.channel] = msg.row_ids.tolist()
+            assert msg.field("pk").values.tolist() == msg.row_ids.tolist()
+        assert by_channel == {c: rows for c, rows in buckets.items() if rows}
+
+
+async def test_messages_of_one_bucket_keep_their_order(backend: BackendHarness) -> None:
+    channel = backend.channel()
+    async with stream(backend) as producer, stream(backend) as consumer:
+        await producer.as_producer([channel])
+        msgs = [insert(i, [i]) for i in range(1, 30)]
+        await producer.produce(MsgPack.of(*msgs))
+        await consumer.as_consumer([channel], "sub", EARLIEST)
+        got = await take(consumer, 29)
+        assert [m.msg_id for m in got] == list(range(1, 30))
+        assert got == msgs
+
+
+async def test_broadcast_reaches_every_channel(backend: BackendHarness) -> None:
+    channels = backend.channels(3)
+    async with stream(backend) as producer, stream(backend) as consumer:
+        await producer.as_producer(channels)
+        result = await producer.broadcast(MsgPack.of(TimeTickMsg(msg_id=7, timestamp=50)))
+        assert sorted(result) == sorted(channels)
+        assert all(len(ids) == 1 for ids in result.values())
+        await consumer.as_consumer(channels, "sub", EARLIEST)
+        got = await take(consumer, 3)
+        assert sorted(m.position.channel for m in got if m.position) == sorted(channels)
+        assert all(isinstance(m, TimeTickMsg) and m.timestamp == 50 for m in got)
+        for msg in got:
+            assert msg.position is not None
+            assert msg.position.msg_id == result[msg.position.channel][0].to_bytes()
+
+
+async def test_seek_to_positions_inclusive_and_exclusive(backend: BackendHarness) -> None:
+    channel = backend.channel()
+    async with stream(backend) as producer:
+        await producer.as_producer([channel])
+        await producer.produce(MsgPack.of(*[insert(i, [i]) for i in range(1, 11)]))
+    async with stream(backend) as reader:
+        await reader.as_consumer([channel], "sub", EARLIEST)
+        got = await take(reader, 5)
+    fifth = got[4].position
+    assert fifth is not None
+    saved = positions_from_json(positions_to_json([fifth]))
+    for inclusive, first in ((True, 5), (False, 6)):
+        async with stream(backend) as resumed:
+            await resumed.as_consumer(
+                [channel], f"resume-{inclusive}", SubscriptionPosition.UNKNOWN
+            )
+            await resumed.seek(saved, include_current=inclusive)
+            assert [m.msg_id for m in await take(resumed, 11 - first)] == list(range(first, 11))
+
+
+async def test_ack_then_reopen_resumes_after_the_ack(backend: BackendHarness) -> None:
+    channel = backend.channel()
+    async with stream(backend) as producer:
+        await producer.as_producer([channel])
+        await producer.produce(MsgPack.of(*[insert(i, [i]) for i in range(1, 9)]))
+    async with stream(backend) as first:
+        await first.as_consumer([channel], "sub", EARLIEST)
+        got = await take(first, 3)
+        assert got[2].position is not None
+        await first.ack([got[2].position])
+    async with stream(backend) as second:
+        await second.as_consumer([channel], "sub", EARLIEST)
+        assert [m.msg_id for m in await take(second, 5)] == [4, 5, 6, 7, 8]
+
+
+async def test_corrupt_payload_is_skipped_counted_and_logged(
+    backend: BackendHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    channel = backend.channel()
+    client = backend.client()
+    raw = await client.create_producer(channel)
+    async with stream(backend) as producer, stream(backend) as consumer:
+        await producer.as_producer([channel])
+        await producer.produce(MsgPack.of(insert(1, [1])))
+        bad_id = await raw.send(b"MS\x01garbage that is not a message")
+        truncated = (await producer.produce(MsgPack.of(insert(2, [2]))))[channel]
+        del truncated
+        await raw.send(b"")
+        await producer.produce(MsgPack.of(insert(3, [3])))
+        await consumer.as_consumer([channel], "sub", EARLIEST)
+        with caplog.at_level(logging.WARNING):
+            got = await take(consumer, 3)
+        assert [m.msg_id for m in got] == [1, 2, 3]
+        assert consumer.read_stats.decode_errors == 2
+        assert consumer.read_stats.received == 5
+        messages = [r.getMessage() for r in caplog.records if "undecodable" in r.getMessage()]
+        assert len(messages) == 2
+        assert channel in messages[0] and repr(bad_id) in messages[0]
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class AuditMsg(TsMsg):
+    MSG_TYPE: ClassVar[int] = 4242
+    note: str
+
+
+async def test_unknown_message_type_is_skipped_and_counted(backend: BackendHarness) -> None:
+    channel = backend.channel()
+    producer_registry = MessageRegistry(BUILTIN_TYPES)
+    producer_registry.register(AuditMsg)
+    bad: list[tuple[bytes, str]] = []
+    async with (
+        stream(backend, registry=producer_registry) as producer,
+        stream(
+            backend, on_bad_message=lambda m, e: bad.append((m.payload[:2], type(e).__name__))
+        ) as consumer,
+    ):
+        await producer.as_producer([channel])
+        audit = AuditMsg(msg_id=2, timestamp=5, note="hi", hash_keys=[0])
+        await producer.produce(MsgPack.of(insert(1, [1]), audit, insert(3, [3])))
+        await consumer.as_consumer([channel], "sub", EARLIEST)
+        assert [m.msg_id for m in await take(consumer, 2)] == [1, 3]
+        assert consumer.read_stats.unknown_types == 1
+        assert bad == [(b"MS", "UnknownMessageTypeError")]
+        await consumer.as_producer([backend.channel()])
+        with pytest.raises(UnknownMessageTypeError, match="AuditMsg"):
+            await consumer.produce(MsgPack.of(audit))
+
+
+async def test_mismatched_hash_keys_raise_value_error(backend: BackendHarness) -> None:
+    async with stream(backend) as producer:
+        await producer.as_producer(backend.channels(2))
+        msg = insert(9, [1, 2, 3])
+        msg.hash_keys = [1, 2]
+        with pytest.raises(ValueError, match="msg_id=9"):
+            await producer.produce(MsgPack.of(msg))
+        delete = DeleteMsg(msg_id=10, collection_name="books", primary_keys=[1, 2], hash_keys=[1])
+        with pytest.raises(ValueError, match="msg_id=10"):
+            await producer.produce(MsgPack.of(delete))
+
+
+async def test_operations_out_of_order_or_after_close(backend: BackendHarness) -> None:
+    channel = backend.channel()
+    s = stream(backend)
+    with pytest.raises(StreamStateError, match="as_producer"):
+        await s.produce(MsgPack.of(insert(1, [1])))
+    with pytest.raises(StreamStateError, match="as_consumer"):
+        await anext(s)
+    await s.as_producer([channel])
+    with pytest.raises(StreamStateError, match="already"):
+        await s.as_producer([channel])
+    await s.close()
+    await s.close()
+    for call in (
+        lambda: s.produce(MsgPack.of(insert(1, [1]))),
+        lambda: s.broadcast(MsgPack.of(insert(1, [1]))),
+        lambda: s.as_consumer([channel], "sub"),
+        lambda: s.seek([MsgPosition(channel, b"x")]),
+        lambda: s.get_latest_msg_id(channel),
+        lambda: anext(s),
+    ):
+        with pytest.raises(StreamClosedError, match="MsgStream is closed"):
+            await call()
+
+
+async def test_close_wakes_a_waiting_iteration(backend: BackendHarness) -> None:
+    s = stream(backend)
+    await s.as_consumer([backend.channel()], "sub", EARLIEST)
+    waiting = asyncio.ensure_future(anext(s))
+    await asyncio.sleep(0.05)
+    await s.close()
+    with pytest.raises(StopAsyncIteration):
+        await asyncio.wait_for(waiting, TIMEOUT)
+
+
+async def test_latest_msg_id_and_topic_check_through_the_stream(backend: BackendHarness) -> None:
+    channel = backend.channel()
+    async with stream(backend) as s:
+        with pytest.raises(TopicNotFound):
+            await s.check_topic_valid(channel)
+        await s.as_producer([channel])
+        await s.check_topic_valid(channel)
+        assert await s.get_latest_msg_id(channel) is None
+        result = await s.produce(MsgPack.of(insert(1, [1]), insert(2, [2])))
+        assert await s.get_latest_msg_id(channel) == result[channel][-1]
+
+
+async def test_receive_buffer_is_bounded(backend: BackendHarness) -> None:
+    channel = backend.channel()
+    async with stream(backend) as producer, stream(backend, receive_buffer_size=4) as consumer:
+        await producer.as_producer([channel])
+        await producer.produce(MsgPack.of(*[insert(i, [i]) for i in range(1, 101)]))
+        await consumer.as_consumer([channel], "sub", EARLIEST)
+        await asyncio.sleep(0.2)
+        assert len(consumer._readers[0].buffer) == 4
+        assert [m.msg_id for m in await take(consumer, 100)] == list(range(1, 101))

@@ -1,0 +1,142 @@
+"""rocksmq read-only mode: another process reads a store this process keeps writing.
+
+The reader is a separate process (tests/helpers/rocksmq_child.py ``read``) opening the
+store with ``RocksOptions(read_only=True)`` through ``open_client``; it sees the writer's
+later messages and channels only through its polling catch-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from backends.local.client import LocalMessageID
+from backends.rocksmq import RocksOptions, RocksStore, open_client
+from helpers.rocksmq_child import Child
+from msgstream.errors import BackendUnavailableError, StreamStateError, TopicNotFound
+from msgstream.position import SubscriptionPosition
+
+
+def mid(value: int) -> LocalMessageID:
+    return LocalMessageID("rocksmq", value)
+
+
+def disk_state(path: Path) -> dict[str, tuple[int, int]]:
+    """Every file of the store with its size and modification time."""
+    state = {}
+    for entry in os.scandir(path):
+        info = entry.stat()
+        state[entry.name] = (info.st_size, info.st_mtime_ns)
+    return state
+
+
+async def test_other_process_reads_while_writer_writes(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    writer = open_client(str(path))
+    child: Child | None = None
+    try:
+        store = writer.store
+        assert isinstance(store, RocksStore)
+        producer = await writer.create_producer("ch")
+        assert await producer.send_many([b"a%d" % i for i in range(1, 51)]) == [
+            mid(i) for i in range(1, 51)
+        ]
+
+        child = Child("read", str(path), "ch", "100", "late", "3")
+        assert child.line() == "OPENED"
+        # Everything written before it opened...
+        assert [child.line() for _ in range(50)] == [f"MSG {i} a{i}" for i in range(1, 51)]
+
+        # ...and, while it waits, a new channel and more messages in several steps.
+        late = await writer.create_producer("late")
+        assert await late.send_many([b"late1", b"late2", b"late3"]) == [mid(1), mid(2), mid(3)]
+        for step in range(5):
+            await asyncio.sleep(0.05)  # the reader is polling in between
+            first = 51 + 10 * step
+            ids = await producer.send_many([b"b%d" % i for i in range(first, first + 10)])
+            assert ids == [mid(i) for i in range(first, first + 10)]
+        assert [child.line() for _ in range(50)] == [f"MSG {i} b{i}" for i in range(51, 101)]
+        assert [child.line() for _ in range(3)] == ["LATE 1 late1", "LATE 2 late2", "LATE 3 late3"]
+        assert child.line() == "PRODUCE StreamStateError"
+        assert child.line() == "READY_TO_ACK"
+
+        # The reader's ack stays in its memory: nothing reaches the disk.
+        store._db.flush()
+        before = disk_state(path)
+        sequence = store._db.latest_sequence_number()
+        child.send_line("ack")
+        assert child.line() == "ACKED 101"  # its own (volatile) cursor moved
+        assert child.wait() == 0, child.stderr()
+        assert disk_state(path) == before
+        assert store._db.latest_sequence_number() == sequence
+        assert store.get_subscription("ch", "reader") is None
+        assert store.list_subscriptions("ch") == []
+        assert store.list_subscriptions("late") == []
+    finally:
+        if child is not None:
+            child.close()
+        await writer.close()
+    # The writer's data is intact after the reader went away.
+    store = RocksStore(str(path))
+    try:
+        assert [r.msg_id for r in store.read("ch", 0, 1000)] == list(range(1, 101))
+        assert store.list_subscriptions("ch") == []
+    finally:
+        store.close()
+
+
+async def test_read_only_client_in_process(tmp_path: Path) -> None:
+    path = str(tmp_path / "store")
+    writer = open_client(path)
+    reader = open_client(path, RocksOptions(read_only=True, poll_interval_s=0.01))
+    try:
+        assert reader.store is not writer.store
+        assert reader.store.read_only
+        producer = await writer.create_producer("ch")
+        await producer.send_many([b"1", b"2"], {"k": "v"})
+
+        consumer = await reader.subscribe("ch", "ro", SubscriptionPosition.EARLIEST)
+        with pytest.raises(StreamStateError):
+            await reader.create_producer("ch")
+        with pytest.raises(StreamStateError):
+            await reader.delete_channel("ch")
+        with pytest.raises(StreamStateError):
+            await reader.delete_subscription("ch", "ro")
+        with pytest.raises(TopicNotFound):
+            await reader.subscribe("missing", "ro", SubscriptionPosition.EARLIEST)
+
+        first = await asyncio.wait_for(consumer.receive(), 5)
+        assert (first.msg_id, first.payload, dict(first.properties)) == (mid(1), b"1", {"k": "v"})
+        await consumer.ack(first)
+        assert writer.store.get_subscription("ch", "ro") is None
+        assert reader.store.get_subscription("ch", "ro") is not None
+
+        # A waiting reader picks up the writer's later message by polling.
+        await consumer.receive()
+        waiting = asyncio.create_task(consumer.receive())
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        await producer.send(b"3")
+        third = await asyncio.wait_for(waiting, 5)
+        assert (third.msg_id, third.payload) == (mid(3), b"3")
+        assert await consumer.get_latest_msg_id() == mid(3)
+
+        # A channel deleted by the writer ends a waiting read with TopicNotFound.
+        waiting = asyncio.create_task(consumer.receive())
+        await asyncio.sleep(0.03)
+        await writer.delete_channel("ch")
+        with pytest.raises(TopicNotFound):
+            await asyncio.wait_for(waiting, 5)
+    finally:
+        await reader.close()
+        await writer.close()
+
+
+def test_read_only_open_of_missing_store_fails(tmp_path: Path) -> None:
+    path = tmp_path / "nothing"
+    with pytest.raises(BackendUnavailableError, match="nothing"):
+        open_client(str(path), RocksOptions(read_only=True))
+    assert not path.exists()
