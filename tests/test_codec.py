@@ -44,8 +44,8 @@ from msgstream.messages import (
 from msgstream.position import MsgPosition
 from msgstream.schema import CollectionSchema, DataType, FieldData, FieldSchema
 
-_PREFIX = struct.Struct("<2sBBHqQqI")  # the envelope up to (not including) the crc
-_ENVELOPE = struct.Struct("<2sBBHqQqII")
+_PREFIX = struct.Struct("<2sBBHqQqQQI")  # the envelope up to (not including) the crc
+_ENVELOPE = struct.Struct("<2sBBHqQqQQII")
 
 
 def build_payload(
@@ -56,8 +56,10 @@ def build_payload(
     msg_id: int = 1,
     timestamp: int = 100,
     source_id: int = 0,
+    begin_ts: int | None = None,
+    end_ts: int | None = None,
     magic: bytes = b"MS",
-    version: int = 1,
+    version: int = 2,
     flags: int = 0,
     json_len: int | None = None,
 ) -> bytes:
@@ -70,6 +72,8 @@ def build_payload(
         msg_id,
         timestamp,
         source_id,
+        timestamp if begin_ts is None else begin_ts,
+        timestamp if end_ts is None else end_ts,
         len(body) if json_len is None else json_len,
     )
     tail = body + buffers
@@ -79,7 +83,7 @@ def build_payload(
 def split_payload(payload: bytes) -> tuple[tuple[Any, ...], Any, bytes]:
     """``(envelope fields, JSON body, buffer area)`` of an encoded payload."""
     fields = _ENVELOPE.unpack_from(payload)
-    json_len = fields[7]
+    json_len = fields[9]
     body = orjson.loads(payload[ENVELOPE_SIZE : ENVELOPE_SIZE + json_len])
     return fields, body, payload[ENVELOPE_SIZE + json_len :]
 
@@ -94,6 +98,8 @@ def rebuild(payload: bytes, body: Any, buffers: bytes | None = None) -> bytes:
         msg_id=fields[4],
         timestamp=fields[5],
         source_id=fields[6],
+        begin_ts=fields[7],
+        end_ts=fields[8],
     )
 
 
@@ -171,15 +177,16 @@ SAMPLE_IDS = [type(m).__name__ + str(m.msg_id) for m in SAMPLES]
 
 def test_envelope_layout() -> None:
     assert MAGIC == b"MS"
-    assert VERSION == 1
-    assert ENVELOPE_SIZE == 38
+    assert VERSION == 2
+    assert ENVELOPE_SIZE == 54
     msg = DropCollectionMsg(
         msg_id=-5, timestamp=2**64 - 1, source_id=2**63 - 1, collection_name="c"
     )
     payload = encode(msg)
     fields, body, area = split_payload(payload)
-    magic, version, flags, msg_type, msg_id, ts, source, json_len, crc = fields
-    assert (magic, version, flags, msg_type) == (b"MS", 1, 0, 5)
+    magic, version, flags, msg_type, msg_id, ts, source, begin, end, json_len, crc = fields
+    assert (magic, version, flags, msg_type) == (b"MS", 2, 0, 5)
+    assert (begin, end) == (2**64 - 1, 2**64 - 1)
     assert (msg_id, ts, source) == (-5, 2**64 - 1, 2**63 - 1)
     assert json_len == len(payload) - ENVELOPE_SIZE
     assert body == {"collection_name": "c", "collection_id": 0}
@@ -340,8 +347,10 @@ def test_bad_magic_and_version() -> None:
     good = PAYLOADS[0]
     with pytest.raises(DecodeError, match=r"bad magic b'XS' \(not a msgstream payload\)"):
         decode(b"XS" + good[2:])
-    with pytest.raises(DecodeError, match="unsupported codec version 2"):
-        decode(good[:2] + b"\x02" + good[3:])
+    with pytest.raises(DecodeError, match="unsupported codec version 3"):
+        decode(good[:2] + b"\x03" + good[3:])
+    with pytest.raises(DecodeError, match="unsupported codec version 1"):
+        decode(good[:2] + b"\x01" + good[3:])
     # even with a correct checksum
     with pytest.raises(DecodeError, match="bad magic"):
         decode(build_payload(1, b"{}", magic=b"ZZ"))

@@ -8,8 +8,9 @@ brokers. Backends live in the separate ``backends`` package and are imported laz
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from .position import SubscriptionPosition
 
@@ -29,14 +30,13 @@ class MessageID(Protocol):
     def __hash__(self) -> int: ...
 
 
-@dataclass(slots=True)
-class ConsumedMessage:
-    """One raw message as read from a channel."""
+class ConsumedMessage(NamedTuple):
+    """One raw message as read from a channel (a named tuple: one is made per message)."""
 
     channel: str
     msg_id: MessageID
     payload: bytes
-    properties: Mapping[str, str] = field(default_factory=dict)
+    properties: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 from .errors import LateMessageError
@@ -156,13 +156,21 @@ class TickBarrier:
         start_positions: list[MsgPosition] = []
         end_positions: list[MsgPosition] = []
         for state in self._order:
-            kept: deque[tuple[int, TsMsg]] = deque()
+            # Scan in arrival order up to the first tick above ``end``: everything after
+            # that tick has a larger timestamp (the channel's promise), so it stays.
+            pending = state.pending
+            kept: list[tuple[int, TsMsg]] = []
             seen: set[tuple[int, int]] = set()
-            for ts, msg in state.pending:
+            while pending:
+                ts, msg = pending[0]
+                is_tick = msg.MSG_TYPE == _TIME_TICK
                 if ts > end:
-                    kept.append((ts, msg))
+                    if is_tick:
+                        break
+                    kept.append(pending.popleft())
                     continue
-                if msg.MSG_TYPE == _TIME_TICK:
+                pending.popleft()
+                if is_tick:
                     continue
                 state.data_pending -= 1
                 if msg.is_dml:
@@ -172,12 +180,13 @@ class TickBarrier:
                         continue
                     seen.add(key)
                 out.append((ts, state.index, msg))
-            state.pending = kept
-            head = kept[0][1].position if kept else state.last_read
+            if kept:
+                pending.extendleft(reversed(kept))
+            head = pending[0][1].position if pending else state.last_read
             assert head is not None, "a channel with a tick has read a message"
             start = state.start or head
-            start_positions.append(replace(start, timestamp=begin))
-            end_position = replace(head, timestamp=end)
+            start_positions.append(start._replace(timestamp=begin))
+            end_position = head._replace(timestamp=end)
             end_positions.append(end_position)
             state.start = end_position
         out.sort(key=_order_key)

@@ -42,11 +42,25 @@ class BodyWriter:
         return self._chunks
 
 
-class BodyReader:
-    __slots__ = ("_area", "_where")
+_DTYPES: dict[str, np.dtype[Any]] = {}
 
-    def __init__(self, area: memoryview, where: str) -> None:
-        self._area = area
+
+def _dtype(name: str) -> np.dtype[Any]:
+    item = _DTYPES.get(name)
+    if item is None:
+        item = _DTYPES[name] = np.dtype(name)
+    return item
+
+
+class BodyReader:
+    """Reads the side buffers of one payload: ``data[base:]`` is the buffer area."""
+
+    __slots__ = ("_base", "_data", "_size", "_where")
+
+    def __init__(self, data: bytes, base: int, where: str) -> None:
+        self._data = data
+        self._base = base
+        self._size = len(data) - base
         self._where = where
 
     def _slice(self, ref: Any) -> memoryview:
@@ -55,20 +69,32 @@ class BodyReader:
         offset, nbytes = ref.get("o"), ref.get("n")
         if not isinstance(offset, int) or not isinstance(nbytes, int) or offset < 0 or nbytes < 0:
             raise DecodeError(f"{self._where}: malformed buffer reference {ref!r}")
-        if offset + nbytes > len(self._area):
+        if offset + nbytes > self._size:
             raise DecodeError(
                 f"{self._where}: buffer [{offset}, {offset + nbytes}) lies past the end of the "
-                f"{len(self._area)}-byte body (truncated payload)"
+                f"{self._size}-byte body (truncated payload)"
             )
-        return self._area[offset : offset + nbytes]
+        start = self._base + offset
+        return memoryview(self._data)[start : start + nbytes]
 
     def get_bytes(self, ref: Any) -> bytes:
         return bytes(self._slice(ref))
 
     def get_array(self, ref: Any, dtype: str, count: int) -> npt.NDArray[Any]:
         """Read ``count`` items of ``dtype`` (no copy; the result is read-only)."""
+        item = _dtype(dtype)
+        offset = ref.get("o") if type(ref) is dict else None
+        nbytes = ref.get("n") if type(ref) is dict else None
+        if (
+            type(offset) is int
+            and type(nbytes) is int
+            and type(count) is int
+            and offset >= 0
+            and 0 < nbytes == count * item.itemsize
+            and offset + nbytes <= self._size
+        ):  # the common, valid case, checked without building views
+            return np.ndarray((count,), item, self._data, self._base + offset)
         view = self._slice(ref)
-        item = np.dtype(dtype)
         if len(view) != count * item.itemsize:
             raise DecodeError(
                 f"{self._where}: buffer holds {len(view)} bytes, expected {count} x "

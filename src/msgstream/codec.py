@@ -3,7 +3,12 @@
 Layout (little-endian)::
 
     magic "MS" | version u8 | flags u8 | msg_type u16 | msg_id i64 | timestamp u64 |
-    source_id i64 | json_len u32 | crc32 u32 | json body | side buffers
+    source_id i64 | begin_ts u64 | end_ts u64 | json_len u32 | crc32 u32 |
+    json body | side buffers
+
+``begin_ts``/``end_ts`` (for Insert and Delete the min/max of their row timestamps) ride
+in the envelope, as in the original's message header, so the time-tick barrier orders
+messages without touching their bodies.
 
 ``crc32`` covers the envelope fields before it and everything after the envelope, so a
 flipped bit in a header field or a vector column is caught, not delivered. Decoding is
@@ -22,12 +27,12 @@ import orjson
 
 from .buffers import BodyReader, BodyWriter
 from .errors import CodecError, DecodeError, UnknownMessageTypeError
-from .messages import BUILTIN_TYPES, USER_TYPE_MIN, Header, TsMsg
+from .messages import BUILTIN_TYPES, USER_TYPE_MIN, DmlMsg, Header, TsMsg
 from .schema import CollectionSchema, FieldData
 
 MAGIC = b"MS"
-VERSION = 1
-_ENVELOPE = struct.Struct("<2sBBHqQqII")
+VERSION = 2
+_ENVELOPE = struct.Struct("<2sBBHqQqQQII")
 ENVELOPE_SIZE = _ENVELOPE.size
 _CRC_OFFSET = ENVELOPE_SIZE - 4  # the crc is the envelope's last field
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -101,6 +106,8 @@ def encode(msg: TsMsg, registry: MessageRegistry = default_registry) -> bytes:
             msg.msg_id,
             msg.timestamp,
             msg.source_id,
+            msg.begin_ts,
+            msg.end_ts,
             len(body),
             0,
         )[:_CRC_OFFSET]
@@ -120,7 +127,7 @@ def peek_header(data: bytes) -> tuple[int, int, int, int]:
     """``(msg_type, msg_id, timestamp, source_id)`` without decoding the body."""
     if len(data) < ENVELOPE_SIZE:
         raise DecodeError(f"payload of {len(data)} bytes is shorter than the envelope")
-    magic, version, _, msg_type, msg_id, ts, source, _, _ = _ENVELOPE.unpack_from(data)
+    magic, version, _, msg_type, msg_id, ts, source, *_ = _ENVELOPE.unpack_from(data)
     if magic != MAGIC:
         raise DecodeError(f"bad magic {magic!r} (not a msgstream payload)")
     if version != VERSION:
@@ -134,31 +141,44 @@ def decode(
     max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> TsMsg:
     """Parse a payload; raise ``DecodeError`` or ``UnknownMessageTypeError``."""
-    if len(data) > max_bytes:
-        raise DecodeError(f"payload of {len(data)} bytes exceeds the limit of {max_bytes}")
-    msg_type, msg_id, ts, source = peek_header(data)
-    json_len, crc = _ENVELOPE.unpack_from(data)[7:]
-    view = memoryview(data)[ENVELOPE_SIZE:]
-    if json_len > len(view):
-        raise DecodeError(f"body of {json_len} bytes announced, {len(view)} present (truncated)")
-    if zlib.crc32(view, zlib.crc32(memoryview(data)[:_CRC_OFFSET])) != crc:
+    size = len(data)
+    if size > max_bytes:
+        raise DecodeError(f"payload of {size} bytes exceeds the limit of {max_bytes}")
+    if size < ENVELOPE_SIZE:
+        raise DecodeError(f"payload of {size} bytes is shorter than the envelope")
+    (magic, version, _, msg_type, msg_id, ts, source, begin_ts, end_ts, json_len, crc) = (
+        _ENVELOPE.unpack_from(data)
+    )
+    if magic != MAGIC:
+        raise DecodeError(f"bad magic {magic!r} (not a msgstream payload)")
+    if version != VERSION:
+        raise DecodeError(f"unsupported codec version {version}")
+    body_end = ENVELOPE_SIZE + json_len
+    if body_end > size:
+        raise DecodeError(
+            f"body of {json_len} bytes announced, {size - ENVELOPE_SIZE} present (truncated)"
+        )
+    view = memoryview(data)
+    if zlib.crc32(view[ENVELOPE_SIZE:], zlib.crc32(view[:_CRC_OFFSET])) != crc:
         raise DecodeError("checksum mismatch (corrupt or truncated payload)")
     cls = registry.lookup(msg_type)
     if cls is None:
         raise UnknownMessageTypeError(msg_type, f"msg_id={msg_id}")
     try:
-        body = orjson.loads(view[:json_len])
+        body = orjson.loads(view[ENVELOPE_SIZE:body_end])
     except orjson.JSONDecodeError as exc:
         raise DecodeError(f"{cls.__name__} body is not valid JSON: {exc}") from None
     header = Header(msg_id=msg_id, timestamp=ts, source_id=source)
-    reader = BodyReader(view[json_len:], cls.__name__)
+    reader = BodyReader(data, body_end, cls.__name__)
     try:
         msg = cls.decode_body(header, body, reader)
     except DecodeError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         raise DecodeError(f"{cls.__name__} body is malformed: {exc!r}") from None
-    msg.size = len(data)
+    if isinstance(msg, DmlMsg):
+        msg.adopt_ts_range(begin_ts, end_ts)
+    msg.size = size
     return msg
 
 

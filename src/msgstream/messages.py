@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self, TypedDict
+from typing import Any, ClassVar, Self, TypedDict, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -60,16 +61,22 @@ _SCALAR_TYPES: dict[Any, tuple[type, ...]] = {
 }
 
 
+@functools.cache
+def _scalar_fields(cls: type) -> tuple[tuple[str, tuple[type, ...]], ...]:
+    return tuple(
+        (f.name, _SCALAR_TYPES[f.type]) for f in dataclasses.fields(cls) if f.type in _SCALAR_TYPES
+    )
+
+
 def _check_scalars(cls: type, body: dict[str, Any]) -> None:
     """Refuse a body whose plain ``str``/``int``/``float``/``bool`` fields have other types."""
-    for f in dataclasses.fields(cls):
-        expected = _SCALAR_TYPES.get(f.type)
-        if expected is None or f.name not in body:
+    for name, expected in _scalar_fields(cls):
+        if name not in body:
             continue
-        value = body[f.name]
+        value = body[name]
         if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
             raise DecodeError(
-                f"{cls.__name__}: field {f.name!r} must be {expected[-1].__name__}, "
+                f"{cls.__name__}: field {name!r} must be {expected[-1].__name__}, "
                 f"got {type(value).__name__}"
             )
 
@@ -164,6 +171,7 @@ class TimeTickMsg(TsMsg):
     MSG_TYPE: ClassVar[int] = MsgType.TIME_TICK
 
 
+_M = TypeVar("_M", bound="TsMsg")
 U64Array = npt.NDArray[np.uint64]
 I64Array = npt.NDArray[np.int64]
 
@@ -178,18 +186,76 @@ def _row_timestamps(values: Any, rows: int, default: int, where: str) -> U64Arra
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
-class InsertMsg(TsMsg):
-    """Rows of one collection partition, column by column.
+class DmlMsg(TsMsg):
+    """Rows with one timestamp each (Insert, Delete).
 
-    ``row_timestamps`` defaults to the message timestamp for every row.
+    ``row_timestamps`` defaults to the message timestamp for every row; ``begin_ts`` /
+    ``end_ts`` are their min / max. Decoded messages take that range from the envelope;
+    built ones compute it once per ``row_timestamps`` array (replace the array, do not
+    modify it in place, to change it).
     """
-
-    MSG_TYPE: ClassVar[int] = MsgType.INSERT
 
     collection_name: str
     partition_name: str = "_default"
-    row_ids: I64Array = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     row_timestamps: U64Array | None = None
+
+    @property
+    def num_rows(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def timestamps(self) -> U64Array:
+        assert self.row_timestamps is not None
+        return self.row_timestamps
+
+    @property
+    def is_dml(self) -> bool:
+        return True
+
+    def _ts_range(self) -> tuple[int, int]:
+        stamps = self.timestamps
+        cached = self.__dict__.get("_ts_cache")
+        if cached is not None and cached[0] is stamps:
+            return cached[1]  # type: ignore[no-any-return]
+        span = (
+            (int(stamps.min()), int(stamps.max()))
+            if len(stamps)
+            else (self.timestamp, self.timestamp)
+        )
+        self.__dict__["_ts_cache"] = (stamps, span)
+        return span
+
+    def adopt_ts_range(self, begin_ts: int, end_ts: int) -> None:
+        """Take ``begin_ts``/``end_ts`` from a trusted source (the decoded envelope)."""
+        self.__dict__["_ts_cache"] = (self.timestamps, (begin_ts, end_ts))
+
+    @property
+    def begin_ts(self) -> int:
+        return self._ts_range()[0]
+
+    @property
+    def end_ts(self) -> int:
+        return self._ts_range()[1]
+
+
+def _decoded(cls: type[_M], header: Header, fields: dict[str, Any]) -> _M:
+    """Build a decoded message without re-running construction-time validation (the
+    decoder has checked every length already): decoding is on the hot path."""
+    msg = cls.__new__(cls)
+    state = msg.__dict__
+    state.update(header)
+    state.update(hash_keys=[], position=None, size=0)
+    state.update(fields)
+    return msg
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class InsertMsg(DmlMsg):
+    """Rows of one collection partition, column by column."""
+
+    MSG_TYPE: ClassVar[int] = MsgType.INSERT
+
+    row_ids: I64Array = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     fields: list[FieldData] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -206,23 +272,6 @@ class InsertMsg(TsMsg):
     @property
     def num_rows(self) -> int:
         return int(self.row_ids.shape[0])
-
-    @property
-    def timestamps(self) -> U64Array:
-        assert self.row_timestamps is not None
-        return self.row_timestamps
-
-    @property
-    def is_dml(self) -> bool:
-        return True
-
-    @property
-    def begin_ts(self) -> int:
-        return int(self.timestamps.min()) if self.num_rows else self.timestamp
-
-    @property
-    def end_ts(self) -> int:
-        return int(self.timestamps.max()) if self.num_rows else self.timestamp
 
     def field(self, name: str) -> FieldData:
         for column in self.fields:
@@ -259,13 +308,24 @@ class InsertMsg(TsMsg):
     def decode_body(cls, header: Header, body: Any, reader: BodyReader) -> Self:
         _check_scalars(cls, body)
         rows = body["rows"]
-        return cls(
-            **header,
-            collection_name=body["collection_name"],
-            partition_name=body["partition_name"],
-            row_ids=reader.get_array(body["row_ids"], "<i8", rows),
-            row_timestamps=reader.get_array(body["row_timestamps"], "<u8", rows),
-            fields=[FieldData.decode(f, reader) for f in body["fields"]],
+        row_ids = reader.get_array(body["row_ids"], "<i8", rows)
+        row_timestamps = reader.get_array(body["row_timestamps"], "<u8", rows)
+        columns = [FieldData.decode(f, reader) for f in body["fields"]]
+        for column in columns:
+            if len(column) != rows:
+                raise DecodeError(
+                    f"InsertMsg: field {column.name!r} has {len(column)} of {rows} rows"
+                )
+        return _decoded(
+            cls,
+            header,
+            {
+                "collection_name": body["collection_name"],
+                "partition_name": body["partition_name"],
+                "row_timestamps": row_timestamps,
+                "row_ids": row_ids,
+                "fields": columns,
+            },
         )
 
 
@@ -273,15 +333,12 @@ PrimaryKeys = I64Array | list[str]
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
-class DeleteMsg(TsMsg):
+class DeleteMsg(DmlMsg):
     """Deletes by primary key (int64 array or list of str), one timestamp per key."""
 
     MSG_TYPE: ClassVar[int] = MsgType.DELETE
 
-    collection_name: str
-    partition_name: str = "_default"
     primary_keys: PrimaryKeys = field(default_factory=lambda: np.empty(0, dtype=np.int64))
-    row_timestamps: U64Array | None = None
 
     def __post_init__(self) -> None:
         where = f"DeleteMsg(msg_id={self.msg_id}, collection={self.collection_name!r})"
@@ -299,23 +356,6 @@ class DeleteMsg(TsMsg):
     @property
     def num_rows(self) -> int:
         return len(self.primary_keys)
-
-    @property
-    def timestamps(self) -> U64Array:
-        assert self.row_timestamps is not None
-        return self.row_timestamps
-
-    @property
-    def is_dml(self) -> bool:
-        return True
-
-    @property
-    def begin_ts(self) -> int:
-        return int(self.timestamps.min()) if self.num_rows else self.timestamp
-
-    @property
-    def end_ts(self) -> int:
-        return int(self.timestamps.max()) if self.num_rows else self.timestamp
 
     def take(self, rows: npt.NDArray[np.intp]) -> DeleteMsg:
         keys: PrimaryKeys
@@ -362,12 +402,15 @@ class DeleteMsg(TsMsg):
                 or not all(isinstance(k, str) for k in keys)
             ):
                 raise DecodeError(f"DeleteMsg: expected {rows} string keys")
-        return cls(
-            **header,
-            collection_name=body["collection_name"],
-            partition_name=body["partition_name"],
-            primary_keys=keys,
-            row_timestamps=reader.get_array(body["row_timestamps"], "<u8", rows),
+        return _decoded(
+            cls,
+            header,
+            {
+                "collection_name": body["collection_name"],
+                "partition_name": body["partition_name"],
+                "row_timestamps": reader.get_array(body["row_timestamps"], "<u8", rows),
+                "primary_keys": keys,
+            },
         )
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -26,13 +25,12 @@ class SubscriptionPosition(enum.Enum):
     """Nowhere yet: a ``seek`` must follow before anything is read."""
 
 
-@dataclass(frozen=True, slots=True)
-class MsgPosition:
+class MsgPosition(NamedTuple):
     """A checkpointable position: a MessageID in a channel, plus the time it stands for.
 
     ``msg_id`` holds the backend's ``MessageID.to_bytes()``; ``timestamp`` is the time tick
     up to which everything was consumed (for TtMsgStream end positions) or the message's
-    own timestamp.
+    own timestamp. Immutable; a named tuple because one is made per consumed message.
     """
 
     channel: str

@@ -7,13 +7,13 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 Properties = Mapping[str, str]
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One stored message."""
+class Record(NamedTuple):
+    """One stored message (a named tuple: one is made per message read)."""
 
     msg_id: int
     payload: bytes

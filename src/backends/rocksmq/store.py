@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import os
 import struct
@@ -28,9 +29,10 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import orjson
-from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import AccessType, Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
 from msgstream.errors import StreamClosedError, TopicNotFound
 
@@ -48,6 +50,7 @@ _I64 = struct.Struct(">q")
 _CID_PREFIX = struct.Struct(">cI")
 _MAX_ID = (1 << 63) - 1
 _NO_PROPS = b"\x00"
+_EMPTY: Properties = MappingProxyType({})
 
 
 def _msg_key(cid: int, msg_id: int) -> bytes:
@@ -257,17 +260,18 @@ class RocksStore(LogStore):
         start = max(from_id, 0)
         if start >= self._next.get(cid, FIRST_ID):
             return []
-        it = self._db.iter()
-        it.seek(_msg_key(cid, start))
-        prefix = _CID_PREFIX.pack(b"M", cid)
+        bounds = ReadOptions()
+        bounds.set_iterate_upper_bound(_CID_PREFIX.pack(b"M", cid + 1))
+        items = self._db.items(from_key=_msg_key(cid, start), read_opt=bounds)
+        from_bytes = int.from_bytes
         out: list[Record] = []
-        while it.valid() and len(out) < limit:
-            key = it.key()
-            if key[:5] != prefix:
-                break
-            payload, props = _decode_value(it.value())
-            out.append(Record(int.from_bytes(key[5:], "big", signed=True), payload, props))
-            it.next()
+        for key, value in itertools.islice(items, limit):
+            assert isinstance(key, bytes) and isinstance(value, bytes)  # raw_mode store
+            if value[:1] == _NO_PROPS:
+                out.append(Record(from_bytes(key[5:], "big", signed=True), value[1:], _EMPTY))
+            else:
+                payload, props = _decode_value(value)
+                out.append(Record(from_bytes(key[5:], "big", signed=True), payload, props))
         return out
 
     def first_id(self, channel: str) -> int | None:
