@@ -10,19 +10,21 @@ buffered data message with ``ts <= end_ts``, ordered by (ts, channel order, arri
 from __future__ import annotations
 
 import logging
+import operator
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from .errors import LateMessageError
-from .messages import TimeTickMsg, TsMsg
+from .messages import DeleteMsg, InsertMsg, TimeTickMsg, TsMsg
 from .pack import MsgPack
 from .position import MsgPosition
 
 log = logging.getLogger(__name__)
 
 _TIME_TICK = TimeTickMsg.MSG_TYPE
+_DML_TYPES = frozenset({InsertMsg.MSG_TYPE, DeleteMsg.MSG_TYPE})
 
 LatePolicy = Literal["deliver", "reject"]
 LateHandler = Callable[[str, TsMsg, LateMessageError], None]
@@ -173,7 +175,7 @@ class TickBarrier:
                 if is_tick:
                     continue
                 state.data_pending -= 1
-                if msg.is_dml:
+                if msg.MSG_TYPE in _DML_TYPES:
                     key = (msg.source_id, msg.msg_id)
                     if key in seen:
                         self.stats.duplicates_dropped += 1
@@ -189,7 +191,7 @@ class TickBarrier:
             end_position = head._replace(timestamp=end)
             end_positions.append(end_position)
             state.start = end_position
-        out.sort(key=_order_key)
+        out.sort(key=_ORDER_KEY)
         self.emitted_end_ts = end
         self.stats.packs += 1
         self.stats.messages += len(out)
@@ -202,8 +204,9 @@ class TickBarrier:
         )
 
 
-def _order_key(item: tuple[int, int, TsMsg]) -> tuple[int, int]:
-    return item[0], item[1]
+_ORDER_KEY = operator.itemgetter(0, 1)
+"""Sort key of emitted messages: (timestamp, channel index); the sort is stable, so
+arrival order breaks the remaining ties."""
 
 
 def merge_packs(packs: Sequence[MsgPack]) -> MsgPack:

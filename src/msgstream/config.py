@@ -354,7 +354,8 @@ class MsgStreamConfig(_Section):
     pursuit_lag_s: float = field(
         default=10.0,
         metadata=_key(
-            "Consumer lag (seconds) beyond which a stream enters pursuit (catch-up) mode", ge=0
+            "Consumer lag (seconds) beyond which a TtMsgStream merges packs to catch up; 0 disables",
+            ge=0,
         ),
     )
     pursuit_buffer_size_bytes: int = field(
@@ -367,7 +368,9 @@ class MsgStreamConfig(_Section):
     )
     operation_timeout_s: float = field(
         default=30.0,
-        metadata=_key("Timeout (seconds) of one broker operation (produce, seek, create)", gt=0),
+        metadata=_key(
+            "Deadline (seconds) of one broker operation, retries included (Kafka, Pulsar)", gt=0
+        ),
     )
     tick_interval_s: float = field(
         default=0.05, metadata=_key("Interval (seconds) between time ticks", gt=0)

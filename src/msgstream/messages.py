@@ -214,9 +214,6 @@ class DmlMsg(TsMsg):
 
     def _ts_range(self) -> tuple[int, int]:
         stamps = self.timestamps
-        cached = self.__dict__.get("_ts_cache")
-        if cached is not None and cached[0] is stamps:
-            return cached[1]  # type: ignore[no-any-return]
         span = (
             (int(stamps.min()), int(stamps.max()))
             if len(stamps)
@@ -231,10 +228,16 @@ class DmlMsg(TsMsg):
 
     @property
     def begin_ts(self) -> int:
+        cached = self.__dict__.get("_ts_cache")
+        if cached is not None and cached[0] is self.row_timestamps:
+            return cached[1][0]  # type: ignore[no-any-return]
         return self._ts_range()[0]
 
     @property
     def end_ts(self) -> int:
+        cached = self.__dict__.get("_ts_cache")
+        if cached is not None and cached[0] is self.row_timestamps:
+            return cached[1][1]  # type: ignore[no-any-return]
         return self._ts_range()[1]
 
 
