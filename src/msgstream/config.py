@@ -354,7 +354,7 @@ class MsgStreamConfig(_Section):
     pursuit_lag_s: float = field(
         default=10.0,
         metadata=_key(
-            "Consumer lag (seconds) beyond which a TtMsgStream merges packs to catch up; 0 disables",
+            "Lag (seconds) beyond which a TtMsgStream merges packs to catch up; 0 disables",
             ge=0,
         ),
     )
