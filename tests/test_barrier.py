@@ -100,9 +100,14 @@ def test_leftovers_stay_buffered_in_order() -> None:
     first = barrier.pop()
     assert first is not None and [m.timestamp for m in first.msgs] == [11, 12]
     assert first.end_positions[0].msg_id == (1).to_bytes(8, "big")  # the message at ts 40
+    assert [p.msg_id for p in first.ack_positions] == [(0).to_bytes(8, "big")] * 2
     barrier.push("b", feed.tick("b", 60))
     second = barrier.pop()
     assert second is not None and [m.timestamp for m in second.msgs] == [35, 40]
+    assert [p.msg_id for p in second.ack_positions] == [
+        (5).to_bytes(8, "big"),  # everything read on a is done
+        (0).to_bytes(8, "big"),  # b's tick at 60 is above the pack: only its tick 20 is done
+    ]
 
 
 def test_order_is_timestamp_then_channel_then_arrival() -> None:
@@ -278,3 +283,12 @@ def test_every_message_once_in_its_slice_and_resume_anywhere(
     done = [m.msg_id for p in packs[: k + 1] for m in p.msgs]
     assert sorted([m.msg_id for p in rest for m in p.msgs]) == sorted(set(expected) - set(done))
     assert not rest or rest[0].begin_ts == packs[k].end_ts
+
+    # Resuming a subscription after acknowledging the pack loses nothing.
+    acked = {p.channel: int.from_bytes(p.msg_id, "big") + 1 for p in packs[k].ack_positions}
+    after_ack = [acked.get(name, 0) for name in names]
+    third_order = data.draw(
+        st.permutations([c for c, ev in enumerate(script) for _ in range(len(ev) - after_ack[c])])
+    )
+    again = run(TickBarrier(names), names, script, third_order, after_ack)
+    assert set(expected) - set(done) <= {m.msg_id for p in again for m in p.msgs}

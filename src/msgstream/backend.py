@@ -100,9 +100,15 @@ class Consumer(Protocol):
 
 
 class Client(Protocol):
-    """A connection to one broker (or embedded store)."""
+    """A connection to one broker (or embedded store).
+
+    ``inline_sends`` is True when a send completes without waiting on I/O (an embedded
+    store written from the event loop): the stream then sends buckets one after another
+    instead of paying for a task per bucket, which is equivalent.
+    """
 
     backend_name: str
+    inline_sends: bool
 
     async def create_producer(self, channel: str) -> Producer: ...
 
@@ -116,6 +122,15 @@ class Client(Protocol):
 
     def message_id_from_bytes(self, data: bytes) -> MessageID:
         """Rebuild a MessageID; raise ``ForeignMessageIdError`` for another backend's id."""
+        ...
+
+    async def check_topic_valid(self, channel: str) -> None:
+        """Raise ``TopicNotFound`` if ``channel`` does not exist (never creates it)."""
+        ...
+
+    async def get_latest_msg_id(self, channel: str) -> MessageID | None:
+        """The id of the last message of ``channel`` (None when it is empty); raise
+        ``TopicNotFound`` if it does not exist."""
         ...
 
     async def close(self) -> None: ...

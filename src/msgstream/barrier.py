@@ -45,8 +45,9 @@ class _Channel:
     index: int
     name: str
     last_tick: int | None = None
-    pending: deque[tuple[int, TsMsg]] = field(default_factory=deque)
-    """(ts, msg) read but not emitted, ticks included, in arrival order."""
+    pending: deque[tuple[int, TsMsg, MsgPosition | None]] = field(default_factory=deque)
+    """(ts, msg, position of the message read before it) read but not emitted, ticks
+    included, in arrival order."""
     data_pending: int = 0
     last_read: MsgPosition | None = None
     start: MsgPosition | None = None
@@ -119,6 +120,7 @@ class TickBarrier:
         """Feed one message read from ``channel`` (its ``position`` set)."""
         state = self._channels.get(channel) or self._channel(channel)
         ts = msg.end_ts
+        previous = state.last_read
         state.last_read = msg.position
         if state.start is None:
             state.start = msg.position
@@ -128,7 +130,7 @@ class TickBarrier:
             if state.last_tick is None or ts > state.last_tick:
                 state.last_tick = ts
             if ts > self.emitted_end_ts:
-                state.pending.append((ts, msg))
+                state.pending.append((ts, msg, previous))
             return
         if state.resume_ts is not None and ts <= state.resume_ts:
             self.stats.resume_skipped += 1
@@ -145,7 +147,7 @@ class TickBarrier:
             log.warning("%s; delivered in the next pack", error)
             if self._on_late is not None:
                 self._on_late(channel, msg, error)
-        state.pending.append((ts, msg))
+        state.pending.append((ts, msg, previous))
         state.data_pending += 1
 
     def pop(self) -> MsgPack | None:
@@ -157,14 +159,15 @@ class TickBarrier:
         out: list[tuple[int, int, TsMsg]] = []
         start_positions: list[MsgPosition] = []
         end_positions: list[MsgPosition] = []
+        ack_positions: list[MsgPosition] = []
         for state in self._order:
             # Scan in arrival order up to the first tick above ``end``: everything after
             # that tick has a larger timestamp (the channel's promise), so it stays.
             pending = state.pending
-            kept: list[tuple[int, TsMsg]] = []
+            kept: list[tuple[int, TsMsg, MsgPosition | None]] = []
             seen: set[tuple[int, int]] = set()
             while pending:
-                ts, msg = pending[0]
+                ts, msg, _ = pending[0]
                 is_tick = msg.MSG_TYPE == _TIME_TICK
                 if ts > end:
                     if is_tick:
@@ -186,6 +189,9 @@ class TickBarrier:
                 pending.extendleft(reversed(kept))
             head = pending[0][1].position if pending else state.last_read
             assert head is not None, "a channel with a tick has read a message"
+            done = pending[0][2] if pending else state.last_read
+            if done is not None:
+                ack_positions.append(done)
             start = state.start or head
             start_positions.append(start._replace(timestamp=begin))
             end_position = head._replace(timestamp=end)
@@ -201,6 +207,7 @@ class TickBarrier:
             end_ts=end,
             start_positions=start_positions,
             end_positions=end_positions,
+            ack_positions=ack_positions,
         )
 
 
@@ -221,4 +228,5 @@ def merge_packs(packs: Sequence[MsgPack]) -> MsgPack:
         end_ts=packs[-1].end_ts,
         start_positions=packs[0].start_positions,
         end_positions=packs[-1].end_positions,
+        ack_positions=packs[-1].ack_positions,
     )

@@ -102,6 +102,9 @@ class TsMsg:
     def msg_type(self) -> int:
         return self.MSG_TYPE
 
+    def header(self) -> Header:
+        return Header(msg_id=self.msg_id, timestamp=self.timestamp, source_id=self.source_id)
+
     @property
     def begin_ts(self) -> int:
         return self.timestamp
@@ -241,13 +244,16 @@ class DmlMsg(TsMsg):
         return self._ts_range()[1]
 
 
-def _decoded(cls: type[_M], header: Header, fields: dict[str, Any]) -> _M:
-    """Build a decoded message without re-running construction-time validation (the
-    decoder has checked every length already): decoding is on the hot path."""
+def _assemble(
+    cls: type[_M], header: Header, fields: dict[str, Any], hash_keys: list[int] | None = None
+) -> _M:
+    """Build a message from parts already known to be consistent (decoded and checked,
+    or sliced from a valid message) without re-running construction-time validation:
+    decoding and repacking are on the hot path."""
     msg = cls.__new__(cls)
     state = msg.__dict__
     state.update(header)
-    state.update(hash_keys=[], position=None, size=0)
+    state.update(hash_keys=hash_keys or [], position=None, size=0)
     state.update(fields)
     return msg
 
@@ -284,17 +290,18 @@ class InsertMsg(DmlMsg):
 
     def take(self, rows: npt.NDArray[np.intp]) -> InsertMsg:
         """A copy holding only the given rows (header kept, hash keys sliced)."""
-        keys = [self.hash_keys[i] for i in rows.tolist()] if self.hash_keys else []
-        return InsertMsg(
-            msg_id=self.msg_id,
-            timestamp=self.timestamp,
-            source_id=self.source_id,
-            hash_keys=keys,
-            collection_name=self.collection_name,
-            partition_name=self.partition_name,
-            row_ids=self.row_ids[rows],
-            row_timestamps=self.timestamps[rows],
-            fields=[c.take(rows) for c in self.fields],
+        indices = rows.tolist()
+        return _assemble(
+            InsertMsg,
+            self.header(),
+            {
+                "collection_name": self.collection_name,
+                "partition_name": self.partition_name,
+                "row_timestamps": self.timestamps[rows],
+                "row_ids": self.row_ids[rows],
+                "fields": [c.take(rows) for c in self.fields],
+            },
+            [self.hash_keys[i] for i in indices] if self.hash_keys else [],
         )
 
     def encode_body(self, writer: BodyWriter) -> dict[str, Any]:
@@ -319,7 +326,7 @@ class InsertMsg(DmlMsg):
                 raise DecodeError(
                     f"InsertMsg: field {column.name!r} has {len(column)} of {rows} rows"
                 )
-        return _decoded(
+        return _assemble(
             cls,
             header,
             {
@@ -366,15 +373,16 @@ class DeleteMsg(DmlMsg):
             keys = self.primary_keys[rows]
         else:
             keys = [self.primary_keys[i] for i in rows.tolist()]
-        return DeleteMsg(
-            msg_id=self.msg_id,
-            timestamp=self.timestamp,
-            source_id=self.source_id,
-            hash_keys=[self.hash_keys[i] for i in rows.tolist()] if self.hash_keys else [],
-            collection_name=self.collection_name,
-            partition_name=self.partition_name,
-            primary_keys=keys,
-            row_timestamps=self.timestamps[rows],
+        return _assemble(
+            DeleteMsg,
+            self.header(),
+            {
+                "collection_name": self.collection_name,
+                "partition_name": self.partition_name,
+                "row_timestamps": self.timestamps[rows],
+                "primary_keys": keys,
+            },
+            [self.hash_keys[i] for i in rows.tolist()] if self.hash_keys else [],
         )
 
     def encode_body(self, writer: BodyWriter) -> dict[str, Any]:
@@ -405,7 +413,7 @@ class DeleteMsg(DmlMsg):
                 or not all(isinstance(k, str) for k in keys)
             ):
                 raise DecodeError(f"DeleteMsg: expected {rows} string keys")
-        return _decoded(
+        return _assemble(
             cls,
             header,
             {

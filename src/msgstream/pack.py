@@ -14,7 +14,10 @@ class MsgPack:
     """A batch of messages with the time range and positions it covers.
 
     For a TtMsgStream pack, every message has ``begin_ts < timestamp <= end_ts``;
-    ``end_positions`` are where a new stream must seek to continue right after this pack.
+    ``end_positions`` are where a new stream must seek to continue right after this pack
+    (exactly once). ``ack_positions`` are, per channel, the last message such that it and
+    everything before it in the channel is done: ``stream.ack(pack)`` acknowledges them,
+    so a subscription reopened later loses nothing (it may see again what follows them).
     """
 
     msgs: list[TsMsg] = field(default_factory=list)
@@ -22,6 +25,7 @@ class MsgPack:
     end_ts: int = 0
     start_positions: list[MsgPosition] = field(default_factory=list)
     end_positions: list[MsgPosition] = field(default_factory=list)
+    ack_positions: list[MsgPosition] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.msgs)

@@ -220,8 +220,16 @@ class FieldData:
             values: ColumnValues = self.values[rows]
         else:
             values = [self.values[i] for i in rows.tolist()]
-        valid = None if self.valid is None else self.valid[rows]
-        return FieldData(self.name, self.dtype, values, self.dim, valid)
+        # Slices of a valid column are valid: skip __init__'s normalisation (hot path).
+        column = FieldData.__new__(FieldData)
+        column.name, column.dtype, column.values, column.dim = (
+            self.name,
+            self.dtype,
+            values,
+            self.dim,
+        )
+        column.valid = None if self.valid is None else self.valid[rows]
+        return column
 
     def encode(self, writer: BodyWriter) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "dtype": self.dtype.value, "rows": len(self)}

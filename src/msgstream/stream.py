@@ -150,9 +150,8 @@ class MsgStream:
         return await self._send([(p, payloads) for p in self._producers])
 
     async def _send(self, jobs: list[tuple[Producer, list[bytes]]]) -> ProduceResult:
-        if len(jobs) == 1:
-            producer, payloads = jobs[0]
-            return {producer.channel: await producer.send_many(payloads)}
+        if len(jobs) == 1 or self.client.inline_sends:
+            return {producer.channel: await producer.send_many(p) for producer, p in jobs}
         results = await asyncio.gather(*(p.send_many(payloads) for p, payloads in jobs))
         return {p.channel: ids for (p, _), ids in zip(jobs, results, strict=True)}
 
@@ -223,9 +222,15 @@ class MsgStream:
     def _after_seek(self, positions: Sequence[MsgPosition]) -> None:
         """Hook for subclasses that keep per-channel state."""
 
-    async def ack(self, positions: Sequence[MsgPosition]) -> None:
-        """Acknowledge up to (and including) each position's message in its channel."""
+    async def ack(self, done: MsgPack | Sequence[MsgPosition]) -> None:
+        """Acknowledge, per channel, a message and everything before it.
+
+        Pass a consumed pack (its ``ack_positions`` are acknowledged: safe for every kind
+        of stream) or positions of messages you are done with. Do not pass a TtMsgStream
+        pack's ``end_positions``: they can point at a message not yet delivered.
+        """
         self._check_open()
+        positions = done.ack_positions if isinstance(done, MsgPack) else done
         for position in positions:
             reader = self._reader(position.channel)
             msg_id = self.client.message_id_from_bytes(position.msg_id)
@@ -234,25 +239,12 @@ class MsgStream:
     async def get_latest_msg_id(self, channel: str) -> MessageID | None:
         """The newest MessageID of ``channel`` (None when it is empty)."""
         self._check_open()
-        for reader in self._readers:
-            if reader.channel == channel:
-                return await reader.consumer.get_latest_msg_id()
-        consumer = await self.client.subscribe(
-            channel, f"{self._subname or 'msgstream'}-latest-probe", SubscriptionPosition.UNKNOWN
-        )
-        try:
-            return await consumer.get_latest_msg_id()
-        finally:
-            await consumer.close()
+        return await self.client.get_latest_msg_id(channel)
 
     async def check_topic_valid(self, channel: str) -> None:
         """Raise ``TopicNotFound`` if ``channel`` does not exist."""
         self._check_open()
-        checker = getattr(self.client, "check_topic_valid", None)
-        if checker is not None:
-            await checker(channel)
-            return
-        await self._reader(channel).consumer.check_topic_valid()
+        await self.client.check_topic_valid(channel)
 
     async def _next_message(self) -> TsMsg:
         """The next decoded message of any channel (channels served in turn)."""
@@ -294,6 +286,7 @@ class MsgStream:
             end_ts=msg.end_ts,
             start_positions=[msg.position],
             end_positions=[msg.position],
+            ack_positions=[msg.position],
         )
 
     async def chan(self) -> AsyncIterator[MsgPack]:

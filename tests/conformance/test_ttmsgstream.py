@@ -254,3 +254,21 @@ async def test_seek_to_a_channel_not_consumed_is_an_error(backend: BackendHarnes
         ]
         with pytest.raises(ValueError, match="not consumed"):
             await stream.seek(moved)
+
+
+async def test_acking_a_pack_then_reopening_the_subscription_loses_nothing(
+    backend: BackendHarness,
+) -> None:
+    channels = backend.channels(2)
+    first = [Event(0, False, 10, 1), Event(0, True, 20, 2), Event(0, False, 30, 3)]
+    await produce_script(backend, channels, [*first, Event(1, True, 20, 4)])
+    async with tt_stream(backend) as stream:
+        await stream.as_consumer(channels, "sub", SubscriptionPosition.EARLIEST)
+        pack = await asyncio.wait_for(anext(stream), TIMEOUT)
+        assert [key(m) for m in pack.msgs] == [(channels[0], 1)]
+        await stream.ack(pack)
+    await produce_script(backend, channels, [Event(0, True, 40, 5), Event(1, True, 40, 6)])
+    async with tt_stream(backend) as reopened:
+        await reopened.as_consumer(channels, "sub", SubscriptionPosition.EARLIEST)
+        rest = await read_until(reopened, 1)
+    assert [key(m) for p in rest for m in p.msgs] == [(channels[0], 3)]

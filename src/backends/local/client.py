@@ -196,7 +196,7 @@ class LocalConsumer:
 
     async def get_latest_msg_id(self) -> MessageID | None:
         self._check_open()
-        return await self._client.latest_msg_id(self.channel)
+        return await self._client.get_latest_msg_id(self.channel)
 
     async def check_topic_valid(self) -> None:
         self._check_open()
@@ -226,6 +226,7 @@ class LocalClient:
         self.max_message_bytes = max_message_bytes
         self.blocking_writes = blocking_writes
         """True when an append may block (fsync): appends then run in a worker thread."""
+        self.inline_sends = not blocking_writes
         self._consumers: set[LocalConsumer] = set()
         self._closed = False
         self._on_close = on_close
@@ -284,7 +285,7 @@ class LocalClient:
     def message_id_from_bytes(self, data: bytes) -> LocalMessageID:
         return LocalMessageID.from_bytes(self.backend_name, data)
 
-    async def latest_msg_id(self, channel: str) -> LocalMessageID | None:
+    async def get_latest_msg_id(self, channel: str) -> LocalMessageID | None:
         await self.check_topic_valid(channel)
         last = self.store.last_id(channel)
         return None if last is None else LocalMessageID(self.backend_name, last)

@@ -1,0 +1,132 @@
+"""Helpers shared by the CLI commands: configuration, argument types, consoles, exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeAlias
+
+from rich.console import Console
+from rich.logging import RichHandler
+
+from ..channels import validate_channel_name
+from ..errors import InvalidChannelName
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class CliError(Exception):
+    """A user error found by the CLI itself (bad argument value, unreadable file, ...).
+
+    Like every ``MsgStreamError`` it is printed as one ``error: ...`` line and exits 2.
+    """
+
+
+def channel_name(value: str) -> str:
+    """argparse ``type=`` for channel names: the portable rules of every backend."""
+    try:
+        return validate_channel_name(value)
+    except InvalidChannelName as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {value!r}") from None
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {number}")
+        return number
+
+    return parse
+
+
+positive_int = _int_at_least(1)
+"""argparse ``type=`` for integers >= 1."""
+non_negative_int = _int_at_least(0)
+"""argparse ``type=`` for integers >= 0."""
+
+
+def positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {value!r}")
+    return number
+
+
+PIPE_WIDTH = 160
+"""Console width when stdout is not a terminal (rich would otherwise assume 80)."""
+
+
+def stdout_console() -> Console:
+    """A console on the *current* ``sys.stdout`` (so test capture works)."""
+    console = Console(file=sys.stdout, soft_wrap=True, highlight=False)
+    if not console.is_terminal:
+        console.width = PIPE_WIDTH
+    return console
+
+
+def stderr_console() -> Console:
+    return Console(file=sys.stderr, stderr=True, soft_wrap=True, highlight=False)
+
+
+def stderr_is_tty() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def stdin_is_tty() -> bool:
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+@contextmanager
+def cli_logging(verbosity: int) -> Iterator[None]:
+    """Log to stderr for the duration of one command: warnings by default, ``-v`` info,
+    ``-vv`` debug. The handler is removed afterwards (``main`` may run many times in one
+    process, e.g. under pytest)."""
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    handler = RichHandler(
+        console=stderr_console(), show_time=verbosity > 0, show_path=False, markup=False
+    )
+    handler.setLevel(level)
+    root = logging.getLogger()
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(min(level, old_level) if old_level else level)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+
+
+def fmt_rate(count: int, seconds: float) -> int:
+    """Messages per second as an integer (0 when nothing happened)."""
+    if count <= 0:
+        return 0
+    return int(count / max(seconds, 1e-9))
+
+
+def getattr_any(obj: object, name: str) -> Any:
+    """``getattr(obj, name, None)`` typed as Any (optional admin calls of a client)."""
+    return getattr(obj, name, None)
+
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""The type of ``parser.add_subparsers()``; each command module adds its parser to it."""

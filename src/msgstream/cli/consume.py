@@ -1,0 +1,391 @@
+"""``msgstream consume``: read packs from channels and print them."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from ..backend import MessageID
+from ..config import Config
+from ..errors import InvalidPositionError
+from ..factory import MsgStreamFactory
+from ..messages import TimeTickMsg
+from ..pack import MsgPack
+from ..position import MsgPosition, SubscriptionPosition, positions_from_json, positions_to_json
+from ..stream import MsgStream
+from ..ttstream import TtMsgStream
+from .common import (
+    CliError,
+    Subparsers,
+    channel_name,
+    positive_float,
+    positive_int,
+    stderr_console,
+    stdin_is_tty,
+    stdout_console,
+)
+from .output import describe_msg, describe_pack, dumps, id_formatter, pack_to_json
+
+DEFAULT_SUBNAME = "msgstream-cli"
+DEFAULT_PIPE_IDLE_S = 5.0
+MAX_MSGS_SHOWN = 10
+
+StartKind = Literal["subscription", "earliest", "latest", "positions"]
+
+
+@dataclass(frozen=True)
+class StartSpec:
+    """Where the consumer starts: its subscription's cursor, earliest, latest or positions."""
+
+    kind: StartKind
+    positions: tuple[MsgPosition, ...] = ()
+
+
+@dataclass(frozen=True)
+class ConsumeOptions:
+    channels: list[str]
+    subname: str = DEFAULT_SUBNAME
+    start: StartSpec = StartSpec("subscription")
+    tt: bool = False
+    max_packs: int | None = None
+    idle_timeout_s: float | None = None
+    ack: bool = False
+    json: bool = False
+    skip_empty: bool = False
+    skip_ticks: bool = False
+    full_vectors: bool = False
+    inclusive: bool = False
+    save_positions: str | None = None
+
+
+def add_parser(sub: Subparsers, parent: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "consume",
+        parents=[parent],
+        help="consume packs from channels and print them",
+        description=(
+            "Consume channels with a plain MsgStream (one message per pack) or, with --tt, "
+            "a TtMsgStream (packs aligned on time ticks). Without --from, an existing "
+            "subscription resumes after its last ack and a new one starts at the earliest "
+            "message. The last line, on stderr, gives the counts."
+        ),
+    )
+    parser.add_argument(
+        "--channel",
+        dest="channels",
+        action="append",
+        type=channel_name,
+        metavar="C",
+        help="channel to consume (repeat for several); defaults to the channels of --from "
+        "positions",
+    )
+    parser.add_argument("--subname", default=DEFAULT_SUBNAME, metavar="S", help="subscription name")
+    parser.add_argument(
+        "--from",
+        dest="start",
+        metavar="WHERE",
+        help="where to start, whatever the subscription acked: 'earliest', 'latest' (only "
+        "messages produced from now on), positions JSON (a list of positions, or one) or "
+        "@FILE holding it. A --tt stream resumes exactly after the pack whose end_positions "
+        "are given; a plain stream resumes after the message of each position (see "
+        "--inclusive)",
+    )
+    parser.add_argument("--tt", action="store_true", help="use a TtMsgStream (time-tick packs)")
+    parser.add_argument("--max-packs", type=positive_int, metavar="N", help="stop after N packs")
+    parser.add_argument(
+        "--idle-timeout",
+        type=positive_float,
+        metavar="SECONDS",
+        help="stop when no pack arrived for SECONDS (default: run until Ctrl-C; "
+        f"{DEFAULT_PIPE_IDLE_S:g} s when stdin is not a terminal and no limit is given)",
+    )
+    parser.add_argument(
+        "--ack",
+        action="store_true",
+        help="acknowledge each pack once printed (--tt: up to, per channel, the last message "
+        "that it and everything before it was delivered)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object per pack")
+    parser.add_argument(
+        "--skip-empty", action="store_true", help="do not print or count empty packs (--tt)"
+    )
+    parser.add_argument(
+        "--skip-ticks",
+        action="store_true",
+        help="plain stream: do not print or count TimeTickMsgs (still acked with --ack)",
+    )
+    parser.add_argument(
+        "--full-vectors", action="store_true", help="print float vectors in full (--json)"
+    )
+    parser.add_argument(
+        "--inclusive",
+        action="store_true",
+        help="plain stream with --from positions: start AT each position's message",
+    )
+    parser.add_argument(
+        "--save-positions",
+        metavar="FILE",
+        help="on exit, write positions to resume from (for --from @FILE): a --tt stream's "
+        "last end_positions, or each channel's last consumed message",
+    )
+    parser.set_defaults(handler=handle)
+
+
+def parse_from(value: str | None) -> StartSpec:
+    """Parse ``--from``: a keyword, positions JSON, or ``@FILE`` holding positions JSON."""
+    if value is None:
+        return StartSpec("subscription")
+    text = value.strip()
+    if text in ("earliest", "latest"):
+        return StartSpec(text)  # type: ignore[arg-type]
+    source = "--from"
+    if text.startswith("@"):
+        path = Path(text[1:]).expanduser()
+        source = f"--from @{path}"
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CliError(f"{source}: cannot read positions file: {exc}") from None
+    elif text[:1] not in ("[", "{"):
+        raise CliError(
+            f"--from: expected 'earliest', 'latest', positions JSON or @FILE, got {value!r}"
+        )
+    try:
+        positions = positions_from_json(text)
+    except InvalidPositionError as exc:
+        raise CliError(f"{source}: {exc}") from None
+    if not positions:
+        raise CliError(f"{source}: the positions list is empty")
+    channels = [p.channel for p in positions]
+    dupes = sorted({c for c in channels if channels.count(c) > 1})
+    if dupes:
+        raise CliError(f"{source}: more than one position for channel(s) {dupes}")
+    for position in positions:
+        try:
+            channel_name(position.channel)
+        except argparse.ArgumentTypeError as exc:
+            raise CliError(f"{source}: {exc}") from None
+    return StartSpec("positions", tuple(positions))
+
+
+def options_from_args(args: argparse.Namespace) -> ConsumeOptions:
+    start = parse_from(args.start)
+    channels: list[str] = list(args.channels or [])
+    if not channels:
+        if start.kind != "positions":
+            raise CliError("--channel is required (unless --from gives positions)")
+        channels = [p.channel for p in start.positions]
+    if len(set(channels)) != len(channels):
+        raise CliError(f"--channel: duplicate channels in {channels}")
+    if start.kind == "positions":
+        unknown = [p.channel for p in start.positions if p.channel not in channels]
+        if unknown:
+            raise CliError(f"--from: positions for channels not consumed (--channel): {unknown}")
+        if args.tt:
+            missing = [c for c in channels if c not in {p.channel for p in start.positions}]
+            if missing:
+                raise CliError(
+                    f"--from: no position for channel(s) {missing}; a --tt stream seeks "
+                    "every channel (give one pack's end_positions)"
+                )
+    max_packs: int | None = args.max_packs
+    idle: float | None = args.idle_timeout
+    if idle is None and max_packs is None and not stdin_is_tty():
+        idle = DEFAULT_PIPE_IDLE_S
+    return ConsumeOptions(
+        channels=channels,
+        subname=str(args.subname),
+        start=start,
+        tt=bool(args.tt),
+        max_packs=max_packs,
+        idle_timeout_s=idle,
+        ack=bool(args.ack),
+        json=bool(args.json),
+        skip_empty=bool(args.skip_empty),
+        skip_ticks=bool(args.skip_ticks),
+        full_vectors=bool(args.full_vectors),
+        inclusive=bool(args.inclusive),
+        save_positions=args.save_positions,
+    )
+
+
+async def handle(config: Config, args: argparse.Namespace) -> int:
+    return await run_consume(config, options_from_args(args))
+
+
+# --------------------------------------------------------------------------- subscribing
+
+
+async def subscribe(stream: MsgStream, opts: ConsumeOptions) -> None:
+    """Subscribe ``stream`` and move it to where ``opts.start`` says."""
+    start = opts.start
+    if start.kind == "subscription":
+        await stream.as_consumer(opts.channels, opts.subname, SubscriptionPosition.EARLIEST)
+        return
+    client = stream.client
+    if start.kind == "positions":
+        covered = [p.channel for p in start.positions]
+        await stream.as_consumer(covered, opts.subname, SubscriptionPosition.UNKNOWN)
+        rest = [c for c in opts.channels if c not in covered]
+        if rest:  # plain streams only (checked in options_from_args)
+            await stream.as_consumer(rest, opts.subname, SubscriptionPosition.EARLIEST)
+        inclusive = opts.tt or opts.inclusive
+        await stream.seek(list(start.positions), include_current=inclusive)
+        return
+    await stream.as_consumer(opts.channels, opts.subname, SubscriptionPosition.UNKNOWN)
+    earliest = client.earliest_message_id()
+    targets: list[MsgPosition] = []
+    for channel in opts.channels:
+        msg_id: MessageID = earliest
+        if start.kind == "latest":
+            msg_id = await stream.get_latest_msg_id(channel) or earliest
+        targets.append(MsgPosition(channel, msg_id.to_bytes(), opts.subname, 0))
+    # Exclusive: just after the latest message, or just after "before everything".
+    await stream.seek(targets, include_current=False)
+
+
+# --------------------------------------------------------------------------- consuming
+
+
+@dataclass
+class ConsumeStats:
+    packs: int = 0
+    empty_packs: int = 0
+    messages: int = 0
+    acked: int = 0
+    ticks_skipped: int = 0
+    stopped: str = "end"
+    last_end_positions: list[MsgPosition] = field(default_factory=list)
+    last_by_channel: dict[str, MsgPosition] = field(default_factory=dict)
+
+
+async def _ack(stream: MsgStream, pack: MsgPack) -> int:
+    """Acknowledge a pack (its ``ack_positions``); return how many positions were acked.
+
+    For a TtMsgStream pack these stop short of any message not yet delivered, so a
+    subscription resumed from the acks loses nothing; exact resumption is done with
+    positions (``--save-positions`` / ``--from``).
+    """
+    await stream.ack(pack)
+    return len(pack.ack_positions)
+
+
+async def run_consume(config: Config, opts: ConsumeOptions) -> int:
+    factory = MsgStreamFactory(config)
+    stream: MsgStream = factory.new_ttmsgstream() if opts.tt else factory.new_msgstream()
+    stats = ConsumeStats()
+    if opts.start.kind == "positions":
+        # Where we stand if nothing arrives (kept by --save-positions).
+        if opts.tt:
+            stats.last_end_positions = list(opts.start.positions)
+        elif not opts.inclusive:
+            stats.last_by_channel = {p.channel: p for p in opts.start.positions}
+    out = stdout_console()
+    started = time.perf_counter()
+    try:
+        async with stream:
+            await subscribe(stream, opts)
+            format_id = id_formatter(stream.client)
+            loop = asyncio.get_running_loop()
+            idle = opts.idle_timeout_s
+            deadline = None if idle is None else loop.time() + idle
+            packs = aiter(stream)
+            while opts.max_packs is None or stats.packs < opts.max_packs:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        pack = await anext(packs)
+                except TimeoutError:
+                    stats.stopped = "idle"
+                    break
+                except StopAsyncIteration:
+                    break
+                if opts.tt:
+                    stats.last_end_positions = list(pack.end_positions)
+                else:
+                    for position in pack.end_positions:
+                        stats.last_by_channel[position.channel] = position
+                if not pack.msgs:
+                    stats.empty_packs += 1
+                    if opts.skip_empty:
+                        continue
+                if opts.skip_ticks and all(isinstance(m, TimeTickMsg) for m in pack.msgs):
+                    stats.ticks_skipped += 1
+                    if opts.ack:
+                        stats.acked += await _ack(stream, pack)
+                    continue
+                stats.packs += 1
+                stats.messages += len(pack.msgs)
+                if idle is not None:
+                    deadline = loop.time() + idle
+                if opts.json:
+                    print(dumps(pack_to_json(pack, full_vectors=opts.full_vectors)), flush=True)
+                elif opts.tt:
+                    out.print(describe_pack(stats.packs, pack), markup=False)
+                    for msg in pack.msgs[:MAX_MSGS_SHOWN]:
+                        out.print("  " + describe_msg(msg, format_id), markup=False)
+                    if len(pack.msgs) > MAX_MSGS_SHOWN:
+                        out.print(f"  ... {len(pack.msgs) - MAX_MSGS_SHOWN} more", markup=False)
+                else:
+                    out.print(describe_msg(pack.msgs[0], format_id), markup=False)
+                if opts.ack:
+                    stats.acked += await _ack(stream, pack)
+            else:
+                stats.stopped = "max-packs"
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        stats.stopped = "interrupted"
+        raise
+    except Exception:
+        stats.stopped = "error"
+        raise
+    finally:
+        _save_positions(opts, stats)
+        _report(stats, opts, time.perf_counter() - started, stream)
+    return 0
+
+
+def _save_positions(opts: ConsumeOptions, stats: ConsumeStats) -> None:
+    if opts.save_positions is None:
+        return
+    positions = stats.last_end_positions if opts.tt else list(stats.last_by_channel.values())
+    err = stderr_console()
+    if not positions:
+        err.print(
+            f"warning: nothing consumed, no positions written to {opts.save_positions}",
+            markup=False,
+        )
+        return
+    try:
+        Path(opts.save_positions).expanduser().write_text(
+            positions_to_json(positions) + "\n", encoding="utf-8"
+        )
+    except OSError as exc:
+        err.print(f"warning: cannot write positions: {exc}", markup=False)
+
+
+def _report(stats: ConsumeStats, opts: ConsumeOptions, elapsed: float, stream: MsgStream) -> None:
+    parts = [
+        f"packs={stats.packs}",
+        f"messages={stats.messages}",
+        f"empty_packs={stats.empty_packs}",
+    ]
+    if opts.skip_ticks:
+        parts.append(f"ticks_skipped={stats.ticks_skipped}")
+    if opts.ack:
+        parts.append(f"acked={stats.acked}")
+    read = stream.read_stats
+    if read.decode_errors or read.unknown_types:
+        parts.append(f"bad_messages={read.decode_errors + read.unknown_types}")
+    if isinstance(stream, TtMsgStream) and stream.consumer_channels:
+        barrier = stream.barrier.stats
+        late = barrier.late_delivered + barrier.late_rejected
+        if late:
+            parts.append(f"late={late}")
+        if barrier.duplicates_dropped:
+            parts.append(f"duplicates_dropped={barrier.duplicates_dropped}")
+    parts.append(f"stopped={stats.stopped}")
+    parts.append(f"elapsed_s={elapsed:.2f}")
+    stderr_console().print("consumed: " + " ".join(parts), markup=False)

@@ -1,0 +1,117 @@
+"""Entry point of the ``msgstream`` command (``[project.scripts] msgstream``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import traceback
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+from .. import __version__
+from ..config import Config, load_config
+from ..errors import MsgStreamError
+from . import consume, demo, inspection, produce
+from .common import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    cli_logging,
+)
+
+Handler = Callable[[Config, argparse.Namespace], Coroutine[Any, Any, int]]
+
+_CONFIG_HELP = (
+    "YAML configuration file (default: $MSGSTREAM_CONFIG, else built-in defaults: the "
+    "embedded rocksmq store under $XDG_DATA_HOME/msgstream/rocksmq); MSGSTREAM_* "
+    "environment variables override it"
+)
+
+
+def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """``--config`` and ``-v`` on the top-level parser and (without defaults, so they do
+    not overwrite a top-level value) on every command."""
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        default=argparse.SUPPRESS if suppress else None,
+        help=_CONFIG_HELP,
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=argparse.SUPPRESS if suppress else 0,
+        help="log more (-v info, -vv debug) to stderr",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="msgstream",
+        description=(
+            "Produce to, consume from and inspect msgstream channels, or run the "
+            "self-checking demo. Exit codes: 0 ok, 1 a check failed, 2 usage or "
+            "configuration error, 130 interrupted."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"msgstream {__version__}")
+    _add_common(parser, suppress=False)
+    common = argparse.ArgumentParser(add_help=False)
+    _add_common(common, suppress=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    produce.add_parser(sub, common)
+    consume.add_parser(sub, common)
+    inspection.add_parser(sub, common)
+    demo.add_parser(sub, common)
+    return parser
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so the final flush cannot fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; return the process exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(None if argv is None else list(argv))
+    except SystemExit as exc:  # usage error (2), --help / --version (0)
+        code = exc.code
+        return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_USAGE)
+    handler: Handler = args.handler
+    with cli_logging(int(args.verbose)):
+        try:
+            config = load_config(args.config)  # --config, else $MSGSTREAM_CONFIG, else defaults
+            return asyncio.run(handler(config, args))
+        except (MsgStreamError, CliError) as exc:
+            print(f"error: {_one_line(exc)}", file=sys.stderr, flush=True)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr, flush=True)
+            return EXIT_INTERRUPTED
+        except BrokenPipeError:
+            _silence_stdout()
+            return EXIT_OK
+        except Exception as exc:
+            traceback.print_exc(file=sys.stderr)
+            print(f"error: unexpected {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+            return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,436 @@
+"""``msgstream produce``: synthetic rows (``--count``) or JSON lines from stdin."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import functools
+import os
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import numpy as np
+import orjson
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..config import Config
+from ..emitter import TimeTickEmitter
+from ..factory import MsgStreamFactory
+from ..messages import InsertMsg, TsMsg
+from ..pack import MsgPack
+from ..routing import hash_int64, hash_primary_keys, hash_str
+from ..schema import DataType, FieldData
+from ..stream import MsgStream
+from .common import (
+    CliError,
+    Subparsers,
+    channel_name,
+    fmt_rate,
+    non_negative_int,
+    positive_int,
+    stderr_console,
+    stderr_is_tty,
+)
+
+SYNTHETIC_DIM = 8
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class ProduceOptions:
+    channels: list[str]
+    count: int | None
+    collection: str
+    key: str | None
+    batch: int
+    ticks: bool
+    start_id: int
+    source_id: int
+
+
+def add_parser(sub: Subparsers, parent: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "produce",
+        parents=[parent],
+        help="produce InsertMsgs (synthetic or JSON lines from stdin)",
+        description=(
+            "Produce one-row InsertMsgs, routed to the channels by the hash of a key. With "
+            "--count N, N synthetic rows (id int64 primary key, vec float_vector[8], text "
+            "varchar); otherwise one row per stdin line: a JSON object (types inferred per "
+            "key) or, for any other line, {'text': line}. A TimeTickEmitter stamps every "
+            "message and broadcasts time ticks (interval msgstream.tick_interval_s) plus a "
+            "final tick, unless --no-ticks."
+        ),
+    )
+    parser.add_argument(
+        "--channel",
+        dest="channels",
+        action="append",
+        required=True,
+        type=channel_name,
+        metavar="C",
+        help="producer channel (repeat for several; routing bucket i goes to the i-th)",
+    )
+    parser.add_argument(
+        "--count", type=non_negative_int, metavar="N", help="produce N synthetic rows"
+    )
+    parser.add_argument(
+        "--collection", default="msgstream_cli", metavar="NAME", help="collection name"
+    )
+    parser.add_argument(
+        "--key",
+        metavar="FIELD",
+        help="field whose value (int or str) is hashed for routing (default: the row id)",
+    )
+    parser.add_argument(
+        "--batch",
+        type=positive_int,
+        default=100,
+        metavar="B",
+        help="messages per produce call (default 100)",
+    )
+    parser.add_argument(
+        "--no-ticks", action="store_true", help="send no time ticks (plain MsgStream consumers)"
+    )
+    parser.add_argument(
+        "--start-id",
+        type=non_negative_int,
+        default=0,
+        metavar="ID",
+        help="first row id (and synthetic primary key); default 0",
+    )
+    parser.add_argument(
+        "--source-id",
+        type=int,
+        default=None,
+        metavar="ID",
+        help="source_id of the messages (default: the process id)",
+    )
+    parser.set_defaults(handler=handle)
+
+
+def options_from_args(args: argparse.Namespace) -> ProduceOptions:
+    source_id = args.source_id if args.source_id is not None else os.getpid()
+    return ProduceOptions(
+        channels=list(args.channels),
+        count=args.count,
+        collection=str(args.collection),
+        key=args.key,
+        batch=int(args.batch),
+        ticks=not args.no_ticks,
+        start_id=int(args.start_id),
+        source_id=int(source_id),
+    )
+
+
+async def handle(config: Config, args: argparse.Namespace) -> int:
+    opts = options_from_args(args)
+    if len(set(opts.channels)) != len(opts.channels):
+        raise CliError(f"--channel: duplicate channels in {opts.channels}")
+    return await run_produce(config, opts)
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def infer_column(name: str, value: Any) -> FieldData:
+    """One-row column for a JSON value: bool, int64, double, varchar, float vector or JSON."""
+    if isinstance(value, bool):
+        return FieldData(name, DataType.BOOL, np.array([value], dtype=np.bool_))
+    if isinstance(value, int) and INT64_MIN <= value <= INT64_MAX:
+        return FieldData(name, DataType.INT64, np.array([value], dtype=np.int64))
+    if isinstance(value, float):
+        return FieldData(name, DataType.DOUBLE, np.array([value], dtype=np.float64))
+    if isinstance(value, str):
+        return FieldData(name, DataType.VARCHAR, [value])
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+    ):
+        vector = np.array([value], dtype=np.float32)
+        return FieldData(name, DataType.FLOAT_VECTOR, vector, dim=len(value))
+    return FieldData(name, DataType.JSON, [value])
+
+
+def parse_line(line: str) -> dict[str, Any]:
+    """A JSON object line is a row; anything else becomes ``{"text": line}``."""
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return {"text": line}
+    if isinstance(value, dict):
+        return value
+    return {"text": line}
+
+
+def key_hash(row: dict[str, Any], key: str, where: str) -> int:
+    if key not in row:
+        raise CliError(f"{where}: the row has no field {key!r} to route by (--key)")
+    value = row[key]
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise CliError(
+            f"{where}: --key field {key!r} must be an int or a str, got {type(value).__name__}"
+        )
+    try:
+        return hash_str(value) if isinstance(value, str) else hash_int64(value)
+    except (TypeError, ValueError) as exc:
+        raise CliError(f"{where}: cannot hash --key field {key!r}: {exc}") from None
+
+
+class _Stamper:
+    """Builds the one-row InsertMsgs of a batch, each with its own emitter timestamp."""
+
+    def __init__(self, opts: ProduceOptions) -> None:
+        self.opts = opts
+        self.next_row_id = opts.start_id
+
+    def row_ids(self, count: int) -> np.ndarray[Any, np.dtype[np.int64]]:
+        first = self.next_row_id
+        self.next_row_id += count
+        return np.arange(first, first + count, dtype=np.int64)
+
+    def message(self, ts: int, row_id: int, hash_key: int, fields: list[FieldData]) -> InsertMsg:
+        return InsertMsg(
+            msg_id=ts,
+            timestamp=ts,
+            source_id=self.opts.source_id,
+            hash_keys=[hash_key],
+            collection_name=self.opts.collection,
+            row_ids=np.array([row_id], dtype=np.int64),
+            fields=fields,
+        )
+
+
+def synthetic_batch(
+    stamper: _Stamper, timestamps: Sequence[int], rng: np.random.Generator
+) -> list[TsMsg]:
+    count = len(timestamps)
+    ids = stamper.row_ids(count)
+    vectors = rng.random((count, SYNTHETIC_DIM), dtype=np.float32)
+    key = stamper.opts.key
+    if key in (None, "id"):
+        hashes = hash_primary_keys(ids)
+    elif key == "text":
+        hashes = hash_primary_keys([f"row-{i}" for i in ids.tolist()])
+    else:
+        raise CliError(f"--key {key!r}: synthetic rows can be routed by 'id' or 'text' only")
+    msgs: list[TsMsg] = []
+    for i, ts in enumerate(timestamps):
+        pk = int(ids[i])
+        fields = [
+            FieldData("id", DataType.INT64, ids[i : i + 1]),
+            FieldData("vec", DataType.FLOAT_VECTOR, vectors[i : i + 1], dim=SYNTHETIC_DIM),
+            FieldData("text", DataType.VARCHAR, [f"row-{pk}"]),
+        ]
+        msgs.append(stamper.message(ts, pk, hashes[i], fields))
+    return msgs
+
+
+def json_batch(
+    stamper: _Stamper, timestamps: Sequence[int], lines: Sequence[tuple[int, str]]
+) -> list[TsMsg]:
+    ids = stamper.row_ids(len(lines))
+    key = stamper.opts.key
+    default_hashes = hash_primary_keys(ids) if key is None else []
+    msgs: list[TsMsg] = []
+    for i, (ts, (lineno, line)) in enumerate(zip(timestamps, lines, strict=True)):
+        row = parse_line(line)
+        where = f"stdin line {lineno}"
+        hash_key = default_hashes[i] if key is None else key_hash(row, key, where)
+        fields = [infer_column(str(name), value) for name, value in row.items()]
+        msgs.append(stamper.message(ts, int(ids[i]), hash_key, fields))
+    return msgs
+
+
+# --------------------------------------------------------------------------- stdin
+
+
+class StdinLines:
+    """Lines of a text stream read by a daemon thread, handed to the event loop.
+
+    A blocking ``readline`` in the loop would stop the time ticks while waiting for
+    input; an executor thread would make ``asyncio.run`` wait for it on Ctrl-C.
+    """
+
+    def __init__(self, stream: TextIO, *, limit: int = 4096) -> None:
+        self._stream = stream
+        self._queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self._room = threading.Semaphore(limit)
+        self._stop = threading.Event()
+        self._loop = asyncio.get_running_loop()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="msgstream-stdin", daemon=True)
+        self._thread.start()
+
+    def _put(self, item: str | None) -> bool:
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        except RuntimeError:  # the loop is closed
+            return False
+        return True
+
+    def _run(self) -> None:
+        try:
+            for line in self._stream:
+                while not self._room.acquire(timeout=0.2):
+                    if self._stop.is_set():
+                        return
+                if self._stop.is_set() or not self._put(line):
+                    return
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            self._error = exc
+        self._put(None)
+
+    def close(self) -> None:
+        self._stop.set()
+
+    async def batches(self, size: int) -> AsyncIterator[list[str]]:
+        """Batches of up to ``size`` lines: waits for one, takes what else is there."""
+        done = False
+        while not done:
+            first = await self._queue.get()
+            self._room.release()
+            if first is None:
+                break
+            batch = [first]
+            while len(batch) < size and not self._queue.empty():
+                item = self._queue.get_nowait()
+                self._room.release()
+                if item is None:
+                    done = True
+                    break
+                batch.append(item)
+            yield batch
+        if self._error is not None:
+            raise CliError(f"cannot read stdin: {self._error}")
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass
+class ProduceStats:
+    messages: int = 0
+    batches: int = 0
+
+
+async def _send(
+    stream: MsgStream,
+    emitter: TimeTickEmitter,
+    count: int,
+    build: Callable[[list[int]], list[TsMsg]],
+    stats: ProduceStats,
+) -> None:
+    """Allocate ``count`` timestamps, build the messages, produce them, release the
+    timestamps (a tick only passes them once they were acknowledged)."""
+    timestamps = [emitter.begin() for _ in range(count)]
+    try:
+        msgs = build(timestamps)
+        result = await stream.produce(MsgPack(msgs=msgs))
+    finally:
+        for ts in timestamps:
+            emitter.done(ts)
+    stats.messages += sum(len(ids) for ids in result.values())
+    stats.batches += 1
+
+
+async def run_produce(config: Config, opts: ProduceOptions) -> int:
+    factory = MsgStreamFactory(config)
+    stats = ProduceStats()
+    started = time.perf_counter()
+    emitter: TimeTickEmitter | None = None
+
+    def report() -> None:
+        elapsed = time.perf_counter() - started
+        ticks = emitter.ticks_sent if emitter is not None else 0
+        print(
+            f"produced: messages={stats.messages} channels={len(opts.channels)} "
+            f"ticks={ticks} msgs_per_s={fmt_rate(stats.messages, elapsed)}",
+            flush=True,
+        )
+
+    try:
+        async with factory.new_msgstream() as stream:
+            await stream.as_producer(opts.channels)
+            emitter = TimeTickEmitter(
+                stream, interval_s=config.msgstream.tick_interval_s, source_id=opts.source_id
+            )
+            if opts.ticks:
+                emitter.start()
+            try:
+                if opts.count is not None:
+                    await _produce_synthetic(stream, emitter, opts, opts.count, stats)
+                else:
+                    await _produce_stdin(stream, emitter, opts, stats)
+            except BaseException:
+                await emitter.stop(final_tick=False)
+                raise
+            await emitter.stop(final_tick=opts.ticks)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        report()  # what was acknowledged before the interruption
+        raise
+    report()
+    return 0
+
+
+async def _produce_synthetic(
+    stream: MsgStream,
+    emitter: TimeTickEmitter,
+    opts: ProduceOptions,
+    total: int,
+    stats: ProduceStats,
+) -> None:
+    stamper = _Stamper(opts)
+    rng = np.random.default_rng()
+    progress = Progress(
+        TextColumn("producing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr_console(),
+        transient=True,
+        disable=not stderr_is_tty(),
+    )
+    with progress:
+        task = progress.add_task("produce", total=total)
+        remaining = total
+        while remaining > 0:
+            count = min(opts.batch, remaining)
+            await _send(stream, emitter, count, lambda ts: synthetic_batch(stamper, ts, rng), stats)
+            remaining -= count
+            progress.advance(task, count)
+            await asyncio.sleep(0)  # let the tick task run between batches
+
+
+async def _produce_stdin(
+    stream: MsgStream, emitter: TimeTickEmitter, opts: ProduceOptions, stats: ProduceStats
+) -> None:
+    stamper = _Stamper(opts)
+    reader = StdinLines(sys.stdin)
+    lineno = 0
+    try:
+        async for raw_lines in reader.batches(opts.batch):
+            numbered: list[tuple[int, str]] = []
+            for raw in raw_lines:
+                lineno += 1
+                line = raw.rstrip("\r\n")
+                if line.strip():
+                    numbered.append((lineno, line))
+            if not numbered:
+                continue
+            await _send(
+                stream,
+                emitter,
+                len(numbered),
+                functools.partial(json_batch, stamper, lines=numbered),
+                stats,
+            )
+    finally:
+        with contextlib.suppress(Exception):
+            reader.close()
