@@ -90,13 +90,13 @@ def encode(msg: TsMsg, registry: MessageRegistry = default_registry) -> bytes:
         raise UnknownMessageTypeError(
             type(msg).__name__, "not registered; call register_message_type"
         )
-    where = f"{type(msg).__name__}(msg_id={msg.msg_id!r})"
     writer = BodyWriter()
     try:
         body = orjson.dumps(msg.encode_body(writer), option=_JSON_OPTIONS)
     except orjson.JSONEncodeError as exc:
-        raise CodecError(f"{where}: body is not JSON-serialisable: {exc}") from exc
-    tail = b"".join([body, *writer.chunks()])
+        raise CodecError(f"{_where(msg)}: body is not JSON-serialisable: {exc}") from exc
+    chunks = writer.chunks()
+    tail = b"".join([body, *chunks]) if chunks else body
     try:
         prefix = _ENVELOPE.pack(
             MAGIC,
@@ -113,7 +113,7 @@ def encode(msg: TsMsg, registry: MessageRegistry = default_registry) -> bytes:
         )[:_CRC_OFFSET]
     except struct.error as exc:
         raise CodecError(
-            f"{where}: header out of range (msg_id must fit int64, timestamp uint64, "
+            f"{_where(msg)}: header out of range (msg_id must fit int64, timestamp uint64, "
             f"source_id int64; timestamp={msg.timestamp!r}, source_id={msg.source_id!r}): "
             f"{exc}"
         ) from exc
@@ -121,6 +121,10 @@ def encode(msg: TsMsg, registry: MessageRegistry = default_registry) -> bytes:
     data = b"".join([prefix, crc.to_bytes(4, "little"), tail])
     msg.size = len(data)
     return data
+
+
+def _where(msg: TsMsg) -> str:
+    return f"{type(msg).__name__}(msg_id={msg.msg_id!r})"
 
 
 def peek_header(data: bytes) -> tuple[int, int, int, int]:

@@ -61,6 +61,17 @@ _SCALAR_TYPES: dict[Any, tuple[type, ...]] = {
 }
 
 
+_BODY_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _body_field_names(cls: type) -> tuple[str, ...]:
+    names = _BODY_FIELDS.get(cls)
+    if names is None:
+        fields = dataclasses.fields(cls)
+        names = _BODY_FIELDS[cls] = tuple(f.name for f in fields if f.name not in _HEADER_FIELDS)
+    return names
+
+
 @functools.cache
 def _scalar_fields(cls: type) -> tuple[tuple[str, tuple[type, ...]], ...]:
     return tuple(
@@ -119,11 +130,7 @@ class TsMsg:
 
     def body_fields(self) -> dict[str, Any]:
         """The dataclass fields that form the body (everything but the header)."""
-        return {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if f.name not in _HEADER_FIELDS
-        }
+        return {name: getattr(self, name) for name in _body_field_names(type(self))}
 
     def encode_body(self, writer: BodyWriter) -> dict[str, Any]:
         """Return the JSON part of the body; large buffers may go to ``writer``."""

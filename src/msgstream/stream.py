@@ -11,7 +11,12 @@ from typing import Self
 from .backend import Client, ConsumedMessage, Consumer, MessageID, Producer
 from .channels import validate_channel_name, validate_subscription_name
 from .codec import MessageRegistry, default_registry, encode
-from .errors import InvalidPositionError, StreamClosedError, StreamStateError
+from .errors import (
+    InvalidPositionError,
+    MessageTooLargeError,
+    StreamClosedError,
+    StreamStateError,
+)
 from .messages import TsMsg
 from .pack import MsgPack
 from .position import MsgPosition, SubscriptionPosition
@@ -112,17 +117,12 @@ class MsgStream:
         if not self._producers:
             raise StreamStateError("no producer channels: call as_producer() first")
 
-    def _encode_all(self, msgs: Sequence[TsMsg]) -> list[bytes]:
+    def _encode_for(self, channels: str, msgs: Sequence[TsMsg]) -> list[bytes]:
+        """Encode, and refuse oversized messages before anything of the pack is sent."""
         payloads = [encode(m, self.registry) for m in msgs]
-        for msg, payload in zip(msgs, payloads, strict=True):
+        for payload in payloads:
             if len(payload) > self._max_message_bytes:
-                from .errors import MessageTooLargeError
-
-                raise MessageTooLargeError(
-                    f"<{type(msg).__name__} msg_id={msg.msg_id}>",
-                    len(payload),
-                    self._max_message_bytes,
-                )
+                raise MessageTooLargeError(channels, len(payload), self._max_message_bytes)
         return payloads
 
     async def produce(self, pack: MsgPack) -> ProduceResult:
@@ -140,13 +140,14 @@ class MsgStream:
                     f"repack function returned bucket {index}, but there are "
                     f"{len(self._producers)} producer channels"
                 )
-            jobs.append((self._producers[index], self._encode_all(msgs)))
+            producer = self._producers[index]
+            jobs.append((producer, self._encode_for(producer.channel, msgs)))
         return await self._send(jobs)
 
     async def broadcast(self, pack: MsgPack) -> ProduceResult:
         """Send every message of ``pack`` to every producer channel."""
         self._require_producers()
-        payloads = self._encode_all(pack.msgs)
+        payloads = self._encode_for(", ".join(self._producer_channels), pack.msgs)
         return await self._send([(p, payloads) for p in self._producers])
 
     async def _send(self, jobs: list[tuple[Producer, list[bytes]]]) -> ProduceResult:

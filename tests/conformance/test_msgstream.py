@@ -17,6 +17,7 @@ from msgstream import (
     FieldData,
     InsertMsg,
     MessageRegistry,
+    MessageTooLargeError,
     MsgPack,
     MsgPosition,
     MsgStream,
@@ -270,3 +271,17 @@ async def test_receive_buffer_is_bounded(backend: BackendHarness) -> None:
         await asyncio.sleep(0.2)
         assert len(consumer._readers[0].buffer) == 4
         assert [m.msg_id for m in await take(consumer, 100)] == list(range(1, 101))
+
+
+async def test_oversized_message_fails_the_pack_before_anything_is_sent(
+    backend: BackendHarness,
+) -> None:
+    channels = backend.channels(2)
+    async with stream(backend, max_message_bytes=600) as producer:
+        await producer.as_producer(channels)
+        small = DeleteMsg(msg_id=1, collection_name="c", primary_keys=[1], hash_keys=[0])
+        big = DeleteMsg(msg_id=2, collection_name="c" * 1000, primary_keys=[2], hash_keys=[1])
+        with pytest.raises(MessageTooLargeError) as info:
+            await producer.produce(MsgPack.of(small, big))
+        assert info.value.channel == channels[1] and info.value.limit == 600
+        assert [await producer.get_latest_msg_id(c) for c in channels] == [None, None]

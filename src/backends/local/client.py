@@ -96,9 +96,9 @@ class LocalProducer:
         client = self._client
         client.check_open()
         limit = client.max_message_bytes
-        for payload in payloads:
-            if len(payload) > limit:
-                raise MessageTooLargeError(self.channel, len(payload), limit)
+        biggest = max(map(len, payloads), default=0)
+        if biggest > limit:
+            raise MessageTooLargeError(self.channel, biggest, limit)
         props = dict(properties) if properties else {}
         store = client.store
         if client.blocking_writes:

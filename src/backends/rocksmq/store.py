@@ -29,6 +29,7 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from types import MappingProxyType
 
 import orjson
@@ -226,27 +227,29 @@ class RocksStore(LogStore):
         with self._lock:
             cid = self._cid(channel)
             first = self._next[cid]
-            batch = WriteBatch(raw_mode=True)
-            put = batch.put
-            size = 0
-            msg_key = _MSG_KEY.pack
+            count = len(payloads)
+            last = first + count - 1
             if properties:
-                for offset, payload in enumerate(payloads):
-                    value = _encode_value(payload, properties)
-                    put(msg_key(b"M", cid, first + offset), value)
-                    size += len(value)
+                values = [_encode_value(payload, properties) for payload in payloads]
             else:
-                for offset, payload in enumerate(payloads):
-                    put(msg_key(b"M", cid, first + offset), _NO_PROPS + payload)
-                    size += len(payload) + 1
-            last = first + len(payloads) - 1
+                values = list(map(_NO_PROPS.__add__, payloads))
+            size = sum(map(len, values))
             page = self._open_pages[cid]
             closing = page.size + size >= self.options.page_size
-            if closing:
-                batch.put(
-                    page_key(cid, page.first_id), _PAGE.pack(last, page.size + size, now_ms())
-                )
-            self._db.write(batch, self._write_options)
+            if count == 1 and not closing:  # one put is atomic too, and cheaper than a batch
+                self._db.put(_msg_key(cid, first), values[0], self._write_options)
+            else:
+                # Keys are built by a C-level map(); the loop only calls put().
+                keys = map(_MSG_KEY.pack, repeat(b"M"), repeat(cid), range(first, last + 1))
+                batch = WriteBatch(raw_mode=True)
+                put = batch.put
+                for key, value in zip(keys, values, strict=True):
+                    put(key, value)
+                if closing:
+                    batch.put(
+                        page_key(cid, page.first_id), _PAGE.pack(last, page.size + size, now_ms())
+                    )
+                self._db.write(batch, self._write_options)
             self._next[cid] = last + 1
             if closing:
                 self._open_pages[cid] = _OpenPage(last + 1)
