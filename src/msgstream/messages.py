@@ -75,7 +75,9 @@ def _body_field_names(cls: type) -> tuple[str, ...]:
 @functools.cache
 def _scalar_fields(cls: type) -> tuple[tuple[str, tuple[type, ...]], ...]:
     return tuple(
-        (f.name, _SCALAR_TYPES[f.type]) for f in dataclasses.fields(cls) if f.type in _SCALAR_TYPES
+        (f.name, _SCALAR_TYPES[f.type])
+        for f in dataclasses.fields(cls)
+        if f.type in _SCALAR_TYPES and f.name not in _HEADER_FIELDS
     )
 
 

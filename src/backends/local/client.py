@@ -143,9 +143,10 @@ class LocalConsumer:
             return
         backend = self._store.backend_name
         channel = self.channel
+        make = tuple.__new__  # ConsumedMessage(...) without its Python-level __new__: hot path
         self._buffer.extend(
-            ConsumedMessage(channel, LocalMessageID(backend, r.msg_id), r.payload, r.properties)
-            for r in records
+            make(ConsumedMessage, (channel, LocalMessageID(backend, i), payload, props))
+            for i, payload, props in records
         )
         self._next_read = records[-1].msg_id + 1
 
