@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Mapping, Sequence
-from functools import total_ordering
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import anyio
 
@@ -26,57 +25,100 @@ from .store import FIRST_ID, LogStore
 
 log = logging.getLogger(__name__)
 
-_ID_TAGS = {"memory": b"m", "rocksmq": b"r"}
-_TAG_NAMES = {tag: name for name, tag in _ID_TAGS.items()}
 PREFETCH = 256
 
 
-@total_ordering
-class LocalMessageID:
-    """An int64 id within one channel, tagged with the backend that made it."""
+class LocalMessageID(int):
+    """An int64 id within one channel, tagged with the backend that made it.
 
-    __slots__ = ("backend", "value")
+    An ``int`` subclass per backend (``LocalMessageID("rocksmq", 5)`` makes the right
+    one), so making one per message costs no Python-level call. Ids of different
+    backends never compare equal, and ordering them raises ``ForeignMessageIdError``.
+    """
 
-    def __init__(self, backend: str, value: int) -> None:
-        self.backend = backend
-        self.value = value
+    __slots__ = ()
+    backend: ClassVar[str] = ""
+    tag: ClassVar[bytes] = b""
 
-    def to_bytes(self) -> bytes:
-        return _ID_TAGS[self.backend] + self.value.to_bytes(8, "big", signed=True)
+    def __new__(cls, backend: str, value: int) -> LocalMessageID:
+        try:
+            return _ID_TYPES[backend](value)
+        except KeyError:
+            raise ValueError(f"no local backend called {backend!r}") from None
 
-    @classmethod
-    def from_bytes(cls, backend: str, data: bytes) -> LocalMessageID:
-        if len(data) != 9 or data[:1] not in _TAG_NAMES:
+    @property
+    def value(self) -> int:
+        return int(self)
+
+    def to_bytes(self) -> bytes:  # type: ignore[override]
+        return self.tag + int.to_bytes(self, 8, "big", signed=True)
+
+    @staticmethod
+    def parse(backend: str, data: bytes) -> LocalMessageID:
+        """The id whose ``to_bytes()`` is ``data``; another backend's id is an error."""
+        owner = _TAG_NAMES.get(data[:1]) if len(data) == 9 else None
+        if owner is None:
             raise InvalidPositionError(
                 f"{len(data)}-byte MessageID {data[:16]!r} is not a {backend} MessageID"
             )
-        owner = _TAG_NAMES[data[:1]]
         if owner != backend:
             raise ForeignMessageIdError(backend, owner)
-        return cls(backend, int.from_bytes(data[1:], "big", signed=True))
+        return _ID_TYPES[owner](int.from_bytes(data[1:], "big", signed=True))
 
-    def _key(self, other: object) -> int:
-        if not isinstance(other, LocalMessageID):
-            raise TypeError(
-                f"cannot compare a {self.backend} MessageID with {type(other).__name__}"
-            )
-        if other.backend != self.backend:
+    def _same(self, other: object) -> bool:
+        if type(other) is type(self):
+            return True
+        if isinstance(other, LocalMessageID):
             raise ForeignMessageIdError(self.backend, other.backend)
-        return other.value
+        raise TypeError(f"cannot order a {self.backend} MessageID and a {type(other).__name__}")
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, LocalMessageID):
-            return NotImplemented
-        return self.backend == other.backend and self.value == other.value
+        if isinstance(other, LocalMessageID):
+            return type(other) is type(self) and int.__eq__(self, other)
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = int.__hash__
 
     def __lt__(self, other: object) -> bool:
-        return self.value < self._key(other)
+        return self._same(other) and int.__lt__(self, other)  # type: ignore[operator]
 
-    def __hash__(self) -> int:
-        return hash((self.backend, self.value))
+    def __le__(self, other: object) -> bool:
+        return self._same(other) and int.__le__(self, other)  # type: ignore[operator]
+
+    def __gt__(self, other: object) -> bool:
+        return self._same(other) and int.__gt__(self, other)  # type: ignore[operator]
+
+    def __ge__(self, other: object) -> bool:
+        return self._same(other) and int.__ge__(self, other)  # type: ignore[operator]
 
     def __repr__(self) -> str:
-        return f"LocalMessageID({self.backend}:{self.value})"
+        return f"LocalMessageID({self.backend}:{int(self)})"
+
+    __str__ = __repr__
+
+
+class MemoryMessageID(LocalMessageID):
+    __slots__ = ()
+    backend = "memory"
+    tag = b"m"
+    __new__ = int.__new__  # type: ignore[assignment]
+
+
+class RocksmqMessageID(LocalMessageID):
+    __slots__ = ()
+    backend = "rocksmq"
+    tag = b"r"
+    __new__ = int.__new__  # type: ignore[assignment]
+
+
+_ID_CLASSES: tuple[type[LocalMessageID], ...] = (MemoryMessageID, RocksmqMessageID)
+_ID_TYPES: dict[str, Callable[[int], LocalMessageID]] = {c.backend: c for c in _ID_CLASSES}
+"""Backend name -> id class, called with the int id (the subclasses use int.__new__)."""
+_TAG_NAMES = {cls.tag: cls.backend for cls in _ID_CLASSES}
 
 
 class LocalProducer:
@@ -106,8 +148,7 @@ class LocalProducer:
         else:
             ids = store.append(self.channel, payloads, props)
         store.notify(self.channel)
-        backend = store.backend_name
-        return [LocalMessageID(backend, i) for i in ids]
+        return list(map(client.id_type, ids))
 
     async def close(self) -> None:
         self._closed = True
@@ -141,11 +182,11 @@ class LocalConsumer:
         records = self._store.read(self.channel, self._next_read, limit)
         if not records:
             return
-        backend = self._store.backend_name
+        id_type = self._client.id_type
         channel = self.channel
         make = tuple.__new__  # ConsumedMessage(...) without its Python-level __new__: hot path
         self._buffer.extend(
-            make(ConsumedMessage, (channel, LocalMessageID(backend, i), payload, props))
+            make(ConsumedMessage, (channel, id_type(i), payload, props))
             for i, payload, props in records
         )
         self._next_read = records[-1].msg_id + 1
@@ -177,7 +218,7 @@ class LocalConsumer:
 
     async def seek(self, msg_id: MessageID, inclusive: bool) -> None:
         self._check_open()
-        target = self._own_id(msg_id).value
+        target = int(self._own_id(msg_id))
         self._buffer.clear()
         self._next_read = max(target if inclusive else target + 1, 0)
         if self._store.get_subscription(self.channel, self.subname) is None:
@@ -192,7 +233,7 @@ class LocalConsumer:
             raise InvalidPositionError(
                 f"message of channel {msg.channel!r} acked on a consumer of {self.channel!r}"
             )
-        value = self._own_id(msg.msg_id).value
+        value = int(self._own_id(msg.msg_id))
         self._store.put_subscription(self.channel, self.subname, value + 1)
 
     async def get_latest_msg_id(self) -> MessageID | None:
@@ -224,6 +265,7 @@ class LocalClient:
     ) -> None:
         self.store = store
         self.backend_name = store.backend_name
+        self.id_type = _ID_TYPES[store.backend_name]
         self.max_message_bytes = max_message_bytes
         self.blocking_writes = blocking_writes
         """True when an append may block (fsync): appends then run in a worker thread."""
@@ -284,7 +326,7 @@ class LocalClient:
         return LocalMessageID(self.backend_name, FIRST_ID - 1)
 
     def message_id_from_bytes(self, data: bytes) -> LocalMessageID:
-        return LocalMessageID.from_bytes(self.backend_name, data)
+        return LocalMessageID.parse(self.backend_name, data)
 
     async def get_latest_msg_id(self, channel: str) -> LocalMessageID | None:
         await self.check_topic_valid(channel)

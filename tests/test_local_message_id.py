@@ -1,0 +1,53 @@
+"""MessageIDs of the in-process backends: ints tagged with their backend."""
+
+from __future__ import annotations
+
+import pytest
+
+from backends.local.client import LocalMessageID, MemoryMessageID, RocksmqMessageID
+from msgstream import ForeignMessageIdError, InvalidPositionError
+
+
+def test_ids_are_tagged_ints_that_round_trip() -> None:
+    rocks = LocalMessageID("rocksmq", 5)
+    assert type(rocks) is RocksmqMessageID and int(rocks) == 5 and rocks.value == 5
+    assert rocks.to_bytes() == b"r" + (5).to_bytes(8, "big")
+    assert LocalMessageID.parse("rocksmq", rocks.to_bytes()) == rocks
+    negative = LocalMessageID("memory", -1)
+    assert LocalMessageID.parse("memory", negative.to_bytes()) == negative
+    assert repr(rocks) == "LocalMessageID(rocksmq:5)"
+
+
+def test_order_and_equality_within_one_backend() -> None:
+    a, b = RocksmqMessageID(3), RocksmqMessageID(4)
+    assert a < b and a <= b and b > a and b >= a and a != b
+    assert a == RocksmqMessageID(3) and hash(a) == hash(RocksmqMessageID(3))
+    assert sorted([b, a]) == [a, b]
+
+
+def test_ids_of_different_backends_never_mix() -> None:
+    rocks, memory = RocksmqMessageID(3), MemoryMessageID(3)
+    assert rocks != memory and not rocks == memory  # noqa: SIM201
+    for compare in (
+        lambda: rocks < memory,
+        lambda: rocks <= memory,
+        lambda: rocks > memory,
+        lambda: rocks >= memory,
+    ):
+        with pytest.raises(ForeignMessageIdError, match="'memory', not to 'rocksmq'"):
+            compare()
+    with pytest.raises(ForeignMessageIdError):
+        LocalMessageID.parse("rocksmq", memory.to_bytes())
+    with pytest.raises(TypeError, match="cannot order"):
+        _ = rocks < 4
+
+
+@pytest.mark.parametrize("data", [b"", b"r", b"r" + bytes(7), b"x" + bytes(8), b"r" + bytes(9)])
+def test_malformed_bytes_are_rejected(data: bytes) -> None:
+    with pytest.raises(InvalidPositionError, match="is not a rocksmq MessageID"):
+        LocalMessageID.parse("rocksmq", data)
+
+
+def test_unknown_backend_name() -> None:
+    with pytest.raises(ValueError, match="no local backend called 'kafka'"):
+        LocalMessageID("kafka", 1)
