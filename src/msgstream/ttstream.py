@@ -8,7 +8,7 @@ from typing import Any
 
 from .backend import Client
 from .barrier import LateHandler, LatePolicy, TickBarrier, merge_packs
-from .errors import StreamStateError
+from .errors import InvalidPositionError, StreamStateError
 from .messages import TimeTickMsg
 from .pack import MsgPack
 from .position import MsgPosition, SubscriptionPosition
@@ -68,6 +68,21 @@ class TtMsgStream(MsgStream):
             on_late=self._on_late,
             channel_capacity=self._channel_buffer_size,
         )
+
+    async def seek(self, positions: Sequence[MsgPosition], include_current: bool = True) -> None:
+        """Resume every channel at once from ``positions`` (a pack's ``end_positions``).
+
+        The barrier is rebuilt from the positions, so each consumed channel needs one.
+        """
+        self._check_open()
+        given = [p.channel for p in positions]
+        missing = [c for c in self.consumer_channels if c not in given]
+        if missing or len(set(given)) != len(given):
+            raise InvalidPositionError(
+                f"a TtMsgStream seeks all its channels at once, one position each: "
+                f"missing {missing}, given {given}"
+            )
+        await super().seek(positions, include_current)
 
     def _after_seek(self, positions: Sequence[MsgPosition]) -> None:
         """Rebuild the barrier so it starts exactly where ``positions`` stand."""

@@ -252,8 +252,12 @@ async def test_seek_to_a_channel_not_consumed_is_an_error(backend: BackendHarnes
             p.__class__(backend.channel("other"), p.msg_id, p.msg_group, p.timestamp)
             for p in pack.end_positions
         ]
-        with pytest.raises(ValueError, match="not consumed"):
+        with pytest.raises(ValueError, match=r"not consumed|missing"):
             await stream.seek(moved)
+        with pytest.raises(ValueError, match="all its channels at once"):
+            await stream.seek([*pack.end_positions, *pack.end_positions])
+        with pytest.raises(ValueError, match=r"missing \['"):
+            await stream.seek([])
 
 
 async def test_acking_a_pack_then_reopening_the_subscription_loses_nothing(
