@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import anyio
 
@@ -261,8 +261,11 @@ class LocalClient:
         *,
         max_message_bytes: int = 64 * 1024 * 1024,
         blocking_writes: bool = False,
-        on_close: Any = None,
+        on_use: Callable[[], None] | None = None,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
+        """``on_use`` runs on each producer or subscription made (inside the event loop:
+        where background maintenance can start); ``on_close`` once, when closed."""
         self.store = store
         self.backend_name = store.backend_name
         self.id_type = _ID_TYPES[store.backend_name]
@@ -272,6 +275,7 @@ class LocalClient:
         self.inline_sends = not blocking_writes
         self._consumers: set[LocalConsumer] = set()
         self._closed = False
+        self._on_use = on_use
         self._on_close = on_close
 
     def check_open(self) -> None:
@@ -280,6 +284,8 @@ class LocalClient:
 
     async def create_producer(self, channel: str) -> LocalProducer:
         self.check_open()
+        if self._on_use is not None:
+            self._on_use()
         validate_channel_name(channel)
         self._require_writable(channel)
         self.store.ensure_channel(channel)
@@ -295,6 +301,8 @@ class LocalClient:
         self, channel: str, subname: str, position: SubscriptionPosition
     ) -> LocalConsumer:
         self.check_open()
+        if self._on_use is not None:
+            self._on_use()
         validate_channel_name(channel)
         validate_subscription_name(subname)
         store = self.store

@@ -96,23 +96,27 @@ def open_client(
         shared.store,
         max_message_bytes=max_message_bytes,
         blocking_writes=options.sync,
+        on_use=lambda: _start_maintenance(shared),
         on_close=release,
     )
 
 
 def _start_maintenance(shared: _Shared) -> None:
-    if shared.maintenance is not None or shared.store.read_only:
-        return
-    if (
-        not shared.store.options.retention.enabled
-        and shared.store.options.subscription_idle_expiry_ms < 0
+    """Run retention in the background of the current event loop (once per loop: a store
+    can outlive the loop that opened it)."""
+    options = shared.store.options
+    if shared.store.read_only or (
+        not options.retention.enabled and options.subscription_idle_expiry_ms < 0
     ):
         return
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return
-    shared.maintenance = loop.create_task(_maintain(shared))
+    running = shared.maintenance
+    if running is not None and not running.done() and running.get_loop() is loop:
+        return
+    shared.maintenance = loop.create_task(_maintain(shared), name="msgstream-rocksmq-retention")
 
 
 async def _maintain(shared: _Shared) -> None:

@@ -27,7 +27,7 @@ import os
 import struct
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from types import MappingProxyType
@@ -153,17 +153,17 @@ class RocksStore(LogStore):
         raw = self._db.get(_CID_PREFIX.pack(b"L", cid))
         return max(FIRST_ID, _I64.unpack(raw)[0]) if raw else FIRST_ID
 
-    def _scan(self, prefix: bytes, start: bytes | None = None) -> list[tuple[bytes, bytes]]:
+    def _scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """Every (key, value) under ``prefix`` from ``start`` on, lazily (an open page may
+        hold up to ``page_size`` bytes)."""
         it = self._db.iter()
         it.seek(start or prefix)
-        out = []
         while it.valid():
             key = it.key()
             if not key.startswith(prefix):
                 break
-            out.append((key, it.value()))
+            yield key, it.value()
             it.next()
-        return out
 
     def _pages(self, cid: int) -> list[Page]:
         pages = []
