@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from itertools import repeat
 from typing import ClassVar
 
 import anyio
@@ -42,7 +43,7 @@ class LocalMessageID(int):
 
     def __new__(cls, backend: str, value: int) -> LocalMessageID:
         try:
-            return _ID_TYPES[backend](value)
+            return _new_int(_ID_TYPES[backend], value)
         except KeyError:
             raise ValueError(f"no local backend called {backend!r}") from None
 
@@ -63,7 +64,7 @@ class LocalMessageID(int):
             )
         if owner != backend:
             raise ForeignMessageIdError(backend, owner)
-        return _ID_TYPES[owner](int.from_bytes(data[1:], "big", signed=True))
+        return _new_int(_ID_TYPES[owner], int.from_bytes(data[1:], "big", signed=True))
 
     def _same(self, other: object) -> bool:
         if type(other) is type(self):
@@ -116,9 +117,10 @@ class RocksmqMessageID(LocalMessageID):
 
 
 _ID_CLASSES: tuple[type[LocalMessageID], ...] = (MemoryMessageID, RocksmqMessageID)
-_ID_TYPES: dict[str, Callable[[int], LocalMessageID]] = {c.backend: c for c in _ID_CLASSES}
-"""Backend name -> id class, called with the int id (the subclasses use int.__new__)."""
+_ID_TYPES: dict[str, type[LocalMessageID]] = {c.backend: c for c in _ID_CLASSES}
 _TAG_NAMES = {cls.tag: cls.backend for cls in _ID_CLASSES}
+_new_int = int.__new__
+"""``_new_int(RocksmqMessageID, 5)``: an id without going through ``type.__call__``."""
 
 
 class LocalProducer:
@@ -148,7 +150,7 @@ class LocalProducer:
         else:
             ids = store.append(self.channel, payloads, props)
         store.notify(self.channel)
-        return list(map(client.id_type, ids))
+        return list(map(_new_int, repeat(client.id_type), ids))
 
     async def close(self) -> None:
         self._closed = True
@@ -186,7 +188,7 @@ class LocalConsumer:
         channel = self.channel
         make = tuple.__new__  # ConsumedMessage(...) without its Python-level __new__: hot path
         self._buffer.extend(
-            make(ConsumedMessage, (channel, id_type(i), payload, props))
+            make(ConsumedMessage, (channel, _new_int(id_type, i), payload, props))
             for i, payload, props in records
         )
         self._next_read = records[-1].msg_id + 1
@@ -268,7 +270,7 @@ class LocalClient:
         where background maintenance can start); ``on_close`` once, when closed."""
         self.store = store
         self.backend_name = store.backend_name
-        self.id_type = _ID_TYPES[store.backend_name]
+        self.id_type: type[LocalMessageID] = _ID_TYPES[store.backend_name]
         self.max_message_bytes = max_message_bytes
         self.blocking_writes = blocking_writes
         """True when an append may block (fsync): appends then run in a worker thread."""
