@@ -161,8 +161,8 @@ def retained(store: RocksStore) -> list[int]:
 
 def test_pages_close_at_page_size(stores: list[RocksStore], store_path: Path) -> None:
     store, cid = filled(stores, store_path, 10)
-    assert page_ids(store, cid) == [(1, 3, 33), (4, 6, 33), (7, 9, 33)]
-    assert (store._open_pages[cid].first_id, store._open_pages[cid].size) == (10, 11)
+    assert page_ids(store, cid) == [(1, 3, 30), (4, 6, 30), (7, 9, 30)]
+    assert (store._open_pages[cid].first_id, store._open_pages[cid].size) == (10, 10)
     # A batch closes the page it fills, whatever its length.
     assert store.append(CH, [payload(11), payload(12), payload(13), payload(14)], {}) == [
         11,
@@ -170,7 +170,7 @@ def test_pages_close_at_page_size(stores: list[RocksStore], store_path: Path) ->
         13,
         14,
     ]
-    assert page_ids(store, cid)[-1] == (10, 14, 55)
+    assert page_ids(store, cid)[-1] == (10, 14, 50)
     assert (store._open_pages[cid].first_id, store._open_pages[cid].size) == (15, 0)
 
 
@@ -192,7 +192,7 @@ def test_retention_only_pages_acked_by_every_live_subscription(
     assert store.first_id(CH) == 4
     assert store.next_id(CH) == 11
     # The run closed the open page [10].
-    assert page_ids(store, cid) == [(4, 6, 33), (7, 9, 33), (10, 10, 11)]
+    assert page_ids(store, cid) == [(4, 6, 30), (7, 9, 30), (10, 10, 10)]
 
     store.put_subscription(CH, "slow", 11)  # now "fast" (next 8) is the slowest
     assert store.run_retention(now=t + 1000) == 3
@@ -221,10 +221,10 @@ def test_retention_by_age_without_subscriptions(stores: list[RocksStore], store_
 
 def test_retention_by_size(stores: list[RocksStore], store_path: Path) -> None:
     store, cid = filled(stores, store_path, 10, max_size=50)
-    # 110 bytes: [1-3] and [4-6] go (-> 44 bytes); the open page [10] was closed first.
+    # 100 bytes: [1-3] and [4-6] go (-> 40 bytes); the open page [10] was closed first.
     assert store.run_retention() == 6
     assert retained(store) == [7, 8, 9, 10]
-    assert page_ids(store, cid) == [(7, 9, 33), (10, 10, 11)]
+    assert page_ids(store, cid) == [(7, 9, 30), (10, 10, 10)]
     assert store.run_retention() == 0
 
 
@@ -385,9 +385,9 @@ def test_reopen_after_retention_keeps_ids_and_open_page(
     stores.append(store)
     assert store.first_id(CH) == 11
     assert store.next_id(CH) == 13
-    assert (store._open_pages[cid].first_id, store._open_pages[cid].size) == (11, 22)
-    assert store.append(CH, [payload(13)], {}) == [13]  # 33 bytes: the page closes
-    assert page_ids(store, cid) == [(11, 13, 33)]
+    assert (store._open_pages[cid].first_id, store._open_pages[cid].size) == (11, 20)
+    assert store.append(CH, [payload(13)], {}) == [13]  # 30 bytes: the page closes
+    assert page_ids(store, cid) == [(11, 13, 30)]
     assert store.run_retention() == 3
     store.close()
 

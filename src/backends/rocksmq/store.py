@@ -4,7 +4,8 @@ Key layout (all big-endian, so a channel's messages are one sequential range)::
 
     b"C" + channel name          -> channel id u32 | created_ms u64
     b"N"                         -> next channel id u32
-    b"M" + cid u32 + msg id i64  -> flag u8 (0: no properties) [| u32 len | json] | payload
+    b"M" + cid u32 + msg id i64 + flag u8 -> payload           (flag 0: no properties)
+                                          -> u32 len | json | payload   (flag 1)
     b"P" + cid u32 + first id    -> last id i64 | bytes u64 | closed_ms u64   (closed pages)
     b"S" + cid u32 + sub name    -> next id i64 | last_active_ms u64          (cursors)
     b"L" + cid u32               -> i64: every id below it was deleted by retention
@@ -44,33 +45,33 @@ log = logging.getLogger(__name__)
 
 _U32 = struct.Struct(">I")
 _CHANNEL = struct.Struct(">IQ")
-_MSG_KEY = struct.Struct(">cIq")
+_MSG_KEY = struct.Struct(">cIqB")
+"""A message's full key; its first 13 bytes (``_msg_key``) order and seek by id, and the
+trailing flag says whether properties lead the value, so a plain payload is stored as
+is (no copy on write or read)."""
+_ID_KEY = struct.Struct(">cIq")
 _PAGE = struct.Struct(">qQQ")
 _SUB = struct.Struct(">qQ")
 _I64 = struct.Struct(">q")
 _CID_PREFIX = struct.Struct(">cI")
 _MAX_ID = (1 << 63) - 1
-_NO_PROPS = b"\x00"
+_PLAIN, _WITH_PROPS = 0, 1
 _EMPTY: Properties = MappingProxyType({})
 
 
 def _msg_key(cid: int, msg_id: int) -> bytes:
-    return _MSG_KEY.pack(b"M", cid, msg_id)
+    """The 13-byte prefix of message ``msg_id``'s key: where seeks and ranges start."""
+    return _ID_KEY.pack(b"M", cid, msg_id)
 
 
-def _encode_value(payload: bytes, properties: Properties) -> bytes:
-    if not properties:
-        return _NO_PROPS + payload
+def _encode_props(payload: bytes, properties: Properties) -> bytes:
     props = orjson.dumps(dict(properties))
-    return b"\x01" + _U32.pack(len(props)) + props + payload
+    return _U32.pack(len(props)) + props + payload
 
 
-def _decode_value(value: bytes) -> tuple[bytes, Properties]:
-    if value[:1] == _NO_PROPS:
-        return value[1:], {}
-    (size,) = _U32.unpack_from(value, 1)
-    props = orjson.loads(value[5 : 5 + size])
-    return value[5 + size :], props
+def _decode_props(value: bytes) -> tuple[bytes, Properties]:
+    (size,) = _U32.unpack_from(value)
+    return value[4 + size :], orjson.loads(value[4 : 4 + size])
 
 
 @dataclass(slots=True)
@@ -144,7 +145,7 @@ class RocksStore(LogStore):
         it = self._db.iter()
         it.seek_for_prev(_msg_key(cid, _MAX_ID))
         if it.valid() and it.key()[:5] == _CID_PREFIX.pack(b"M", cid):
-            return int(_MSG_KEY.unpack(it.key())[2]) + 1
+            return int.from_bytes(it.key()[5:13], "big", signed=True) + 1
         pages = self._pages(cid)
         return pages[-1].last_id + 1 if pages else self._deleted_below(cid)
 
@@ -230,17 +231,19 @@ class RocksStore(LogStore):
             count = len(payloads)
             last = first + count - 1
             if properties:
-                values = [_encode_value(payload, properties) for payload in payloads]
+                values: Sequence[bytes] = [_encode_props(p, properties) for p in payloads]
+                flag = _WITH_PROPS
             else:
-                values = list(map(_NO_PROPS.__add__, payloads))
+                values, flag = payloads, _PLAIN
             size = sum(map(len, values))
             page = self._open_pages[cid]
             closing = page.size + size >= self.options.page_size
             if count == 1 and not closing:  # one put is atomic too, and cheaper than a batch
-                self._db.put(_msg_key(cid, first), values[0], self._write_options)
+                self._db.put(_MSG_KEY.pack(b"M", cid, first, flag), values[0], self._write_options)
             else:
                 # Keys are built by a C-level map(); the loop only calls put().
-                keys = map(_MSG_KEY.pack, repeat(b"M"), repeat(cid), range(first, last + 1))
+                ids = range(first, last + 1)
+                keys = map(_MSG_KEY.pack, repeat(b"M"), repeat(cid), ids, repeat(flag))
                 batch = WriteBatch(raw_mode=True)
                 put = batch.put
                 for key, value in zip(keys, values, strict=True):
@@ -270,11 +273,12 @@ class RocksStore(LogStore):
         out: list[Record] = []
         for key, value in itertools.islice(items, limit):
             assert isinstance(key, bytes) and isinstance(value, bytes)  # raw_mode store
-            if value[:1] == _NO_PROPS:
-                out.append(Record(from_bytes(key[5:], "big", signed=True), value[1:], _EMPTY))
+            msg_id = from_bytes(key[5:13], "big", signed=True)
+            if key[13] == _PLAIN:
+                out.append(Record(msg_id, value, _EMPTY))
             else:
-                payload, props = _decode_value(value)
-                out.append(Record(from_bytes(key[5:], "big", signed=True), payload, props))
+                payload, props = _decode_props(value)
+                out.append(Record(msg_id, payload, props))
         return out
 
     def first_id(self, channel: str) -> int | None:
@@ -282,7 +286,7 @@ class RocksStore(LogStore):
         it = self._db.iter()
         it.seek(_CID_PREFIX.pack(b"M", cid))
         if it.valid() and it.key()[:5] == _CID_PREFIX.pack(b"M", cid):
-            return int.from_bytes(it.key()[5:], "big", signed=True)
+            return int.from_bytes(it.key()[5:13], "big", signed=True)
         return None
 
     def next_id(self, channel: str) -> int:
