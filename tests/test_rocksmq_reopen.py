@@ -12,7 +12,7 @@ from backends import rocksmq
 from backends.local.client import LocalMessageID
 from backends.rocksmq import RocksOptions, RocksStore, new_client, open_client
 from msgstream.config import config_from_dict
-from msgstream.errors import StreamClosedError, TopicNotFound
+from msgstream.errors import BackendUnavailableError, StreamClosedError, TopicNotFound
 from msgstream.position import SubscriptionPosition
 
 
@@ -144,9 +144,13 @@ async def test_last_client_close_closes_the_store(tmp_path: Path) -> None:
 async def test_new_client_from_config_shares_by_path(tmp_path: Path) -> None:
     config = config_from_dict({"rocksmq": {"path": str(tmp_path / "cfg")}}, env={})
     one = new_client(config)
-    two = open_client(str(tmp_path / "cfg"))
+    two = new_client(config)
     try:
         assert one.store is two.store
+        with pytest.raises(
+            BackendUnavailableError, match="already open in this process with other"
+        ):
+            open_client(str(tmp_path / "cfg"), RocksOptions(sync=True))
     finally:
         await one.close()
         await two.close()

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .errors import LateMessageError
+from .errors import InvalidPositionError, LateMessageError
 from .messages import DeleteMsg, InsertMsg, TimeTickMsg, TsMsg
 from .pack import MsgPack
 from .position import MsgPosition
@@ -94,7 +94,7 @@ class TickBarrier:
         try:
             return self._channels[name]
         except KeyError:
-            raise ValueError(f"channel {name!r} is not part of this barrier") from None
+            raise InvalidPositionError(f"channel {name!r} is not part of this barrier") from None
 
     def end_ts(self) -> int | None:
         """The time every channel has reached, or None while some channel has no tick."""
@@ -110,7 +110,7 @@ class TickBarrier:
         waits on it (it has no tick yet, or it holds the minimum tick), so the barrier
         can never deadlock on a full buffer.
         """
-        state = self._channels[channel]
+        state = self._channel(channel)
         if state.data_pending < self.capacity:
             return True
         end = self.end_ts()
@@ -140,15 +140,27 @@ class TickBarrier:
             if self.late_policy == "reject":
                 self.stats.late_rejected += 1
                 log.error("%s; rejected (late_policy=reject)", error)
-                if self._on_late is not None:
-                    self._on_late(channel, msg, error)
-                return
-            self.stats.late_delivered += 1
-            log.warning("%s; delivered in the next pack", error)
-            if self._on_late is not None:
-                self._on_late(channel, msg, error)
+            else:
+                self.stats.late_delivered += 1
+                log.warning("%s; delivered in the next pack", error)
+                self._keep(state, ts, msg, previous)
+            self._report_late(channel, msg, error)
+            return
+        state.pending.append((ts, msg, previous))  # _keep, inlined: the hot path
+        state.data_pending += 1
+
+    @staticmethod
+    def _keep(state: _Channel, ts: int, msg: TsMsg, previous: MsgPosition | None) -> None:
         state.pending.append((ts, msg, previous))
         state.data_pending += 1
+
+    def _report_late(self, channel: str, msg: TsMsg, error: LateMessageError) -> None:
+        if self._on_late is None:
+            return
+        try:
+            self._on_late(channel, msg, error)
+        except Exception:  # the message is kept (or counted) already; a callback can't lose it
+            log.exception("on_late callback failed on channel %r", channel)
 
     def pop(self) -> MsgPack | None:
         """The next pack if time advanced, else None."""

@@ -57,7 +57,8 @@ class ChannelReader:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        if self._task is None:
+        """Start reading (again, after a stop or after the reading task failed)."""
+        if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"msgstream-reader-{self.channel}"
             )
@@ -95,7 +96,10 @@ class ChannelReader:
                 exc,
             )
             if self._on_bad is not None:
-                self._on_bad(raw, exc)
+                try:
+                    self._on_bad(raw, exc)
+                except Exception:  # a failing callback must not cost the messages after it
+                    log.exception("on_bad_message callback failed on channel %r", raw.channel)
             return None
         msg.position = MsgPosition(
             raw.channel, raw.msg_id.to_bytes(), self.consumer.subname, msg.timestamp

@@ -85,17 +85,26 @@ class MsgStream:
             raise StreamClosedError(type(self).__name__)
 
     async def close(self) -> None:
+        """Stop reading and close consumers, producers and (if owned) the client. Every
+        part is closed even if one fails; the first failure is raised afterwards."""
         if self._closed:
             return
         self._closed = True
         self._arrived.set()
         for reader in self._readers:
             await reader.stop()
-            await reader.consumer.close()
-        for producer in self._producers:
-            await producer.close()
+        closers = [r.consumer.close for r in self._readers] + [p.close for p in self._producers]
         if self._owns_client:
-            await self.client.close()
+            closers.append(self.client.close)
+        failures: list[Exception] = []
+        for close in closers:
+            try:
+                await close()
+            except Exception as exc:  # close the rest, then report
+                log.warning("closing %s failed: %s", type(self).__name__, exc)
+                failures.append(exc)
+        if failures:
+            raise failures[0]
 
     # --- producing ------------------------------------------------------------------------
     @property
@@ -175,17 +184,32 @@ class MsgStream:
             raise StreamStateError(
                 f"stream already consumes as {self._subname!r}; one subscription per stream"
             )
-        for channel in channels:
-            validate_channel_name(channel)
-            if channel in self.consumer_channels:
-                raise StreamStateError(f"channel {channel!r} is already consumed by this stream")
+        self._check_new_channels(channels)
+        consumers: list[Consumer] = []
+        try:
+            for channel in channels:
+                consumers.append(await self.client.subscribe(channel, subname, position))
+        except BaseException:
+            for consumer in consumers:  # all or nothing
+                await consumer.close()
+            raise
         self._subname = subname
-        for channel in channels:
-            consumer = await self.client.subscribe(channel, subname, position)
+        for consumer in consumers:
             reader = self._new_reader(consumer)
             self._readers.append(reader)
             if position is not SubscriptionPosition.UNKNOWN:
                 reader.start()
+
+    def _check_new_channels(self, channels: Sequence[str]) -> None:
+        if not channels:
+            raise StreamStateError("as_consumer needs at least one channel")
+        for channel in channels:
+            validate_channel_name(channel)
+            if channel in self.consumer_channels:
+                raise StreamStateError(f"channel {channel!r} is already consumed by this stream")
+        twice = sorted({c for c in channels if list(channels).count(c) > 1})
+        if twice:
+            raise StreamStateError(f"channels listed more than once: {twice}")
 
     def _new_reader(self, consumer: Consumer) -> ChannelReader:
         return ChannelReader(
@@ -210,15 +234,23 @@ class MsgStream:
     async def seek(self, positions: Sequence[MsgPosition], include_current: bool = True) -> None:
         """Move each position's channel to its MessageID (inclusive by default)."""
         self._check_open()
-        targets = [(self._reader(p.channel), p) for p in positions]
-        for reader, position in targets:
-            msg_id = self.client.message_id_from_bytes(position.msg_id)
+        targets = [
+            (self._reader(p.channel), self.client.message_id_from_bytes(p.msg_id))
+            for p in positions
+        ]  # every id checked before any reader stops
+        channels = [p.channel for p in positions]
+        if len(set(channels)) != len(channels):
+            raise InvalidPositionError(f"more than one position for a channel in {channels}")
+        for reader, _ in targets:
             await reader.stop()
             reader.clear()
-            await reader.consumer.seek(msg_id, include_current)
-        self._after_seek(positions)
-        for reader, _ in targets:
-            reader.start()
+        try:
+            for reader, msg_id in targets:
+                await reader.consumer.seek(msg_id, include_current)
+            self._after_seek(positions)
+        finally:
+            for reader, _ in targets:
+                reader.start()
 
     def _after_seek(self, positions: Sequence[MsgPosition]) -> None:
         """Hook for subclasses that keep per-channel state."""
@@ -264,9 +296,12 @@ class MsgStream:
             await self._arrived.wait()
 
     def _raise_reader_errors(self) -> None:
+        """Raise a reader's failure once; the reader restarts, so the next iteration
+        tries again (e.g. after a deleted channel was created anew)."""
         for reader in self._readers:
             if reader.error is not None:
                 error, reader.error = reader.error, None
+                reader.start()
                 raise error
 
     def _require_consumers(self) -> None:

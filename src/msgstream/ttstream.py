@@ -61,6 +61,7 @@ class TtMsgStream(MsgStream):
     ) -> None:
         if self._barrier is not None:
             raise StreamStateError("a TtMsgStream subscribes to all of its channels at once")
+        self._check_new_channels(channels)
         await super().as_consumer(channels, subname, position)
         self._barrier = TickBarrier(
             list(channels),
@@ -75,6 +76,11 @@ class TtMsgStream(MsgStream):
         The barrier is rebuilt from the positions, so each consumed channel needs one.
         """
         self._check_open()
+        if not include_current:
+            raise InvalidPositionError(
+                "a TtMsgStream resumes inclusively: an end position may be the first message "
+                "not yet delivered, so include_current=False would skip it"
+            )
         given = [p.channel for p in positions]
         missing = [c for c in self.consumer_channels if c not in given]
         if missing or len(set(given)) != len(given):

@@ -6,6 +6,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
+from types import MappingProxyType
 from typing import ClassVar
 
 import anyio
@@ -13,9 +14,11 @@ import anyio
 from msgstream.backend import ConsumedMessage, MessageID, SubscriptionInfo
 from msgstream.channels import validate_channel_name, validate_subscription_name
 from msgstream.errors import (
+    BackendUnavailableError,
     ForeignMessageIdError,
     InvalidPositionError,
     MessageTooLargeError,
+    MsgStreamError,
     StreamClosedError,
     StreamStateError,
     TopicNotFound,
@@ -119,6 +122,7 @@ class RocksmqMessageID(LocalMessageID):
 _ID_CLASSES: tuple[type[LocalMessageID], ...] = (MemoryMessageID, RocksmqMessageID)
 _ID_TYPES: dict[str, type[LocalMessageID]] = {c.backend: c for c in _ID_CLASSES}
 _TAG_NAMES = {cls.tag: cls.backend for cls in _ID_CLASSES}
+_NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
 _new_int = int.__new__
 """``_new_int(RocksmqMessageID, 5)``: an id without going through ``type.__call__``."""
 
@@ -143,12 +147,20 @@ class LocalProducer:
         biggest = max(map(len, payloads), default=0)
         if biggest > limit:
             raise MessageTooLargeError(self.channel, biggest, limit)
-        props = dict(properties) if properties else {}
+        props = MappingProxyType(dict(properties)) if properties else _NO_PROPERTIES
         store = client.store
-        if client.blocking_writes:
-            ids = await anyio.to_thread.run_sync(store.append, self.channel, payloads, props)
-        else:
-            ids = store.append(self.channel, payloads, props)
+        try:
+            if client.blocking_writes:
+                ids = await anyio.to_thread.run_sync(store.append, self.channel, payloads, props)
+            else:
+                ids = store.append(self.channel, payloads, props)
+        except MsgStreamError:
+            raise
+        except Exception as exc:  # e.g. the disk is full: nothing of this call was stored
+            raise BackendUnavailableError(
+                f"{store.backend_name}: writing {len(payloads)} message(s) to channel "
+                f"{self.channel!r} failed: {exc}"
+            ) from exc
         store.notify(self.channel)
         return list(map(_new_int, repeat(client.id_type), ids))
 
@@ -230,13 +242,17 @@ class LocalConsumer:
         await self.seek(self._client.earliest_message_id(), inclusive=True)
 
     async def ack(self, msg: ConsumedMessage) -> None:
+        """Acknowledge ``msg`` and everything before it. The persisted cursor only moves
+        forward (seek to replay older messages)."""
         self._check_open()
         if msg.channel != self.channel:
             raise InvalidPositionError(
                 f"message of channel {msg.channel!r} acked on a consumer of {self.channel!r}"
             )
-        value = int(self._own_id(msg.msg_id))
-        self._store.put_subscription(self.channel, self.subname, value + 1)
+        resume_at = int(self._own_id(msg.msg_id)) + 1
+        current = self._store.get_subscription(self.channel, self.subname)
+        if current is None or resume_at > current.next_id:  # cumulative: never moves back
+            self._store.put_subscription(self.channel, self.subname, resume_at)
 
     async def get_latest_msg_id(self) -> MessageID | None:
         self._check_open()
@@ -317,7 +333,8 @@ class LocalClient:
         if existing is not None:
             start = existing.next_id
         elif position is SubscriptionPosition.EARLIEST:
-            start = store.first_id(channel) or store.next_id(channel)
+            first = store.first_id(channel)
+            start = store.next_id(channel) if first is None else first
         elif position is SubscriptionPosition.LATEST:
             start = store.next_id(channel)
         else:

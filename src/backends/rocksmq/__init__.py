@@ -13,6 +13,8 @@ import logging
 import os
 from dataclasses import dataclass
 
+import anyio
+
 from msgstream.config import Config, effective_rocksmq_path
 from msgstream.errors import BackendUnavailableError
 
@@ -81,6 +83,14 @@ def open_client(
         shared = _OPEN[key] = _Shared(
             store, intervals=(retention_interval_s, compaction_interval_s)
         )
+    elif (shared.store.options, shared.intervals) != (
+        options,
+        (retention_interval_s, compaction_interval_s),
+    ):
+        raise BackendUnavailableError(
+            f"the rocksmq store at {path!r} is already open in this process with other "
+            f"options ({shared.store.options}); open it with the same configuration"
+        )
     shared.clients += 1
     _start_maintenance(shared)
 
@@ -126,10 +136,11 @@ async def _maintain(shared: _Shared) -> None:
     while True:
         await asyncio.sleep(retention_every)
         since_compaction += retention_every
-        try:
-            deleted_since_compaction |= shared.store.run_retention() > 0
+        try:  # in a worker thread: a round (and compaction) must not stall the loop
+            deleted = await anyio.to_thread.run_sync(shared.store.run_retention)
+            deleted_since_compaction |= deleted > 0
             if deleted_since_compaction and since_compaction >= compaction_every:
-                shared.store.compact()
+                await anyio.to_thread.run_sync(shared.store.compact)
                 since_compaction = 0.0
                 deleted_since_compaction = False
         except Exception:  # keep maintaining; a failed round is retried next interval
