@@ -63,6 +63,12 @@ class ChannelReader:
                 self._run(), name=f"msgstream-reader-{self.channel}"
             )
 
+    def revive(self) -> None:
+        """Restart reading if the task ended on an error that was already reported."""
+        if self._task is not None and self._task.done() and self.error is None:
+            self._task = None
+            self.start()
+
     async def stop(self) -> None:
         task, self._task = self._task, None
         if task is not None:

@@ -296,13 +296,13 @@ class MsgStream:
             await self._arrived.wait()
 
     def _raise_reader_errors(self) -> None:
-        """Raise a reader's failure once; the reader restarts, so the next iteration
-        tries again (e.g. after a deleted channel was created anew)."""
+        """Raise a reader's failure once; the next wait restarts that reader, so the
+        stream tries again (e.g. after a deleted channel was created anew)."""
         for reader in self._readers:
             if reader.error is not None:
                 error, reader.error = reader.error, None
-                reader.start()
                 raise error
+            reader.revive()
 
     def _require_consumers(self) -> None:
         self._check_open()
