@@ -360,11 +360,13 @@ class MsgStreamConfig(_Section):
     )
     pursuit_buffer_size_bytes: int = field(
         default=104857600,
-        metadata=_key("Bytes buffered per read batch while in pursuit mode", ge=1),
+        metadata=_key("Max bytes of one merged pack in pursuit mode", ge=1),
     )
     pursuit_buffer_time_s: float = field(
         default=1.0,
-        metadata=_key("Max seconds a pursuit-mode batch waits to fill before delivery", gt=0),
+        metadata=_key(
+            "Max seconds spent merging already-read packs into one in pursuit mode", gt=0
+        ),
     )
     operation_timeout_s: float = field(
         default=30.0,
@@ -397,12 +399,18 @@ class RocksmqConfig(_Section):
     )
     retention_max_age_s: float = field(
         default=259200.0,
-        metadata=_key("Seconds acknowledged messages are kept", ge=0, special={-1: "keep forever"}),
+        metadata=_key(
+            "Seconds an acknowledged page is kept after it closed",
+            ge=0,
+            special={-1: "keep forever"},
+        ),
     )
     retention_max_size_bytes: int = field(
         default=-1,
         metadata=_key(
-            "Bytes of acknowledged messages kept per channel", ge=0, special={-1: "unlimited"}
+            "Channel size (all retained bytes) above which its oldest acknowledged pages go",
+            ge=0,
+            special={-1: "unlimited"},
         ),
     )
     retention_check_interval_s: float = field(

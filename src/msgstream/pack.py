@@ -13,7 +13,8 @@ from .position import MsgPosition
 class MsgPack:
     """A batch of messages with the time range and positions it covers.
 
-    For a TtMsgStream pack, every message has ``begin_ts < timestamp <= end_ts``;
+    For a TtMsgStream pack, every message has ``begin_ts < msg.end_ts <= end_ts``, except
+    late messages delivered under ``late_policy="deliver"`` (counted and logged);
     ``end_positions`` are where a new stream must seek to continue right after this pack
     (exactly once). ``ack_positions`` are, per channel, the last message such that it and
     everything before it in the channel is done: ``stream.ack(pack)`` acknowledges them,

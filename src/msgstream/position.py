@@ -10,8 +10,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from .errors import InvalidPositionError
-
-_MAX_TIMESTAMP = (1 << 64) - 1
+from .tso import MAX_TIMESTAMP
 
 
 class SubscriptionPosition(enum.Enum):
@@ -70,7 +69,7 @@ class MsgPosition(NamedTuple):
         if (
             not isinstance(timestamp, int)
             or isinstance(timestamp, bool)
-            or not 0 <= timestamp <= _MAX_TIMESTAMP
+            or not 0 <= timestamp <= MAX_TIMESTAMP
         ):
             raise InvalidPositionError(
                 f"position 'timestamp' of channel {channel!r} must be an int >= 0 "

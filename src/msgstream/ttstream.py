@@ -21,8 +21,9 @@ class TtMsgStream(MsgStream):
 
     Seeking to a pack's ``end_positions`` resumes right after that pack: no message lost,
     none repeated. When the stream lags the wall clock by more than ``pursuit_lag_s``,
-    consecutive packs are merged (up to ``pursuit_buffer_size_bytes`` or
-    ``pursuit_buffer_time_s``) so a consumer catches up with fewer, bigger packs.
+    the packs that can already be cut from what was read are merged into one (up to
+    ``pursuit_buffer_size_bytes``, or ``pursuit_buffer_time_s`` of merging) so a
+    consumer catches up with fewer, bigger packs. Merging never waits for more input.
     """
 
     def __init__(

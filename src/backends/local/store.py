@@ -41,8 +41,9 @@ class LogStore(ABC):
     """Channels of id-ordered records plus subscription cursors.
 
     Appends wake consumers of the same process through per-channel events: a waiter
-    takes the channel's current event, re-checks the log, then waits; an append
-    replaces the event and sets the old one, so no wake-up is lost.
+    takes the channel's event (creating it if needed), re-checks the log, then waits;
+    ``notify`` removes the event and sets it, so the next waiter gets a fresh one and
+    no wake-up is lost.
     """
 
     backend_name: str

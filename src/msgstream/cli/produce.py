@@ -23,7 +23,7 @@ from ..emitter import TimeTickEmitter
 from ..factory import MsgStreamFactory
 from ..messages import InsertMsg, TsMsg
 from ..pack import MsgPack
-from ..routing import hash_int64, hash_primary_keys, hash_str
+from ..routing import INT64_MAX, INT64_MIN, hash_int64, hash_primary_keys, hash_str
 from ..schema import DataType, FieldData
 from ..stream import MsgStream
 from .common import (
@@ -38,7 +38,6 @@ from .common import (
 )
 
 SYNTHETIC_DIM = 8
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 @dataclass(frozen=True)
