@@ -412,3 +412,9 @@ def test_console_script_entry_point(config: Path, tmp_path: Path) -> None:
     )
     assert bad.returncode == 2
     assert bad.stderr.startswith("error: --from: positions are not valid JSON")
+
+
+def test_consume_warns_about_a_channel_that_does_not_exist(cli: Cli) -> None:
+    code, _, err = cli("consume", "--channel", "typo-channel", "--idle-timeout", "0.2")
+    assert code == 0
+    assert "warning: channel 'typo-channel' does not exist yet" in err

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from ..backend import MessageID
 from ..config import Config
-from ..errors import InvalidPositionError
+from ..errors import InvalidPositionError, TopicNotFound
 from ..factory import MsgStreamFactory
 from ..messages import TimeTickMsg
 from ..pack import MsgPack
@@ -274,6 +276,19 @@ async def _ack(stream: MsgStream, pack: MsgPack) -> int:
     return len(pack.ack_positions)
 
 
+async def _warn_missing_channels(stream: MsgStream, channels: Sequence[str]) -> None:
+    """Subscribing creates a missing channel (as broker auto-creation does), so a typo
+    would wait silently: say so on stderr."""
+    for channel in channels:
+        try:
+            await stream.check_topic_valid(channel)
+        except TopicNotFound:
+            print(
+                f"warning: channel {channel!r} does not exist yet; waiting for its messages",
+                file=sys.stderr,
+            )
+
+
 async def run_consume(config: Config, opts: ConsumeOptions) -> int:
     factory = MsgStreamFactory(config)
     stream: MsgStream = factory.new_ttmsgstream() if opts.tt else factory.new_msgstream()
@@ -288,6 +303,7 @@ async def run_consume(config: Config, opts: ConsumeOptions) -> int:
     started = time.perf_counter()
     try:
         async with stream:
+            await _warn_missing_channels(stream, opts.channels)
             await subscribe(stream, opts)
             format_id = id_formatter(stream.client)
             loop = asyncio.get_running_loop()
