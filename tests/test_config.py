@@ -20,7 +20,6 @@ from msgstream.config import (
     config_from_dict,
     config_reference_markdown,
     default_rocksmq_path,
-    effective_rocksmq_path,
     env_var_name,
     load_config,
     resolve_backend,
@@ -622,7 +621,7 @@ def test_default_rocksmq_path_uses_os_environ(
 def test_effective_rocksmq_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     env = {"XDG_DATA_HOME": str(tmp_path)}
     assert Config().rocksmq_path(env) == str(tmp_path / "msgstream" / "rocksmq")
-    assert effective_rocksmq_path(Config(), env) == str(tmp_path / "msgstream" / "rocksmq")
+    assert Config().rocksmq_path(env) == str(tmp_path / "msgstream" / "rocksmq")
     cfg = Config(rocksmq=RocksmqConfig(path="/srv/rmq"))
     assert cfg.rocksmq_path(env) == "/srv/rmq"
     monkeypatch.setenv("HOME", str(tmp_path))

@@ -127,15 +127,21 @@ def _where(msg: TsMsg) -> str:
     return f"{type(msg).__name__}(msg_id={msg.msg_id!r})"
 
 
-def peek_header(data: bytes) -> tuple[int, int, int, int]:
-    """``(msg_type, msg_id, timestamp, source_id)`` without decoding the body."""
+def _unpack_envelope(data: bytes) -> tuple[Any, ...]:
+    """The envelope fields after magic and version, which it checks."""
     if len(data) < ENVELOPE_SIZE:
         raise DecodeError(f"payload of {len(data)} bytes is shorter than the envelope")
-    magic, version, _, msg_type, msg_id, ts, source, *_ = _ENVELOPE.unpack_from(data)
+    magic, version, *fields = _ENVELOPE.unpack_from(data)
     if magic != MAGIC:
         raise DecodeError(f"bad magic {magic!r} (not a msgstream payload)")
     if version != VERSION:
         raise DecodeError(f"unsupported codec version {version}")
+    return tuple(fields)
+
+
+def peek_header(data: bytes) -> tuple[int, int, int, int]:
+    """``(msg_type, msg_id, timestamp, source_id)`` without decoding the body."""
+    _, msg_type, msg_id, ts, source, *_ = _unpack_envelope(data)
     return msg_type, msg_id, ts, source
 
 
@@ -148,15 +154,7 @@ def decode(
     size = len(data)
     if size > max_bytes:
         raise DecodeError(f"payload of {size} bytes exceeds the limit of {max_bytes}")
-    if size < ENVELOPE_SIZE:
-        raise DecodeError(f"payload of {size} bytes is shorter than the envelope")
-    (magic, version, _, msg_type, msg_id, ts, source, begin_ts, end_ts, json_len, crc) = (
-        _ENVELOPE.unpack_from(data)
-    )
-    if magic != MAGIC:
-        raise DecodeError(f"bad magic {magic!r} (not a msgstream payload)")
-    if version != VERSION:
-        raise DecodeError(f"unsupported codec version {version}")
+    _, msg_type, msg_id, ts, source, begin_ts, end_ts, json_len, crc = _unpack_envelope(data)
     body_end = ENVELOPE_SIZE + json_len
     if body_end > size:
         raise DecodeError(

@@ -51,7 +51,6 @@ __all__ = [
     "config_from_dict",
     "config_reference_markdown",
     "default_rocksmq_path",
-    "effective_rocksmq_path",
     "env_var_name",
     "load_config",
     "resolve_backend",
@@ -665,11 +664,6 @@ def default_rocksmq_path(env: Mapping[str, str] | None = None) -> str:
     xdg = env.get("XDG_DATA_HOME", "")
     base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "share"
     return str(base / "msgstream" / "rocksmq")
-
-
-def effective_rocksmq_path(cfg: Config, env: Mapping[str, str] | None = None) -> str:
-    """Function form of :meth:`Config.rocksmq_path`."""
-    return cfg.rocksmq_path(env)
 
 
 # --------------------------------------------------------------------------- documentation

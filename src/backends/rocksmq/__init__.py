@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from msgstream.config import Config, effective_rocksmq_path
+from msgstream.config import Config
 from msgstream.errors import BackendUnavailableError
 
 from ..local import LocalClient
@@ -151,7 +151,7 @@ async def _maintain(shared: _Shared) -> None:
 def new_client(config: Config, *, read_only: bool = False) -> LocalClient:
     section = config.rocksmq
     return open_client(
-        effective_rocksmq_path(config),
+        config.rocksmq_path(),
         options_from_config(config, read_only=read_only),
         max_message_bytes=config.msgstream.max_message_bytes,
         retention_interval_s=section.retention_check_interval_s,
