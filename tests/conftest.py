@@ -1,8 +1,8 @@
 """Shared fixtures: every backend the conformance suite runs on, behind one harness.
 
 A backend joins the suite by adding a harness factory to ``BACKENDS``; the tests never
-name a backend. Broker backends (Kafka, Pulsar) start their real broker in their own
-fixtures and, under ``CI=true``, fail rather than skip when it cannot start.
+name a backend. Broker backends (Kafka, Pulsar) start their real broker once per session
+(see ``brokers.fixtures``) and, under ``CI=true``, fail rather than skip when it cannot start.
 """
 
 from __future__ import annotations
@@ -12,25 +12,48 @@ from pathlib import Path
 
 import pytest
 
+from brokers.fixtures import kafka_broker, pulsar_broker
 from harness import BackendHarness
 from msgstream import Config, config_from_dict
 
+__all__ = ["kafka_broker", "pulsar_broker"]  # session fixtures, re-exported for pytest
 
-def _memory(tmp_path: Path) -> Config:
+
+def _memory(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
     return config_from_dict({"mq": {"type": "memory"}, "memory": {"name": str(tmp_path)}}, env={})
 
 
-def _rocksmq(tmp_path: Path) -> Config:
+def _rocksmq(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
     return config_from_dict(
         {"mq": {"type": "rocksmq"}, "rocksmq": {"path": str(tmp_path / "rocksmq")}}, env={}
     )
 
 
-BACKENDS: dict[str, Callable[[Path], Config]] = {"memory": _memory, "rocksmq": _rocksmq}
+def _kafka(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
+    broker = request.getfixturevalue("kafka_broker")
+    return config_from_dict(
+        {"mq": {"type": "kafka"}, "kafka": {"brokers": broker.bootstrap}}, env={}
+    )
 
 
-@pytest.fixture(params=list(BACKENDS))
+def _pulsar(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
+    broker = request.getfixturevalue("pulsar_broker")
+    return config_from_dict(
+        {"mq": {"type": "pulsar"}, "pulsar": {"address": broker.service_url}}, env={}
+    )
+
+
+BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Config]] = {
+    "memory": _memory,
+    "rocksmq": _rocksmq,
+    "kafka": _kafka,
+    "pulsar": _pulsar,
+}
+_MARKS = {"kafka": [pytest.mark.kafka], "pulsar": [pytest.mark.pulsar]}
+
+
+@pytest.fixture(params=[pytest.param(name, marks=_MARKS.get(name, [])) for name in BACKENDS])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[BackendHarness]:
-    harness = BackendHarness(request.param, BACKENDS[request.param](tmp_path))
+    harness = BackendHarness(request.param, BACKENDS[request.param](request, tmp_path))
     yield harness
     await harness.close()

@@ -1,0 +1,1 @@
+"""Real brokers for the test suite, started without Docker (test infrastructure only)."""

@@ -1,0 +1,47 @@
+"""Session fixtures that provide a real broker, or fail under CI when none can start.
+
+Each broker module exposes ``provide(workdir) -> endpoint`` choosing, in order: an
+address from the environment, a testcontainers container when a Docker daemon answers,
+then a local JVM process. Outside CI a broker that cannot start skips its tests (a
+developer without Java can still run the rest); with ``CI=true`` it fails them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def _start_or_fail(what: str, start: Callable[[], Any]) -> Any:
+    try:
+        return start()
+    except Exception as exc:  # any failure to start means the same thing here
+        message = f"{what} broker could not start: {type(exc).__name__}: {exc}"
+        if in_ci():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from . import kafka
+
+    endpoint = _start_or_fail("Kafka", lambda: kafka.provide(tmp_path_factory.mktemp("kafka")))
+    yield endpoint
+    endpoint.close()
+
+
+@pytest.fixture(scope="session")
+def pulsar_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from . import pulsar
+
+    endpoint = _start_or_fail("Pulsar", lambda: pulsar.provide(tmp_path_factory.mktemp("pulsar")))
+    yield endpoint
+    endpoint.close()
