@@ -662,3 +662,56 @@ def test_readme_configuration_reference_is_current() -> None:
     start = readme.index("\n", start) + 1
     end = readme.index("<!-- /config-reference -->")
     assert readme[start:end].strip() == config_reference_markdown().strip()
+
+
+# --------------------------------------------------------------------------- kafka section
+
+
+def test_kafka_sasl_username_without_password_names_both_keys() -> None:
+    with pytest.raises(ConfigError) as exc:
+        config_from_dict({"kafka": {"sasl_username": "alice"}}, env=NO_ENV)
+    assert exc.value.key == "kafka.sasl_username, kafka.sasl_password"
+    assert "kafka.sasl_username is set but kafka.sasl_password is not" in str(exc.value)
+    with pytest.raises(ConfigError) as exc:
+        config_from_dict({"kafka": {"sasl_password": "secret"}}, env=NO_ENV)
+    assert "kafka.sasl_password is set but kafka.sasl_username is not" in str(exc.value)
+
+
+def test_kafka_sasl_protocol_needs_credentials() -> None:
+    with pytest.raises(ConfigError, match="required when kafka.security_protocol is SASL_SSL"):
+        config_from_dict({"kafka": {"security_protocol": "SASL_SSL"}}, env=NO_ENV)
+
+
+def test_kafka_client_certificate_needs_its_key() -> None:
+    with pytest.raises(ConfigError) as exc:
+        config_from_dict({"kafka": {"ssl_certfile": "/c.pem"}}, env=NO_ENV)
+    assert exc.value.key == "kafka.ssl_certfile, kafka.ssl_keyfile"
+
+
+def test_kafka_pass_through_maps_from_yaml_and_env() -> None:
+    cfg = config_from_dict(
+        {"kafka": {"producer": {"max_batch_size": 65536}, "consumer": None}},
+        env={"MSGSTREAM_KAFKA_TOPIC_CONFIG": '{"retention.ms": "1000"}'},
+    )
+    assert cfg.kafka.producer == {"max_batch_size": 65536}
+    assert cfg.kafka.consumer == {}
+    assert cfg.kafka.topic_config == {"retention.ms": "1000"}
+
+
+def test_kafka_pass_through_map_errors_name_the_key() -> None:
+    with pytest.raises(ConfigError) as exc:
+        config_from_dict({"kafka": {"producer": ["linger"]}}, env=NO_ENV)
+    assert exc.value.key == "kafka.producer"
+    with pytest.raises(ConfigError) as exc:
+        config_from_dict({"kafka": {"producer": {"nested": {"a": 1}}}}, env=NO_ENV)
+    assert exc.value.key == "kafka.producer.nested"
+    with pytest.raises(ConfigError, match="MSGSTREAM_KAFKA_CONSUMER") as exc:
+        config_from_dict({}, env={"MSGSTREAM_KAFKA_CONSUMER": "{not json"})
+    assert "a JSON object" in str(exc.value)
+
+
+def test_kafka_choices_are_checked() -> None:
+    with pytest.raises(ConfigError, match="kafka.compression"):
+        config_from_dict({"kafka": {"compression": "brotli"}}, env=NO_ENV)
+    with pytest.raises(ConfigError, match="kafka.acks"):
+        config_from_dict({"kafka": {"acks": 1}}, env=NO_ENV)

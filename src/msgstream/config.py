@@ -7,7 +7,9 @@ derived from the dataclass fields, their type annotations and their metadata, so
 key means adding one field declared with ``metadata=_key(...)``.
 
 Supported field annotations: ``int``, ``float``, ``bool``, ``str``, ``Literal[...]`` of
-strings, and any of these ``| None``.
+strings, any of these ``| None``, and ``dict[str, Any]`` for pass-through maps of scalars
+(given as a YAML mapping, or as a JSON object in an environment variable). A section checks
+rules that span several keys in ``_validate``; its errors name every key involved.
 
 Precedence, lowest first: field defaults, the YAML file, environment variables.
 Each key ``section.key`` is overridden by ``MSGSTREAM_<SECTION>_<KEY>`` (upper case), e.g.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import json
 import math
 import os
 import types
@@ -64,6 +67,10 @@ _IGNORED_ENV_PREFIX = "MSGSTREAM_TEST_"
 
 MqType = Literal["default", "rocksmq", "kafka", "pulsar", "memory"]
 LatePolicy = Literal["deliver", "reject"]
+KafkaSecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+KafkaSaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+KafkaAcks = Literal["0", "1", "all"]
+KafkaCompression = Literal["none", "gzip", "snappy", "lz4", "zstd"]
 #: Concrete backend names :func:`resolve_backend` can return.
 BACKENDS: tuple[str, ...] = ("rocksmq", "kafka", "pulsar", "memory")
 
@@ -104,7 +111,7 @@ class _FieldSpec:
 
     section: str
     name: str
-    kind: type  # int, float, bool or str
+    kind: type  # int, float, bool, str or dict
     optional: bool
     choices: tuple[str, ...]  # non-empty for Literal fields
     default: Any
@@ -122,6 +129,8 @@ class _FieldSpec:
         """The type and constraints, for documentation and error messages."""
         if self.choices:
             text = "one of " + ", ".join(self.choices)
+        elif self.kind is dict:
+            text = "mapping"
         else:
             text = self.kind.__name__
             bounds = []
@@ -179,6 +188,8 @@ def _derive_specs(cls: type[_Section]) -> tuple[_FieldSpec, ...]:
             kind: type = str
         elif annotation in (int, float, bool, str):
             kind = annotation
+        elif origin is dict and typing.get_args(annotation)[:1] == (str,):
+            kind = dict
         else:
             raise TypeError(f"{cls.__name__}.{f.name}: unsupported type {annotation!r}")
         specs.append(
@@ -188,7 +199,7 @@ def _derive_specs(cls: type[_Section]) -> tuple[_FieldSpec, ...]:
                 kind=kind,
                 optional=optional,
                 choices=choices,
-                default=f.default,
+                default=f.default_factory() if kind is dict else f.default,  # type: ignore[operator]
                 meta=meta,
             )
         )
@@ -201,6 +212,8 @@ def _derive_specs(cls: type[_Section]) -> tuple[_FieldSpec, ...]:
 def _check(spec: _FieldSpec, value: object) -> Any:
     """Return ``value`` normalised for ``spec`` (int -> float), or raise ConfigError."""
     key = spec.dotted
+    if value is None and spec.kind is dict:  # a YAML key with every entry commented out
+        return {}
     if value is None:
         if spec.optional:
             return None
@@ -214,6 +227,8 @@ def _check(spec: _FieldSpec, value: object) -> Any:
                 hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ConfigError(key, f"invalid value {value!r}: must be one of {allowed}{hint}")
         return value
+    if spec.kind is dict:
+        return _check_mapping(key, value)
     if spec.kind is bool:
         if not isinstance(value, bool):
             raise ConfigError(key, f"expected a boolean, got {_describe(value)}")
@@ -247,6 +262,22 @@ def _check(spec: _FieldSpec, value: object) -> Any:
     return number
 
 
+def _check_mapping(key: str, value: object) -> dict[str, Any]:
+    """A pass-through map: string keys, scalar values (handed to a broker client as is)."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(key, f"expected a mapping, got {_describe(value)}")
+    result: dict[str, Any] = {}
+    for item_key, item in value.items():
+        if not isinstance(item_key, str) or not item_key:
+            raise ConfigError(key, f"keys must be non-empty strings, got {_describe(item_key)}")
+        if item is not None and not isinstance(item, str | int | float | bool):
+            raise ConfigError(
+                f"{key}.{item_key}", f"expected a string, number or boolean, got {_describe(item)}"
+            )
+        result[item_key] = item
+    return result
+
+
 def _describe(value: object) -> str:
     return f"{value!r} ({type(value).__name__})"
 
@@ -273,10 +304,17 @@ def _parse_env(spec: _FieldSpec, var: str, text: str) -> Any:
             value = float(stripped)
         elif spec.choices:
             value = stripped
+        elif spec.kind is dict:
+            value = json.loads(stripped) if stripped else {}
         else:
             value = text
-    except ValueError:
-        expected = "a boolean (true/false/1/0/yes/no)" if spec.kind is bool else spec.type_text()
+    except ValueError:  # json.JSONDecodeError is a ValueError too
+        if spec.kind is bool:
+            expected = "a boolean (true/false/1/0/yes/no)"
+        elif spec.kind is dict:
+            expected = "a JSON object"
+        else:
+            expected = spec.type_text()
         raise ConfigError(
             spec.dotted,
             f"invalid value {text!r} in environment variable {var}: expected {expected}",
@@ -307,6 +345,10 @@ class _Section:
         for spec in _specs_of(type(self)):
             value = _check(spec, getattr(self, spec.name))
             object.__setattr__(self, spec.name, value)
+        self._validate()
+
+    def _validate(self) -> None:
+        """Check rules spanning several keys (after each key was checked on its own)."""
 
 
 @dataclass(frozen=True)
@@ -440,6 +482,103 @@ class KafkaConfig(_Section):
         ),
     )
     client_id: str = field(default="msgstream", metadata=_key("Client id reported to the brokers"))
+    security_protocol: KafkaSecurityProtocol = field(
+        default="PLAINTEXT", metadata=_key("How clients talk to the brokers")
+    )
+    sasl_mechanism: KafkaSaslMechanism = field(
+        default="PLAIN", metadata=_key("SASL mechanism (security_protocol SASL_PLAINTEXT/SASL_SSL)")
+    )
+    sasl_username: str | None = field(
+        default=None, metadata=_key("SASL user name; needs kafka.sasl_password")
+    )
+    sasl_password: str | None = field(
+        default=None, metadata=_key("SASL password; needs kafka.sasl_username")
+    )
+    ssl_cafile: str | None = field(
+        default=None,
+        metadata=_key("CA bundle (PEM) to verify the brokers; null uses the system CAs"),
+    )
+    ssl_certfile: str | None = field(
+        default=None, metadata=_key("Client certificate (PEM) for mutual TLS")
+    )
+    ssl_keyfile: str | None = field(
+        default=None, metadata=_key("Private key (PEM) of kafka.ssl_certfile")
+    )
+    ssl_key_password: str | None = field(
+        default=None, metadata=_key("Password of kafka.ssl_keyfile, if it is encrypted")
+    )
+    ssl_check_hostname: bool = field(
+        default=True, metadata=_key("Check that the broker certificate matches its host name")
+    )
+    acks: KafkaAcks = field(
+        default="all",
+        metadata=_key(
+            "Replicas that must have a message before a send is acknowledged ('all' never "
+            "loses an acknowledged message to a single broker failure)"
+        ),
+    )
+    linger_ms: int = field(
+        default=0,
+        metadata=_key("Milliseconds a send waits to fill a batch; 0 favours latency", ge=0),
+    )
+    compression: KafkaCompression = field(
+        default="none", metadata=_key("Compression of produced batches")
+    )
+    max_request_size: int = field(
+        default=1048576,
+        metadata=_key(
+            "Largest produce request in bytes; a bigger message is refused before sending", ge=1
+        ),
+    )
+    request_timeout_s: float = field(
+        default=30.0, metadata=_key("Seconds a broker request may take", gt=0)
+    )
+    replication_factor: int = field(
+        default=1,
+        metadata=_key(
+            "Replication factor of the topics msgstream creates",
+            ge=1,
+            special={-1: "broker default"},
+        ),
+    )
+    topic_config: dict[str, Any] = field(
+        default_factory=dict,
+        metadata=_key("Topic configs for created topics, e.g. {retention.ms: 604800000}"),
+    )
+    producer: dict[str, Any] = field(
+        default_factory=dict,
+        metadata=_key(
+            "Extra aiokafka producer arguments, passed as is (e.g. {max_batch_size: 65536})"
+        ),
+    )
+    consumer: dict[str, Any] = field(
+        default_factory=dict,
+        metadata=_key(
+            "Extra aiokafka consumer arguments, passed as is (e.g. {fetch_max_bytes: 1048576})"
+        ),
+    )
+
+    def _validate(self) -> None:
+        if (self.sasl_username is None) != (self.sasl_password is None):
+            given, missing = (
+                ("sasl_username", "sasl_password")
+                if self.sasl_password is None
+                else ("sasl_password", "sasl_username")
+            )
+            raise ConfigError(
+                "kafka.sasl_username, kafka.sasl_password",
+                f"kafka.{given} is set but kafka.{missing} is not; set both or neither",
+            )
+        if self.security_protocol.startswith("SASL_") and self.sasl_username is None:
+            raise ConfigError(
+                "kafka.sasl_username, kafka.sasl_password",
+                f"required when kafka.security_protocol is {self.security_protocol}",
+            )
+        if (self.ssl_certfile is None) != (self.ssl_keyfile is None):
+            raise ConfigError(
+                "kafka.ssl_certfile, kafka.ssl_keyfile",
+                "a client certificate needs its key and the reverse; set both or neither",
+            )
 
 
 @dataclass(frozen=True)
@@ -676,6 +815,8 @@ def _yaml_scalar(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return f'"{value}"'
+    if isinstance(value, dict):
+        return json.dumps(value)
     return repr(value)
 
 

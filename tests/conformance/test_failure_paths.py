@@ -8,7 +8,6 @@ import pytest
 
 from harness import BackendHarness
 from msgstream import (
-    BackendUnavailableError,
     InvalidPositionError,
     MsgPack,
     MsgPosition,
@@ -139,18 +138,3 @@ async def test_acks_never_move_a_subscription_back(backend: BackendHarness) -> N
     async with MsgStream(backend.client()) as reopened:
         await reopened.as_consumer([channel], "sub", EARLIEST)
         assert await next_ids(reopened, 2) == [4, 5]
-
-
-async def test_a_failing_store_write_is_a_typed_error_naming_the_channel(
-    backend: BackendHarness, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    client = backend.client()
-    channel = backend.channel()
-    producer = await client.create_producer(channel)
-
-    def disk_full(*_: object) -> list[int]:
-        raise OSError("No space left on device")
-
-    monkeypatch.setattr(client.store, "append", disk_full)  # type: ignore[attr-defined]
-    with pytest.raises(BackendUnavailableError, match=f"{channel}.*No space left"):
-        await producer.send(b"x")
