@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,9 +32,17 @@ def _rocksmq(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
 
 def _kafka(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
     broker = request.getfixturevalue("kafka_broker")
-    return config_from_dict(
-        {"mq": {"type": "kafka"}, "kafka": {"brokers": broker.bootstrap}}, env={}
-    )
+    return config_from_dict(kafka_config(broker.bootstrap), env={})
+
+
+def kafka_config(bootstrap: str, **kafka: object) -> dict[str, Any]:
+    """The Kafka harness config. Messages are capped below the broker's default 1 MiB
+    record limit, so the shared oversize test meets msgstream's own limit first."""
+    return {
+        "mq": {"type": "kafka"},
+        "kafka": {"brokers": bootstrap, **kafka},
+        "msgstream": {"max_message_bytes": 1_000_000, "operation_timeout_s": 20.0},
+    }
 
 
 def _pulsar(request: pytest.FixtureRequest, tmp_path: Path) -> Config:

@@ -11,6 +11,7 @@ from .codec import MessageRegistry, decode, default_registry, encode, register_m
 from .config import Config, config_from_dict, load_config, resolve_backend
 from .emitter import TimeTickEmitter
 from .errors import (
+    AuthenticationError,
     BackendUnavailableError,
     CodecError,
     ConfigError,
@@ -56,6 +57,7 @@ from .ttstream import TtMsgStream
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuthenticationError",
     "BackendUnavailableError",
     "Client",
     "CodecError",

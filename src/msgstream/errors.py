@@ -105,3 +105,11 @@ class LateMessageError(MsgStreamError):
         self.msg_id = msg_id
         self.timestamp = timestamp
         self.last_tick = last_tick
+
+
+class AuthenticationError(BackendUnavailableError):
+    """The broker refused the client's credentials (SASL user/password, token, certificate).
+
+    A subclass of :class:`BackendUnavailableError`: the broker cannot be used, and retrying
+    with the same credentials will not help.
+    """

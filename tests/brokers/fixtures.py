@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,19 +30,27 @@ def _start_or_fail(what: str, start: Callable[[], Any]) -> Any:
         pytest.skip(message)
 
 
-@pytest.fixture(scope="session")
-def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def provide_kafka(workdir: Path) -> Any:
     from . import kafka
 
-    endpoint = _start_or_fail("Kafka", lambda: kafka.provide(tmp_path_factory.mktemp("kafka")))
+    return kafka.provide(workdir)
+
+
+def provide_pulsar(workdir: Path) -> Any:
+    from . import pulsar
+
+    return pulsar.provide(workdir)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    endpoint = _start_or_fail("Kafka", lambda: provide_kafka(tmp_path_factory.mktemp("kafka")))
     yield endpoint
     endpoint.close()
 
 
 @pytest.fixture(scope="session")
 def pulsar_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from . import pulsar
-
-    endpoint = _start_or_fail("Pulsar", lambda: pulsar.provide(tmp_path_factory.mktemp("pulsar")))
+    endpoint = _start_or_fail("Pulsar", lambda: provide_pulsar(tmp_path_factory.mktemp("pulsar")))
     yield endpoint
     endpoint.close()

@@ -1,0 +1,176 @@
+"""Kafka figures, each beside raw aiokafka doing the same work in the same run.
+
+    python benchmarks/bench_kafka.py [--bootstrap HOST:PORT] [--quick] [--json FILE]
+
+Without ``--bootstrap`` a local Apache Kafka broker is started (tests/brokers/kafka.py).
+Figures (goals from the Kafka issue):
+  1. single-message produce latency p50/p99: MsgStream.produce vs aiokafka send_and_wait of
+     the same bytes, same producer settings                      (p50 <= 1.10x, p99 <= 1.25x)
+  2. pipelined produce throughput: MsgStream.produce of a pack vs raw pipelined sends (>= 0.9x)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from backends.kafka.settings import producer_kwargs
+from msgstream import (
+    DeleteMsg,
+    MsgPack,
+    MsgStream,
+    config_from_dict,
+    encode,
+    new_client,
+)
+from report import Row, percentile, print_table
+
+ROUNDS = 5
+
+
+def delete(i: int) -> DeleteMsg:
+    # About 100 bytes encoded: a small, realistic control-plane message.
+    return DeleteMsg(msg_id=i, timestamp=i, collection_name="c", primary_keys=[i], hash_keys=[0])
+
+
+async def bench_latency(config: Any, count: int) -> tuple[list[float], list[float]]:
+    """Alternate one raw send_and_wait and one MsgStream.produce, so noise hits both alike."""
+    stamp = time.monotonic_ns()
+    raw = AIOKafkaProducer(**producer_kwargs(config))
+    await raw.start()
+    stream = MsgStream(new_client(config))
+    ours_topic, raw_topic = f"bench-lat-ours-{stamp}", f"bench-lat-raw-{stamp}"
+    await stream.as_producer([ours_topic])
+    await stream.client.create_producer(raw_topic)  # create the raw topic the same way
+    packs = [MsgPack.of(delete(i)) for i in range(count)]
+    payloads = [encode(delete(i)) for i in range(count)]
+    for i in range(200):  # warm up connections and metadata
+        await raw.send_and_wait(raw_topic, payloads[i], partition=0)
+        await stream.produce(packs[i])
+    raw_us: list[float] = []
+    ours_us: list[float] = []
+    clock = time.perf_counter
+    gc.disable()
+    try:
+        for i in range(count):
+            start = clock()
+            await raw.send_and_wait(raw_topic, payloads[i], partition=0)
+            raw_us.append((clock() - start) * 1e6)
+            start = clock()
+            await stream.produce(packs[i])
+            ours_us.append((clock() - start) * 1e6)
+    finally:
+        gc.enable()
+    await raw.stop()
+    await stream.close()
+    return raw_us, ours_us
+
+
+async def bench_raw_pipelined(config: Any, total: int) -> float:
+    producer = AIOKafkaProducer(**producer_kwargs(config))
+    await producer.start()
+    topic = f"bench-tput-raw-{time.monotonic_ns()}"
+    client = new_client(config)
+    await client.create_producer(topic)
+    payloads = [encode(delete(i)) for i in range(total)]
+    await producer.send_and_wait(topic, payloads[0], partition=0)
+    start = time.perf_counter()
+    futures = [await producer.send(topic, p, partition=0) for p in payloads]
+    await asyncio.gather(*futures)
+    elapsed = time.perf_counter() - start
+    await producer.stop()
+    await client.close()
+    return total / elapsed
+
+
+async def bench_ours_pipelined(config: Any, total: int) -> float:
+    topic = f"bench-tput-ours-{time.monotonic_ns()}"
+    async with MsgStream(new_client(config)) as stream:
+        await stream.as_producer([topic])
+        await stream.produce(MsgPack.of(delete(0)))
+        pack = MsgPack(msgs=[delete(i) for i in range(total)])
+        start = time.perf_counter()
+        await stream.produce(pack)
+        elapsed = time.perf_counter() - start
+    return total / elapsed
+
+
+def start_local_broker(stack: ExitStack) -> str:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from brokers.kafka import LocalKafka
+
+    workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-kafka-")))
+    broker = LocalKafka(workdir / "kafka")
+    print("starting a local Kafka broker...", file=sys.stderr)
+    broker.start()
+    stack.callback(broker.close)
+    return str(broker.bootstrap)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else "")
+    parser.add_argument("--bootstrap", help="an existing broker (default: start a local one)")
+    parser.add_argument("--quick", action="store_true", help="fewer iterations")
+    parser.add_argument("--json", help="also write the figures to this JSON file")
+    args = parser.parse_args()
+    scale = 0.1 if args.quick else 1.0
+    latency_n = int(5000 * scale)
+    total = int(100_000 * scale)
+    with ExitStack() as stack:
+        bootstrap = args.bootstrap or start_local_broker(stack)
+        config = config_from_dict(
+            {"mq": {"type": "kafka"}, "kafka": {"brokers": bootstrap}}, env={}
+        )
+        raw, ours = asyncio.run(bench_latency(config, latency_n))
+        rows = [
+            Row(
+                "MsgStream.produce latency p50",
+                percentile(ours, 0.5),
+                percentile(raw, 0.5),
+                "us",
+                "<= 1.10x raw",
+            ),
+            Row(
+                "MsgStream.produce latency p99",
+                percentile(ours, 0.99),
+                percentile(raw, 0.99),
+                "us",
+                "<= 1.25x raw",
+            ),
+        ]
+        raw_rounds, our_rounds = [], []
+        for _ in range(ROUNDS):  # alternate rounds so noise hits both sides alike
+            raw_rounds.append(asyncio.run(bench_raw_pipelined(config, total)))
+            our_rounds.append(asyncio.run(bench_ours_pipelined(config, total)))
+        rows.append(
+            Row(
+                "pipelined produce, ~100 B msgs",
+                statistics.median(our_rounds),
+                statistics.median(raw_rounds),
+                "msgs/s",
+                ">= 0.9x raw",
+            )
+        )
+    import aiokafka
+
+    print_table(
+        rows,
+        args.json,
+        broker=f"Apache Kafka (local) at {bootstrap}",
+        client=f"aiokafka {aiokafka.__version__}",
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

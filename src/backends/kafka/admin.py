@@ -1,0 +1,164 @@
+"""Topic and consumer-group management for the Kafka backend (one admin client per client).
+
+Topic existence is checked by listing topics, never by a metadata request for the topic:
+aiokafka's metadata requests allow auto-creation, so asking about a missing topic could
+create it on a broker with ``auto.create.topics.enable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.protocol.admin import DeleteGroupsRequest
+
+from msgstream.config import Config
+from msgstream.errors import BackendUnavailableError
+
+from .failures import broker_call
+from .settings import admin_kwargs
+
+_TOPIC_ALREADY_EXISTS = 36
+_UNKNOWN_TOPIC = 3
+_GROUP_ID_NOT_FOUND = 69
+_NON_EMPTY_GROUP = 68
+_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+class KafkaAdmin:
+    def __init__(self, config: Config, deadline_s: float) -> None:
+        self._config = config
+        self._brokers = config.kafka.brokers or ""
+        self._deadline = deadline_s
+        self._client: AIOKafkaAdminClient | None = None
+        self._lock = asyncio.Lock()
+        self._known_topics: set[str] = set()
+
+    def _call(self, what: str) -> Any:
+        return broker_call(what, self._brokers, self._deadline)
+
+    async def _admin(self) -> AIOKafkaAdminClient:
+        async with self._lock:
+            if self._client is None:
+                client = AIOKafkaAdminClient(**admin_kwargs(self._config))
+                try:
+                    async with self._call("connecting"):
+                        await client.start()
+                except BaseException:
+                    await client.close()
+                    raise
+                self._client = client
+            return self._client
+
+    async def list_topics(self) -> list[str]:
+        admin = await self._admin()
+        async with self._call("listing topics"):
+            topics = await admin.list_topics()
+        self._known_topics = set(topics)
+        return sorted(t for t in topics if t not in _INTERNAL_TOPICS)
+
+    async def topic_exists(self, topic: str) -> bool:
+        if topic in self._known_topics:
+            return True
+        return topic in await self.list_topics()
+
+    async def ensure_topic(self, topic: str) -> None:
+        """Create ``topic`` with one partition unless it exists (races are fine)."""
+        if await self.topic_exists(topic):
+            return
+        section = self._config.kafka
+        configs = {k: str(v) for k, v in section.topic_config.items()}
+        new = NewTopic(topic, 1, section.replication_factor, topic_configs=configs)
+        admin = await self._admin()
+        async with self._call(f"creating topic {topic!r}"):
+            response = await admin.create_topics([new])
+        for name, code, *message in response.topic_errors:
+            if code not in (0, _TOPIC_ALREADY_EXISTS):
+                detail = message[0] if message else ""
+                raise BackendUnavailableError(
+                    f"kafka at {self._brokers}: creating topic {name!r} failed: "
+                    f"error code {code} {detail}".rstrip()
+                )
+        self._known_topics.add(topic)
+        await self._wait_until_visible(topic)
+
+    async def _wait_until_visible(self, topic: str) -> None:
+        """A created topic takes a moment to reach every broker's metadata."""
+        admin = await self._admin()
+        async with self._call(f"waiting for topic {topic!r}"):
+            while True:
+                described = await admin.describe_topics([topic])
+                if any(t["error_code"] == 0 and t["partitions"] for t in described):
+                    return
+                await asyncio.sleep(0.05)
+
+    async def delete_topic(self, topic: str) -> None:
+        admin = await self._admin()
+        async with self._call(f"deleting topic {topic!r}"):
+            response = await admin.delete_topics([topic])
+        self._known_topics.discard(topic)
+        for name, code, *_ in response.topic_error_codes:
+            if code not in (0, _UNKNOWN_TOPIC):
+                raise BackendUnavailableError(
+                    f"kafka at {self._brokers}: deleting topic {name!r} failed: error code {code}"
+                )
+
+    async def max_message_bytes(self, topic: str) -> int | None:
+        """The topic's ``max.message.bytes``, or None when the broker does not say."""
+        admin = await self._admin()
+        resource = ConfigResource(ConfigResourceType.TOPIC, topic, {"max.message.bytes": None})
+        try:
+            async with self._call(f"reading the config of topic {topic!r}"):
+                responses = await admin.describe_configs([resource])
+        except BackendUnavailableError:
+            return None
+        for response in responses:
+            for _code, _message, _type, _name, entries, *_ in response.resources:
+                for name, value, *_ in entries:
+                    if name == "max.message.bytes" and value is not None:
+                        return int(value)
+        return None
+
+    async def groups(self) -> list[str]:
+        admin = await self._admin()
+        async with self._call("listing consumer groups"):
+            listed = await admin.list_consumer_groups()
+        return sorted(str(group[0]) for group in listed)
+
+    async def committed(self, group: str, topic: str) -> int | None:
+        """The offset ``group`` committed on ``topic`` (the next one it will read)."""
+        admin = await self._admin()
+        partition = TopicPartition(topic, 0)
+        async with self._call(f"reading offsets of subscription {group!r}"):
+            offsets = await admin.list_consumer_group_offsets(group, partitions=[partition])
+        found = offsets.get(partition)
+        return None if found is None or found.offset < 0 else int(found.offset)
+
+    async def delete_group(self, group: str) -> None:
+        """Forget a subscription's committed offsets (its consumers must be closed).
+
+        aiokafka has no public call for DeleteGroups, so the request goes through the
+        admin client's request sender to the group's coordinator.
+        """
+        admin = await self._admin()
+        async with self._call(f"deleting subscription {group!r}"):
+            coordinator = await admin.find_coordinator(group)
+            response = await admin._send_request(DeleteGroupsRequest([group]), coordinator)
+        for name, code in response.results:
+            if code == _NON_EMPTY_GROUP:
+                raise BackendUnavailableError(
+                    f"kafka: subscription {name!r} still has live consumers; close them first"
+                )
+            if code not in (0, _GROUP_ID_NOT_FOUND):
+                raise BackendUnavailableError(
+                    f"kafka at {self._brokers}: deleting subscription {name!r} failed: "
+                    f"error code {code}"
+                )
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()

@@ -1,0 +1,200 @@
+"""The Kafka client: one shared producer, an admin connection, consumers per subscription."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from msgstream.backend import SubscriptionInfo
+from msgstream.channels import validate_channel_name, validate_subscription_name
+from msgstream.config import Config
+from msgstream.errors import ConfigError, StreamClosedError, TopicNotFound
+from msgstream.position import SubscriptionPosition
+
+from .admin import KafkaAdmin
+from .consumer import KafkaConsumer
+from .failures import broker_call
+from .ids import KafkaMessageID
+from .producer import KafkaProducer
+from .settings import consumer_kwargs, producer_kwargs
+
+_START_AT = {
+    SubscriptionPosition.EARLIEST: "earliest",
+    SubscriptionPosition.LATEST: "latest",
+    SubscriptionPosition.UNKNOWN: "unknown",
+}
+
+
+def _construct(cls: Any, kwargs: dict[str, Any], section_key: str) -> Any:
+    """``cls(**kwargs)``; a bad pass-through argument becomes an error naming its key."""
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"kafka.{section_key}", f"rejected by aiokafka: {exc}") from exc
+
+
+class KafkaClient:
+    """A connection to a Kafka cluster. Every channel is a one-partition topic."""
+
+    backend_name = "kafka"
+    inline_sends = False
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.brokers = config.kafka.brokers or ""
+        self.deadline_s = config.msgstream.operation_timeout_s
+        self.max_message_bytes = config.msgstream.max_message_bytes
+        self.admin = KafkaAdmin(config, self.deadline_s)
+        self._producer: AIOKafkaProducer | None = None
+        self._offsets: AIOKafkaConsumer | None = None
+        self._lock = asyncio.Lock()
+        self._consumers: set[KafkaConsumer] = set()
+        self._closed = False
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise StreamClosedError("kafka client")
+
+    def _call(self, what: str) -> Any:
+        return broker_call(what, self.brokers, self.deadline_s)
+
+    async def shared_producer(self) -> AIOKafkaProducer:
+        """The one producer every channel of this client sends through (started lazily)."""
+        producer = self._producer
+        if producer is not None:
+            return producer
+        async with self._lock:
+            self.check_open()
+            if self._producer is None:
+                producer = _construct(AIOKafkaProducer, producer_kwargs(self.config), "producer")
+                try:
+                    async with self._call("connecting the producer"):
+                        await producer.start()
+                except BaseException:
+                    await producer.stop()
+                    raise
+                self._producer = producer
+            return self._producer
+
+    async def _offsets_reader(self) -> AIOKafkaConsumer:
+        """A group-less consumer used only to ask for a topic's first and last offsets."""
+        async with self._lock:
+            self.check_open()
+            if self._offsets is None:
+                reader = _construct(
+                    AIOKafkaConsumer, consumer_kwargs(self.config, None), "consumer"
+                )
+                try:
+                    async with self._call("connecting"):
+                        await reader.start()
+                except BaseException:
+                    await reader.stop()
+                    raise
+                self._offsets = reader
+            return self._offsets
+
+    async def create_producer(self, channel: str) -> KafkaProducer:
+        self.check_open()
+        validate_channel_name(channel)
+        await self.admin.ensure_topic(channel)
+        limit = self.config.kafka.max_request_size
+        topic_limit = await self.admin.max_message_bytes(channel)
+        if topic_limit is not None:
+            limit = min(limit, topic_limit)
+        return KafkaProducer(self, channel, limit)
+
+    async def subscribe(
+        self, channel: str, subname: str, position: SubscriptionPosition
+    ) -> KafkaConsumer:
+        self.check_open()
+        validate_channel_name(channel)
+        validate_subscription_name(subname)
+        await self.admin.ensure_topic(channel)
+        inner = _construct(AIOKafkaConsumer, consumer_kwargs(self.config, subname), "consumer")
+        consumer = KafkaConsumer(self, channel, subname, inner)
+        try:
+            await consumer.start(_START_AT[position])
+        except BaseException:
+            await consumer.close()
+            raise
+        self._consumers.add(consumer)
+        return consumer
+
+    def forget(self, consumer: KafkaConsumer) -> None:
+        self._consumers.discard(consumer)
+
+    def earliest_message_id(self) -> KafkaMessageID:
+        return KafkaMessageID(-1)
+
+    def message_id_from_bytes(self, data: bytes) -> KafkaMessageID:
+        return KafkaMessageID.parse(data)
+
+    async def check_topic_valid(self, channel: str) -> None:
+        self.check_open()
+        validate_channel_name(channel)
+        if not await self.admin.topic_exists(channel):
+            raise TopicNotFound(channel, self.backend_name)
+
+    async def _bounds(self, channel: str) -> tuple[int, int]:
+        """First offset and end offset (one past the last message) of ``channel``."""
+        await self.check_topic_valid(channel)
+        reader = await self._offsets_reader()
+        partition = TopicPartition(channel, 0)
+        async with self._call(f"reading the offsets of channel {channel!r}"):
+            first = (await reader.beginning_offsets([partition]))[partition]
+            end = (await reader.end_offsets([partition]))[partition]
+        return first, end
+
+    async def get_latest_msg_id(self, channel: str) -> KafkaMessageID | None:
+        first, end = await self._bounds(channel)
+        return None if end <= first else KafkaMessageID(end - 1)
+
+    async def list_channels(self) -> list[str]:
+        self.check_open()
+        return await self.admin.list_topics()
+
+    async def list_subscriptions(self, channel: str) -> list[SubscriptionInfo]:
+        _, end = await self._bounds(channel)
+        result = []
+        for group in await self.admin.groups():
+            committed = await self.admin.committed(group, channel)
+            if committed is None:
+                continue
+            result.append(
+                SubscriptionInfo(
+                    channel=channel,
+                    name=group,
+                    acked_id=KafkaMessageID(committed - 1),
+                    lag=max(end - committed, 0),
+                )
+            )
+        return result
+
+    async def delete_channel(self, channel: str) -> None:
+        self.check_open()
+        validate_channel_name(channel)
+        await self.admin.delete_topic(channel)
+
+    async def delete_subscription(self, channel: str, subname: str) -> None:
+        """Forget ``subname``'s acknowledgements. In Kafka a subscription is a consumer group,
+        which may span channels: this deletes the group (its consumers must be closed)."""
+        self.check_open()
+        validate_subscription_name(subname)
+        await self.admin.delete_group(subname)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        for consumer in list(self._consumers):
+            await consumer.close()
+        self._closed = True
+        producer, self._producer = self._producer, None
+        offsets, self._offsets = self._offsets, None
+        for stop in (producer.stop if producer else None, offsets.stop if offsets else None):
+            if stop is not None:
+                with contextlib.suppress(Exception):  # the broker may be gone: closing succeeds
+                    await asyncio.wait_for(stop(), self.deadline_s)
+        await self.admin.close()

@@ -1,0 +1,191 @@
+"""Reading one channel for one subscription.
+
+The partition is assigned explicitly (no group membership, so no rebalancing stalls); the
+subscription name is the ``group_id`` under which acknowledgements are committed. A new
+subscription commits its starting offset at once, so reopening it resumes there whatever
+position the reopen asks for -- the same rule as the embedded backends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import errors as kafka_errors
+
+from msgstream.backend import ConsumedMessage, MessageID
+from msgstream.errors import InvalidPositionError, StreamClosedError, StreamStateError
+
+from .failures import broker_call, translate
+from .ids import KafkaMessageID
+
+if TYPE_CHECKING:
+    from .client import KafkaClient
+
+FETCH_BATCH = 512
+_POLL_MS = 1000
+_NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
+
+
+def _properties(headers: Any) -> Mapping[str, str]:
+    if not headers:
+        return _NO_PROPERTIES
+    return {key: value.decode("utf-8", "replace") for key, value in headers}
+
+
+class KafkaConsumer:
+    def __init__(self, client: KafkaClient, channel: str, subname: str, inner: AIOKafkaConsumer):
+        self.channel = channel
+        self.subname = subname
+        self._client = client
+        self._inner = inner
+        self._partition = TopicPartition(channel, 0)
+        self._buffer: deque[ConsumedMessage] = deque()
+        self._positioned = False
+        self._committed: int | None = None
+        self._skip_below = 0
+        """After a seek past the end: records below this offset are not delivered."""
+        self._closed = False
+
+    def _call(self, what: str) -> Any:
+        return broker_call(
+            f"{what} (channel {self.channel!r}, subscription {self.subname!r})",
+            self._client.brokers,
+            self._client.deadline_s,
+        )
+
+    async def start(self, start_at: str) -> None:
+        """Position a new consumer: resume a committed offset, else ``start_at``."""
+        inner, partition = self._inner, self._partition
+        async with self._call("subscribing"):
+            await inner.start()
+            inner.assign([partition])
+            self._committed = await inner.committed(partition)
+            if self._committed is not None:
+                inner.seek(partition, self._committed)
+                self._positioned = True
+                return
+            if start_at == "unknown":
+                return
+            if start_at == "earliest":
+                offset = (await inner.beginning_offsets([partition]))[partition]
+            else:
+                offset = (await inner.end_offsets([partition]))[partition]
+            inner.seek(partition, offset)
+            self._positioned = True
+            await self._commit(offset)
+
+    async def _commit(self, offset: int) -> None:
+        await self._inner.commit({self._partition: offset})
+        self._committed = offset
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StreamClosedError(f"consumer {self.subname!r} of channel {self.channel!r}")
+        self._client.check_open()
+
+    def _check_positioned(self) -> None:
+        if not self._positioned:
+            raise StreamStateError(
+                f"subscription {self.subname!r} on channel {self.channel!r} was opened at "
+                "position UNKNOWN and has not been seeked"
+            )
+
+    async def _fetch(self) -> None:
+        """Wait until records arrive and buffer them (``_POLL_MS`` at most per poll)."""
+        try:
+            batches = await self._inner.getmany(
+                self._partition, timeout_ms=_POLL_MS, max_records=FETCH_BATCH
+            )
+        except kafka_errors.ConsumerStoppedError:
+            raise StreamClosedError(
+                f"consumer {self.subname!r} of channel {self.channel!r}"
+            ) from None
+        channel, skip = self.channel, self._skip_below
+        make = tuple.__new__  # ConsumedMessage without its Python-level __new__: hot path
+        for records in batches.values():
+            self._buffer.extend(
+                make(
+                    ConsumedMessage,
+                    (channel, KafkaMessageID(r.offset), r.value, _properties(r.headers)),
+                )
+                for r in records
+                if r.offset >= skip
+            )
+
+    async def receive(self) -> ConsumedMessage:
+        while True:
+            self._check_open()
+            if self._buffer:
+                return self._buffer.popleft()
+            self._check_positioned()
+            try:
+                await self._fetch()
+            except (kafka_errors.KafkaError, OSError) as exc:
+                what = f"reading channel {self.channel!r} (subscription {self.subname!r})"
+                raise translate(exc, what, self._client.brokers) from exc
+
+    def receive_nowait(self, max_messages: int) -> list[ConsumedMessage]:
+        self._check_open()
+        count = min(max_messages, len(self._buffer))
+        return [self._buffer.popleft() for _ in range(count)]
+
+    async def seek(self, msg_id: MessageID, inclusive: bool) -> None:
+        self._check_open()
+        target = KafkaMessageID.of(msg_id).offset + (0 if inclusive else 1)
+        await self._seek_offset(max(target, 0))
+
+    async def _seek_offset(self, target: int) -> None:
+        partition = self._partition
+        async with self._call("seeking"):
+            end = (await self._inner.end_offsets([partition]))[partition]
+            # Kafka cannot wait at an offset beyond the end: wait at the end and skip up to it.
+            self._inner.seek(partition, min(target, end))
+            self._skip_below = target
+            self._buffer.clear()
+            self._positioned = True
+            if self._committed is None:
+                await self._commit(target)
+
+    async def seek_to_earliest(self) -> None:
+        self._check_open()
+        partition = self._partition
+        async with self._call("seeking to the earliest message"):
+            first = (await self._inner.beginning_offsets([partition]))[partition]
+        await self._seek_offset(first)
+
+    async def ack(self, msg: ConsumedMessage) -> None:
+        """Acknowledge ``msg`` and everything before it; the committed offset never moves
+        back (seek to replay older messages)."""
+        self._check_open()
+        if msg.channel != self.channel:
+            raise InvalidPositionError(
+                f"message of channel {msg.channel!r} acked on a consumer of {self.channel!r}"
+            )
+        resume_at = KafkaMessageID.of(msg.msg_id).offset + 1
+        if self._committed is None or resume_at > self._committed:
+            async with self._call("acknowledging"):
+                await self._commit(resume_at)
+
+    async def get_latest_msg_id(self) -> MessageID | None:
+        self._check_open()
+        return await self._client.get_latest_msg_id(self.channel)
+
+    async def check_topic_valid(self) -> None:
+        self._check_open()
+        await self._client.check_topic_valid(self.channel)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._buffer.clear()
+        self._client.forget(self)
+        # Closing must not fail: the broker may be gone.
+        with contextlib.suppress(TimeoutError, kafka_errors.KafkaError, OSError):
+            await asyncio.wait_for(self._inner.stop(), self._client.deadline_s)

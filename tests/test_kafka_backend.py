@@ -1,0 +1,218 @@
+"""Kafka-only behaviour, on a real broker: restarts, bad input, security, disposal.
+
+The broker-neutral contract is in tests/conformance/ (it runs on Kafka too); these tests
+cover what only a networked broker has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from brokers.ports import free_port
+from conftest import kafka_config
+from msgstream import (
+    AuthenticationError,
+    BackendUnavailableError,
+    ConfigError,
+    InvalidChannelName,
+    MessageTooLargeError,
+    MsgPack,
+    MsgStream,
+    SubscriptionPosition,
+    TopicNotFound,
+    config_from_dict,
+    new_client,
+)
+from msgstream.backend import Client
+from msgstream.messages import DeleteMsg
+
+pytestmark = pytest.mark.kafka
+
+EARLIEST = SubscriptionPosition.EARLIEST
+TIMEOUT = 20.0
+_names = iter(range(1_000_000))
+
+
+def channel_name(prefix: str = "kt") -> str:
+    return f"{prefix}-{time.monotonic_ns()}-{next(_names)}"
+
+
+def client_for(bootstrap: str, **kafka: Any) -> Client:
+    timeout = kafka.pop("operation_timeout_s", None)
+    options = kafka_config(bootstrap, **kafka)
+    if timeout is not None:
+        options["msgstream"]["operation_timeout_s"] = timeout
+    return new_client(config_from_dict(options, env={}))
+
+
+async def test_one_producer_is_shared_by_every_channel(kafka_broker: Any) -> None:
+    client = client_for(kafka_broker.bootstrap)
+    first = await client.create_producer(channel_name())
+    second = await client.create_producer(channel_name())
+    await first.send(b"a")
+    await second.send(b"b")
+    shared = client._producer  # type: ignore[attr-defined]
+    assert shared is not None
+    assert await first._client.shared_producer() is shared  # type: ignore[attr-defined]
+    assert await second._client.shared_producer() is shared  # type: ignore[attr-defined]
+    await client.close()
+
+
+async def test_unreachable_bootstrap_fails_within_the_deadline() -> None:
+    client = client_for(f"127.0.0.1:{free_port()}", operation_timeout_s=3.0)
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailableError, match=r"kafka at 127\.0\.0\.1:\d+"):
+        await client.create_producer("never-created")
+    assert time.monotonic() - started < 10.0
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailableError):
+        await client.subscribe("never-created", "sub", EARLIEST)
+    assert time.monotonic() - started < 10.0
+    await client.close()
+
+
+@pytest.mark.parametrize("name", ["a/b", "has space", "x" * 250, ""])
+async def test_invalid_topic_names_fail_before_any_network_call(name: str) -> None:
+    # The address is unreachable: any network call would fail with another error.
+    client = client_for(f"127.0.0.1:{free_port()}", operation_timeout_s=3.0)
+    started = time.monotonic()
+    with pytest.raises(InvalidChannelName):
+        await client.create_producer(name)
+    with pytest.raises(InvalidChannelName):
+        await client.subscribe(name, "sub", EARLIEST)
+    with pytest.raises(InvalidChannelName):
+        await client.check_topic_valid(name)
+    assert time.monotonic() - started < 1.0
+    await client.close()
+
+
+async def test_message_over_the_broker_limit_names_size_and_limit(kafka_broker: Any) -> None:
+    # The client would accept 8 MiB: the limit that bites is the broker's.
+    client = client_for(kafka_broker.bootstrap, max_request_size=8 * 1024 * 1024)
+    client.max_message_bytes = 64 * 1024 * 1024  # type: ignore[attr-defined]
+    channel = channel_name()
+    producer = await client.create_producer(channel)
+    size = 2 * 1024 * 1024
+    with pytest.raises(MessageTooLargeError) as info:
+        await producer.send(b"x" * size)
+    assert info.value.channel == channel
+    assert info.value.limit == kafka_broker.message_max_bytes
+    assert info.value.size >= size
+    assert str(kafka_broker.message_max_bytes) in str(info.value)
+    # The producer is still usable afterwards.
+    assert (await producer.send(b"small")).offset == 0  # type: ignore[attr-defined]
+    await client.close()
+
+
+async def test_wrong_sasl_password_is_an_authentication_error(kafka_broker: Any) -> None:
+    if kafka_broker.sasl_bootstrap is None:
+        pytest.skip("this broker has no SASL/PLAIN listener")
+    user, password = next(iter(kafka_broker.sasl_users.items()))
+    good = client_for(
+        kafka_broker.sasl_bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_username=user,
+        sasl_password=password,
+    )
+    channel = channel_name()
+    producer = await good.create_producer(channel)
+    await producer.send(b"authenticated")
+    await good.close()
+
+    bad = client_for(
+        kafka_broker.sasl_bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_username=user,
+        sasl_password=password + "-wrong",
+        operation_timeout_s=10.0,
+    )
+    started = time.monotonic()
+    with pytest.raises(AuthenticationError, match="authentication failed"):
+        await bad.create_producer(channel)
+    assert time.monotonic() - started < 10.0
+    await bad.close()
+
+
+async def test_dispose_subscription_and_channel(kafka_broker: Any) -> None:
+    client = client_for(kafka_broker.bootstrap)
+    channel = channel_name()
+    producer = await client.create_producer(channel)
+    await producer.send_many([b"a", b"b", b"c"])
+    consumer = await client.subscribe(channel, "disposable", EARLIEST)
+    first = await asyncio.wait_for(consumer.receive(), TIMEOUT)
+    await consumer.ack(first)
+    infos = await client.list_subscriptions(channel)  # type: ignore[attr-defined]
+    assert [(i.name, i.lag) for i in infos if i.name == "disposable"] == [("disposable", 2)]
+    await consumer.close()
+
+    await client.delete_subscription(channel, "disposable")  # type: ignore[attr-defined]
+    again = await client.subscribe(channel, "disposable", SubscriptionPosition.LATEST)
+    await producer.send(b"d")
+    assert (await asyncio.wait_for(again.receive(), TIMEOUT)).payload == b"d"
+    await again.close()
+
+    assert channel in await client.list_channels()  # type: ignore[attr-defined]
+    await client.delete_channel(channel)  # type: ignore[attr-defined]
+    with pytest.raises(TopicNotFound, match=channel):
+        await client.check_topic_valid(channel)
+    await client.close()
+
+
+async def test_a_bad_pass_through_argument_names_its_key(kafka_broker: Any) -> None:
+    client = client_for(kafka_broker.bootstrap, producer={"no_such_option": 1})
+    producer = await client.create_producer(channel_name())
+    with pytest.raises(ConfigError, match=r"kafka\.producer.*no_such_option"):
+        await producer.send(b"x")
+    await client.close()
+
+
+def delete_msg(i: int) -> DeleteMsg:
+    return DeleteMsg(msg_id=i, timestamp=i, collection_name="c", primary_keys=[i], hash_keys=[0])
+
+
+async def test_broker_restart_loses_nothing_acknowledged(kafka_broker: Any) -> None:
+    if not kafka_broker.restartable:
+        pytest.skip("this broker cannot be restarted by the tests")
+    channel = channel_name("restart")
+    acked: list[int] = []
+    failed: list[str] = []
+    async with (
+        MsgStream(client_for(kafka_broker.bootstrap, operation_timeout_s=30.0)) as producer,
+        MsgStream(client_for(kafka_broker.bootstrap, operation_timeout_s=30.0)) as consumer,
+    ):
+        await producer.as_producer([channel])
+        await consumer.as_consumer([channel], "restart-sub", EARLIEST)
+        for i in range(1, 51):
+            await producer.produce(MsgPack.of(delete_msg(i)))
+            acked.append(i)
+
+        async def keep_sending() -> None:
+            for i in range(51, 101):
+                try:
+                    await producer.produce(MsgPack.of(delete_msg(i)))
+                    acked.append(i)
+                except BackendUnavailableError as exc:  # a clear error within the deadline
+                    failed.append(str(exc))
+
+        kafka_broker.stop()
+        sender = asyncio.create_task(keep_sending())
+        await asyncio.sleep(2.0)
+        await asyncio.to_thread(kafka_broker.start)
+        started = time.monotonic()
+        await asyncio.wait_for(sender, 90.0)
+        assert time.monotonic() - started < 60.0
+        assert all("kafka" in error for error in failed)
+
+        received: list[int] = []
+        while len(set(received)) < len(acked):
+            pack = await asyncio.wait_for(anext(consumer), 60.0)
+            received.extend(m.msg_id for m in pack.msgs)
+        # Every acknowledged message is there, in order; retried sends may add a
+        # duplicate of an unacknowledged one, never lose or reorder an acknowledged one.
+        assert set(acked) <= set(received)
+        positions = [received.index(i) for i in acked]
+        assert positions == sorted(positions)
