@@ -219,6 +219,8 @@ def _check(spec: _FieldSpec, value: object) -> Any:
             return None
         raise ConfigError(key, f"must not be null (expected {spec.type_text()})")
     if spec.choices:
+        if isinstance(value, int) and not isinstance(value, bool) and str(value) in spec.choices:
+            return str(value)  # YAML reads `acks: 1` as an integer
         if not isinstance(value, str) or value not in spec.choices:
             allowed = ", ".join(repr(c) for c in spec.choices)
             hint = ""
