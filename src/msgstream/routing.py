@@ -302,6 +302,8 @@ def _split_dml(msg: InsertMsg | DeleteMsg, num_buckets: int) -> list[tuple[int, 
             f"{_describe(msg)} has 0 rows and {nkeys} hash keys: an empty "
             f"{type(msg).__name__} needs exactly one hash key to be routed"
         )
+    if nkeys == 1 and rows == 1:  # the common small message: no array work
+        return [(_key_bucket(msg, msg.hash_keys[0], num_buckets), msg)]
     if nkeys != rows:
         raise RoutingError(
             f"{_describe(msg)} has {nkeys} hash keys for {rows} rows: set one hash key per "
