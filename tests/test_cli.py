@@ -196,6 +196,14 @@ def test_consume_tt_packs_respect_time_bounds(cli: Cli) -> None:
     assert ends == sorted(ends)
 
 
+def test_consume_tt_from_earliest_and_latest(cli: Cli) -> None:
+    cli.ok("produce", "--channel", "e0", "--channel", "e1", "--count", "40", "--batch", "5")
+    both = ["--channel", "e0", "--channel", "e1", "--tt", "--skip-empty", "--idle-timeout", "0.3"]
+    everything = data_msgs(cli.packs(*both, "--from", "earliest", "--subname", "a"))
+    assert sorted(m["row_ids"][0] for m in everything) == list(range(40))
+    assert data_msgs(cli.packs(*both, "--from", "latest", "--subname", "b")) == []
+
+
 def test_consume_tt_from_positions_resumes_exactly_after(cli: Cli, tmp_path: Path) -> None:
     channels = ["--channel", "r0", "--channel", "r1", "--channel", "r2"]
     cli.ok("produce", *channels, "--count", "200", "--batch", "4")

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ..backend import MessageID
 from ..config import Config
 from ..errors import InvalidPositionError, TopicNotFound
 from ..factory import MsgStreamFactory
@@ -240,14 +239,21 @@ async def subscribe(stream: MsgStream, opts: ConsumeOptions) -> None:
         return
     await stream.as_consumer(opts.channels, opts.subname, SubscriptionPosition.UNKNOWN)
     earliest = client.earliest_message_id()
-    targets: list[MsgPosition] = []
+    if start.kind == "earliest":  # inclusive: the earliest id sorts before every message
+        targets = [MsgPosition(c, earliest.to_bytes(), opts.subname, 0) for c in opts.channels]
+        await stream.seek(targets, include_current=True)
+        return
+    targets = []
     for channel in opts.channels:
-        msg_id: MessageID = earliest
-        if start.kind == "latest":
-            msg_id = await stream.get_latest_msg_id(channel) or earliest
-        targets.append(MsgPosition(channel, msg_id.to_bytes(), opts.subname, 0))
-    # Exclusive: just after the latest message, or just after "before everything".
-    await stream.seek(targets, include_current=False)
+        latest = await stream.get_latest_msg_id(channel)
+        if latest is None:  # empty channel: everything is new
+            targets.append(MsgPosition(channel, earliest.to_bytes(), opts.subname, 0))
+        else:
+            targets.append(MsgPosition(channel, latest.to_bytes(), opts.subname, 0))
+    # Just after the latest message. A TtMsgStream refuses exclusive seeks because a pack's
+    # end position may be a message not yet delivered; these positions are messages that
+    # were delivered (or never will be), so the plain stream's exclusive seek is right.
+    await MsgStream.seek(stream, targets, include_current=False)
 
 
 # --------------------------------------------------------------------------- consuming
