@@ -36,8 +36,7 @@ def cache_root() -> Path:
 def _pom(artifacts: Sequence[str], exclusions: Sequence[str]) -> str:
     deps = []
     excl = "".join(
-        f"<exclusion><groupId>{escape(g)}</groupId><artifactId>{escape(a)}</artifactId>"
-        "</exclusion>"
+        f"<exclusion><groupId>{escape(g)}</groupId><artifactId>{escape(a)}</artifactId></exclusion>"
         for g, a in (e.split(":") for e in exclusions)
     )
     for coordinate in artifacts:

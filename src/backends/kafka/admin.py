@@ -18,6 +18,7 @@ from aiokafka.protocol.admin import DeleteGroupsRequest
 from msgstream.config import Config
 from msgstream.errors import BackendUnavailableError
 
+from . import connect
 from .failures import broker_call
 from .settings import admin_kwargs
 
@@ -43,10 +44,10 @@ class KafkaAdmin:
     async def _admin(self) -> AIOKafkaAdminClient:
         async with self._lock:
             if self._client is None:
-                client = AIOKafkaAdminClient(**admin_kwargs(self._config))
+                kwargs = admin_kwargs(self._config)
+                client = AIOKafkaAdminClient(**kwargs)
                 try:
-                    async with self._call("connecting"):
-                        await client.start()
+                    await connect.start(client, "connecting", kwargs, self._deadline)
                 except BaseException:
                     await client.close()
                     raise

@@ -14,6 +14,7 @@ from msgstream.config import Config
 from msgstream.errors import ConfigError, StreamClosedError, TopicNotFound
 from msgstream.position import SubscriptionPosition
 
+from . import connect
 from .admin import KafkaAdmin
 from .consumer import KafkaConsumer
 from .failures import broker_call
@@ -69,10 +70,12 @@ class KafkaClient:
         async with self._lock:
             self.check_open()
             if self._producer is None:
-                producer = _construct(AIOKafkaProducer, producer_kwargs(self.config), "producer")
+                kwargs = producer_kwargs(self.config)
+                producer = _construct(AIOKafkaProducer, kwargs, "producer")
                 try:
-                    async with self._call("connecting the producer"):
-                        await producer.start()
+                    await connect.start(
+                        producer, "connecting the producer", kwargs, self.deadline_s
+                    )
                 except BaseException:
                     await producer.stop()
                     raise
@@ -84,12 +87,10 @@ class KafkaClient:
         async with self._lock:
             self.check_open()
             if self._offsets is None:
-                reader = _construct(
-                    AIOKafkaConsumer, consumer_kwargs(self.config, None), "consumer"
-                )
+                kwargs = consumer_kwargs(self.config, None)
+                reader = _construct(AIOKafkaConsumer, kwargs, "consumer")
                 try:
-                    async with self._call("connecting"):
-                        await reader.start()
+                    await connect.start(reader, "connecting", kwargs, self.deadline_s)
                 except BaseException:
                     await reader.stop()
                     raise
@@ -113,8 +114,9 @@ class KafkaClient:
         validate_channel_name(channel)
         validate_subscription_name(subname)
         await self.admin.ensure_topic(channel)
-        inner = _construct(AIOKafkaConsumer, consumer_kwargs(self.config, subname), "consumer")
-        consumer = KafkaConsumer(self, channel, subname, inner)
+        kwargs = consumer_kwargs(self.config, subname)
+        inner = _construct(AIOKafkaConsumer, kwargs, "consumer")
+        consumer = KafkaConsumer(self, channel, subname, inner, kwargs)
         try:
             await consumer.start(_START_AT[position])
         except BaseException:

@@ -21,6 +21,7 @@ from aiokafka import errors as kafka_errors
 from msgstream.backend import ConsumedMessage, MessageID
 from msgstream.errors import InvalidPositionError, StreamClosedError, StreamStateError
 
+from . import connect
 from .failures import broker_call, translate
 from .ids import KafkaMessageID
 
@@ -39,11 +40,19 @@ def _properties(headers: Any) -> Mapping[str, str]:
 
 
 class KafkaConsumer:
-    def __init__(self, client: KafkaClient, channel: str, subname: str, inner: AIOKafkaConsumer):
+    def __init__(
+        self,
+        client: KafkaClient,
+        channel: str,
+        subname: str,
+        inner: AIOKafkaConsumer,
+        kwargs: dict[str, Any],
+    ) -> None:
         self.channel = channel
         self.subname = subname
         self._client = client
         self._inner = inner
+        self._kwargs = kwargs
         self._partition = TopicPartition(channel, 0)
         self._buffer: deque[ConsumedMessage] = deque()
         self._positioned = False
@@ -62,8 +71,9 @@ class KafkaConsumer:
     async def start(self, start_at: str) -> None:
         """Position a new consumer: resume a committed offset, else ``start_at``."""
         inner, partition = self._inner, self._partition
+        what = f"subscribing {self.subname!r} to {self.channel!r}"
+        await connect.start(inner, what, self._kwargs, self._client.deadline_s)
         async with self._call("subscribing"):
-            await inner.start()
             inner.assign([partition])
             self._committed = await inner.committed(partition)
             if self._committed is not None:

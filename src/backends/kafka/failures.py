@@ -15,7 +15,8 @@ from msgstream.errors import (
     TopicNotFound,
 )
 
-_AUTH_ERRORS: tuple[type[BaseException], ...] = (
+AUTH_ERRORS: tuple[type[BaseException], ...] = (
+    kafka_errors.SaslAuthenticationFailed,
     kafka_errors.AuthenticationFailedError,
     kafka_errors.AuthenticationMethodNotSupported,
     kafka_errors.UnsupportedSaslMechanismError,
@@ -27,7 +28,7 @@ def translate(exc: BaseException, what: str, brokers: str) -> MsgStreamError:
     """The msgstream error for ``exc`` raised while doing ``what``."""
     if isinstance(exc, MsgStreamError):
         return exc
-    if isinstance(exc, _AUTH_ERRORS) or "authentication" in str(exc).lower():
+    if isinstance(exc, AUTH_ERRORS) or "authentication" in str(exc).lower():
         return AuthenticationError(f"kafka at {brokers}: {what}: authentication failed: {exc}")
     if isinstance(exc, TimeoutError | kafka_errors.KafkaTimeoutError):
         return BackendUnavailableError(
