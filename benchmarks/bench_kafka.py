@@ -7,6 +7,8 @@ Figures (goals from the Kafka issue):
   1. single-message produce latency p50/p99: MsgStream.produce vs aiokafka send_and_wait of
      the same bytes, same producer settings                      (p50 <= 1.10x, p99 <= 1.25x)
   2. pipelined produce throughput: MsgStream.produce of a pack vs raw pipelined sends (>= 0.9x)
+  3. reference: raw aiokafka vs Kafka's Java producer (ProducerPerformance) on the same
+     broker, to show how much of the ceiling is the Python client
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -109,8 +113,60 @@ async def bench_ours_pipelined(config: Any, total: int) -> float:
     return total / elapsed
 
 
+def java_producer_rate(bootstrap: str, total: int, record_size: int) -> float | None:
+    """Kafka's own Java producer (``ProducerPerformance``), same acks and linger: how fast
+    the broker takes records when the client is not the bottleneck."""
+    _tests_on_path()
+    from brokers.kafka import KAFKA_VERSION
+    from brokers.maven import resolve_classpath
+
+    jars = resolve_classpath("kafka-tools", [f"org.apache.kafka:kafka-tools:{KAFKA_VERSION}"])
+    topic = f"bench-java-{time.monotonic_ns()}"
+    asyncio.run(_create_topic(bootstrap, topic))
+    result = subprocess.run(
+        [
+            "java",
+            "-Xmx512m",
+            "-cp",
+            ":".join(map(str, jars)),
+            "org.apache.kafka.tools.ProducerPerformance",
+            "--topic",
+            topic,
+            "--num-records",
+            str(total),
+            "--record-size",
+            str(record_size),
+            "--throughput",
+            "-1",
+            "--producer-props",
+            f"bootstrap.servers={bootstrap}",
+            "acks=all",
+            "linger.ms=0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    rates = re.findall(r"([\d.]+) records/sec", result.stdout)
+    return float(rates[-1]) if rates else None
+
+
+async def _create_topic(bootstrap: str, topic: str) -> None:
+    config = config_from_dict({"mq": {"type": "kafka"}, "kafka": {"brokers": bootstrap}}, env={})
+    client = new_client(config)
+    await client.create_producer(topic)
+    await client.close()
+
+
+def _tests_on_path() -> None:
+    tests = str(Path(__file__).resolve().parent.parent / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+
+
 def start_local_broker(stack: ExitStack) -> str:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    _tests_on_path()
     from brokers.kafka import LocalKafka
 
     workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-kafka-")))
@@ -165,6 +221,18 @@ def main() -> int:
                 ">= 0.9x raw",
             )
         )
+        record_size = len(encode(delete(0)))
+        java = java_producer_rate(bootstrap, total * 5, record_size)
+        if java is not None:
+            rows.append(
+                Row(
+                    f"reference: Java producer, {record_size} B records",
+                    statistics.median(raw_rounds),
+                    java,
+                    "msgs/s",
+                    "raw aiokafka vs Java client",
+                )
+            )
     import aiokafka
 
     print_table(
