@@ -48,7 +48,11 @@ def kafka_config(bootstrap: str, **kafka: object) -> dict[str, Any]:
 def _pulsar(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
     broker = request.getfixturevalue("pulsar_broker")
     return config_from_dict(
-        {"mq": {"type": "pulsar"}, "pulsar": {"address": broker.service_url}}, env={}
+        {
+            "mq": {"type": "pulsar"},
+            "pulsar": {"address": broker.service_url, "admin_url": broker.admin_url},
+        },
+        env={},
     )
 
 

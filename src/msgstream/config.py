@@ -71,6 +71,8 @@ KafkaSecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
 KafkaSaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 KafkaAcks = Literal["0", "1", "all"]
 KafkaCompression = Literal["none", "gzip", "snappy", "lz4", "zstd"]
+PulsarCompression = Literal["none", "lz4", "zlib", "zstd", "snappy"]
+PulsarSubscriptionType = Literal["exclusive", "failover"]
 #: Concrete backend names :func:`resolve_backend` can return.
 BACKENDS: tuple[str, ...] = ("rocksmq", "kafka", "pulsar", "memory")
 
@@ -592,12 +594,104 @@ class PulsarConfig(_Section):
     address: str | None = field(
         default=None,
         metadata=_key(
-            "Service URL, e.g. pulsar://localhost:6650; setting it makes mq.type 'default' "
-            "pick pulsar (unless rocksmq.path is set)"
+            "Service URL, e.g. pulsar://localhost:6650 (pulsar+ssl:// for TLS), or a bare host "
+            "name joined with pulsar.port; setting it makes mq.type 'default' pick pulsar "
+            "(unless rocksmq.path is set)"
+        ),
+    )
+    port: int = field(
+        default=6650,
+        metadata=_key("Broker port, used when pulsar.address is a bare host name", ge=1),
+    )
+    admin_url: str | None = field(
+        default=None,
+        metadata=_key(
+            "Admin REST URL (http[s]://host:port), used to check, list and delete channels "
+            "and subscriptions; null means the service host on port 8080 (8443 for TLS)"
         ),
     )
     tenant: str = field(default="public", metadata=_key("Pulsar tenant"))
     namespace: str = field(default="default", metadata=_key("Pulsar namespace"))
+    auth_token: str | None = field(
+        default=None,
+        metadata=_key("Token (JWT) for token authentication; excludes pulsar.auth_plugin"),
+    )
+    auth_plugin: str | None = field(
+        default=None,
+        metadata=_key(
+            "Authentication plugin class, passed as is (e.g. "
+            "org.apache.pulsar.client.impl.auth.AuthenticationTls); excludes pulsar.auth_token"
+        ),
+    )
+    auth_params: str | None = field(
+        default=None,
+        metadata=_key("Parameters of pulsar.auth_plugin, in the plugin's own format"),
+    )
+    tls_trust_certs_file: str | None = field(
+        default=None,
+        metadata=_key("CA bundle (PEM) to verify the broker over TLS; null uses the system CAs"),
+    )
+    tls_allow_insecure_connection: bool = field(
+        default=False, metadata=_key("Accept a broker certificate that cannot be verified")
+    )
+    tls_validate_hostname: bool = field(
+        default=True, metadata=_key("Check that the broker certificate matches its host name")
+    )
+    connection_timeout_s: float = field(
+        default=10.0, metadata=_key("Seconds to open a connection to a broker", gt=0)
+    )
+    operation_timeout_s: float = field(
+        default=30.0,
+        metadata=_key(
+            "Seconds the Pulsar client retries one operation (lookup, create, seek) before "
+            "giving up; msgstream.operation_timeout_s bounds each call as a whole",
+            gt=0,
+        ),
+    )
+    max_message_size: int = field(
+        default=5242880,
+        metadata=_key(
+            "Largest message in bytes (the broker's maxMessageSize, 5 MiB by default); a "
+            "bigger one is refused before sending",
+            ge=1,
+        ),
+    )
+    batching: bool = field(
+        default=False,
+        metadata=_key("Batch produced messages (throughput) instead of one entry each (latency)"),
+    )
+    batching_max_messages: int = field(
+        default=1000, metadata=_key("Max messages in one batch (pulsar.batching)", ge=1)
+    )
+    batching_max_delay_ms: int = field(
+        default=10,
+        metadata=_key("Milliseconds a batch waits to fill (pulsar.batching)", ge=0),
+    )
+    compression: PulsarCompression = field(
+        default="none", metadata=_key("Compression of produced messages")
+    )
+    subscription_type: PulsarSubscriptionType = field(
+        default="exclusive",
+        metadata=_key(
+            "Subscription type; both keep order and allow cumulative acknowledgement "
+            "(failover lets a standby consumer take over)"
+        ),
+    )
+    receiver_queue_size: int = field(
+        default=1000, metadata=_key("Messages a consumer prefetches from the broker", ge=1)
+    )
+
+    def _validate(self) -> None:
+        if self.auth_token is not None and self.auth_plugin is not None:
+            raise ConfigError(
+                "pulsar.auth_token, pulsar.auth_plugin",
+                "both are set; use a token or an authentication plugin, not both",
+            )
+        if self.auth_params is not None and self.auth_plugin is None:
+            raise ConfigError(
+                "pulsar.auth_params, pulsar.auth_plugin",
+                "pulsar.auth_params is set but pulsar.auth_plugin is not",
+            )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,122 @@
+"""The few Pulsar admin REST calls msgstream needs.
+
+The binary protocol cannot tell whether a topic exists without creating it (a broker that
+auto-creates topics answers a metadata request for a missing topic with "0 partitions"),
+and cannot list or delete topics; the admin API (``pulsar.admin_url``) can. Requests are
+plain HTTP through urllib, run in a worker thread so the event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+
+from msgstream.config import Config
+from msgstream.errors import AuthenticationError, BackendUnavailableError, TopicNotFound
+
+from .ids import PulsarMessageID
+from .settings import admin_token, admin_url, operation_timeout_s, tls_context
+
+
+class PulsarAdmin:
+    """Admin calls on the topics of one tenant/namespace."""
+
+    def __init__(self, config: Config) -> None:
+        section = config.pulsar
+        self.url = admin_url(section)
+        self._base = f"{self.url}/admin/v2/persistent/{section.tenant}/{section.namespace}"
+        self._prefix = f"persistent://{section.tenant}/{section.namespace}/"
+        self._timeout = operation_timeout_s(config)
+        self._headers = {"Accept": "application/json"}
+        token = admin_token(section)
+        if token is not None:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._ssl = tls_context(section) if self.url.startswith("https://") else None
+
+    # ------------------------------------------------------------------------- topics
+
+    async def last_message_id(self, channel: str) -> PulsarMessageID | None:
+        """The id of the channel's last message (None when empty); ``TopicNotFound`` if the
+        channel does not exist."""
+        found = await self._call("GET", f"/{channel}/lastMessageId", channel=channel)
+        ledger, entry = int(found["ledgerId"]), int(found["entryId"])
+        if ledger < 0 or entry < 0:
+            return None
+        return PulsarMessageID(ledger, entry, int(found.get("batchIndex", -1)))
+
+    async def list_channels(self) -> list[str]:
+        topics = await self._call("GET", "")
+        return sorted(
+            name.removeprefix(self._prefix)
+            for name in topics
+            if name.startswith(self._prefix) and "-partition-" not in name
+        )
+
+    async def cursors(self, channel: str) -> dict[str, Any]:
+        """Per subscription: its ``markDeletePosition`` ("ledger:entry") among others."""
+        stats = await self._call("GET", f"/{channel}/internalStats", channel=channel)
+        cursors: dict[str, Any] = stats.get("cursors", {})
+        return cursors
+
+    async def backlogs(self, channel: str) -> dict[str, int]:
+        """Per subscription: the messages not yet acknowledged."""
+        stats = await self._call("GET", f"/{channel}/stats", channel=channel)
+        return {
+            name: int(sub.get("msgBacklog", 0))
+            for name, sub in stats.get("subscriptions", {}).items()
+        }
+
+    async def delete_subscription(self, channel: str, subname: str) -> None:
+        """Forget a subscription; it must have no connected consumer."""
+        await self._call(
+            "DELETE", f"/{channel}/subscription/{quote(subname, safe='')}", channel=channel
+        )
+
+    async def delete_channel(self, channel: str) -> None:
+        """Delete a topic and its subscriptions (``force``: even with clients connected)."""
+        await self._call("DELETE", f"/{channel}?force=true", channel=channel)
+
+    # ----------------------------------------------------------------------- internals
+
+    async def _call(self, method: str, path: str, *, channel: str | None = None) -> Any:
+        return await anyio.to_thread.run_sync(self._request, method, path, channel)
+
+    def _request(self, method: str, path: str, channel: str | None) -> Any:
+        url = f"{self._base}{path}"
+        request = urllib.request.Request(url, method=method, headers=self._headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout, context=self._ssl) as reply:
+                body = reply.read()
+        except urllib.error.HTTPError as exc:
+            reason = _reason(exc)
+            if exc.code == 404 and channel is not None and "subscription" not in path:
+                raise TopicNotFound(channel, "pulsar") from None
+            if exc.code in (401, 403):
+                raise AuthenticationError(
+                    f"pulsar admin at {self.url}: {method} {path or '/'}: "
+                    f"authentication failed (HTTP {exc.code}: {reason})"
+                ) from None
+            raise BackendUnavailableError(
+                f"pulsar admin at {self.url}: {method} {path or '/'} failed: "
+                f"HTTP {exc.code}: {reason}"
+            ) from None
+        except (OSError, ValueError) as exc:  # URLError, timeouts, refused connections
+            raise BackendUnavailableError(
+                f"pulsar admin at {self.url} (pulsar.admin_url) cannot be reached: "
+                f"{method} {path or '/'}: {exc}"
+            ) from exc
+        return json.loads(body) if body.strip() else None
+
+
+def _reason(error: urllib.error.HTTPError) -> str:
+    try:
+        body = error.read().decode("utf-8", "replace")
+        reason = json.loads(body).get("reason")
+        return str(reason) if reason else body[:200]
+    except (OSError, ValueError, AttributeError):
+        return str(error.reason)

@@ -1,0 +1,198 @@
+"""The Pulsar client: one library client, a producer per channel, a consumer per subscription.
+
+A channel is the non-partitioned persistent topic ``persistent://tenant/namespace/channel``,
+created by the broker on first use. Existence checks, listings and deletions go through the
+admin REST API (see ``admin.py``); everything else through the binary protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from msgstream.backend import SubscriptionInfo
+from msgstream.channels import validate_channel_name, validate_subscription_name
+from msgstream.config import Config
+from msgstream.errors import StreamClosedError
+from msgstream.position import SubscriptionPosition
+
+from .admin import PulsarAdmin
+from .consumer import PulsarConsumer
+from .failures import broker_call
+from .handshake import check_token
+from .ids import EARLIEST, PulsarMessageID
+from .library import pulsar, pulsar_asyncio
+from .producer import PulsarProducer
+from .settings import (
+    admin_token,
+    client_kwargs,
+    consumer_kwargs,
+    operation_timeout_s,
+    producer_kwargs,
+    service_url,
+    tls_context,
+    topic_name,
+)
+
+_INITIAL_POSITION = {
+    SubscriptionPosition.EARLIEST: pulsar.InitialPosition.Earliest,
+    SubscriptionPosition.LATEST: pulsar.InitialPosition.Latest,
+    # Nothing is read before the seek that must follow; the seek replaces this position.
+    SubscriptionPosition.UNKNOWN: pulsar.InitialPosition.Latest,
+}
+
+
+class PulsarClient:
+    """A connection to a Pulsar cluster (opened on first use)."""
+
+    backend_name = "pulsar"
+    inline_sends = False
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.service_url = service_url(config.pulsar)
+        self.deadline_s = operation_timeout_s(config)
+        self.max_message_bytes = config.msgstream.max_message_bytes
+        self.admin = PulsarAdmin(config)
+        self._inner = pulsar_asyncio.Client(self.service_url, **client_kwargs(config))
+        self._producers: set[PulsarProducer] = set()
+        self._consumers: set[PulsarConsumer] = set()
+        self._credentials_checked = admin_token(config.pulsar) is None
+        self.closed = False
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise StreamClosedError("pulsar client")
+
+    def _call(self, what: str) -> Any:
+        return broker_call(what, self.service_url, self.deadline_s)
+
+    def topic(self, channel: str) -> str:
+        return topic_name(self.config.pulsar, channel)
+
+    async def _check_credentials(self) -> None:
+        """Once per client: a refused token is an immediate ``AuthenticationError``."""
+        if self._credentials_checked:
+            return
+        token = admin_token(self.config.pulsar)
+        assert token is not None
+        tls = tls_context(self.config.pulsar)
+        await check_token(self.service_url, token, tls, min(self.deadline_s, 10.0))
+        self._credentials_checked = True
+
+    # ----------------------------------------------------------------- producers, consumers
+
+    async def create_producer(self, channel: str) -> PulsarProducer:
+        self.check_open()
+        validate_channel_name(channel)
+        await self._check_credentials()
+        async with self._call(f"creating a producer on channel {channel!r}"):
+            inner = await self._inner.create_producer(
+                self.topic(channel), **producer_kwargs(self.config)
+            )
+        producer = PulsarProducer(self, channel, inner)
+        self._producers.add(producer)
+        return producer
+
+    async def open_subscription(
+        self, channel: str, subname: str, initial: pulsar.InitialPosition
+    ) -> pulsar_asyncio.Consumer:
+        """A library consumer on ``subname``; an existing subscription keeps its position."""
+        self.check_open()
+        await self._check_credentials()
+        async with self._call(f"subscribing {subname!r} to channel {channel!r}"):
+            return await self._inner.subscribe(
+                self.topic(channel),
+                subname,
+                initial_position=initial,
+                **consumer_kwargs(self.config),
+            )
+
+    async def subscribe(
+        self, channel: str, subname: str, position: SubscriptionPosition
+    ) -> PulsarConsumer:
+        self.check_open()
+        validate_channel_name(channel)
+        validate_subscription_name(subname)
+        inner = await self.open_subscription(channel, subname, _INITIAL_POSITION[position])
+        consumer = PulsarConsumer(
+            self,
+            channel,
+            subname,
+            inner,
+            # Pulsar does not say whether the subscription existed: with UNKNOWN, even a
+            # resumed subscription waits for a seek.
+            positioned=position is not SubscriptionPosition.UNKNOWN,
+        )
+        self._consumers.add(consumer)
+        return consumer
+
+    def forget_consumer(self, consumer: PulsarConsumer) -> None:
+        self._consumers.discard(consumer)
+
+    def forget_producer(self, producer: PulsarProducer) -> None:
+        self._producers.discard(producer)
+
+    # ----------------------------------------------------------------------------- ids
+
+    def earliest_message_id(self) -> PulsarMessageID:
+        return EARLIEST
+
+    def message_id_from_bytes(self, data: bytes) -> PulsarMessageID:
+        return PulsarMessageID.parse(data)
+
+    # ------------------------------------------------------------------ admin-backed calls
+
+    async def check_topic_valid(self, channel: str) -> None:
+        await self.get_latest_msg_id(channel)
+
+    async def get_latest_msg_id(self, channel: str) -> PulsarMessageID | None:
+        self.check_open()
+        validate_channel_name(channel)
+        return await self.admin.last_message_id(channel)
+
+    async def list_channels(self) -> list[str]:
+        self.check_open()
+        return await self.admin.list_channels()
+
+    async def list_subscriptions(self, channel: str) -> list[SubscriptionInfo]:
+        self.check_open()
+        validate_channel_name(channel)
+        cursors = await self.admin.cursors(channel)
+        backlogs = await self.admin.backlogs(channel)
+        infos = []
+        for name, cursor in sorted(cursors.items()):
+            ledger, _, entry = str(cursor.get("markDeletePosition", "")).partition(":")
+            acked = None
+            with contextlib.suppress(ValueError):
+                if int(entry) >= 0:
+                    acked = PulsarMessageID(int(ledger), int(entry))
+            infos.append(
+                SubscriptionInfo(channel=channel, name=name, acked_id=acked, lag=backlogs.get(name))
+            )
+        return infos
+
+    async def delete_subscription(self, channel: str, subname: str) -> None:
+        """Forget ``subname`` on ``channel`` (its consumers must be closed first)."""
+        self.check_open()
+        validate_channel_name(channel)
+        await self.admin.delete_subscription(channel, subname)
+
+    async def delete_channel(self, channel: str) -> None:
+        self.check_open()
+        validate_channel_name(channel)
+        await self.admin.delete_channel(channel)
+
+    # ----------------------------------------------------------------------------- close
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        for consumer in list(self._consumers):
+            await consumer.close()
+        for producer in list(self._producers):
+            await producer.close()
+        self.closed = True
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._inner.close(), self.deadline_s)

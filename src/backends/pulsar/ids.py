@@ -1,0 +1,122 @@
+"""Pulsar MessageIDs: (ledger, entry, batch index), serialised by Pulsar itself.
+
+``to_bytes()`` is ``MessageId.serialize()`` (the ``MessageIdData`` protobuf every Pulsar
+client reads), so a position saved by msgstream can be used by any Pulsar tool and back.
+Ids are compared by (ledger, entry, batch index): the order of the messages in a
+non-partitioned topic. The partition (always -1 here) and batch size do not take part.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msgstream.errors import ForeignMessageIdError, InvalidPositionError
+
+from .library import _pulsar
+
+_OTHER_BACKEND_TAGS = {b"m": "memory", b"r": "rocksmq", b"k": "kafka"}
+"""First byte of the 9-byte ids of the other backends (tag + big-endian int64)."""
+_OTHER_BACKEND_ID_SIZE = 9
+_LEDGER_FIELD_TAG = 0x08
+"""A serialised MessageIdData starts with its required field 1 (ledgerId, varint)."""
+
+
+class PulsarMessageID:
+    """A message's place in a non-partitioned topic. Ids of other backends never compare
+    equal, and ordering against one raises :class:`ForeignMessageIdError`."""
+
+    __slots__ = ("_native", "batch", "entry", "ledger")
+    backend = "pulsar"
+
+    def __init__(self, ledger: int, entry: int, batch: int = -1, native: Any = None) -> None:
+        self.ledger = ledger
+        self.entry = entry
+        self.batch = batch
+        self._native = native
+        """The ``_pulsar.MessageId`` this id came from (kept: it serialises itself)."""
+
+    @classmethod
+    def from_native(cls, native: Any) -> PulsarMessageID:
+        """Wrap a ``_pulsar.MessageId`` (or ``pulsar.MessageId``) as returned by the client."""
+        return cls(native.ledger_id(), native.entry_id(), native.batch_index(), native)
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.ledger, self.entry, self.batch)
+
+    def native(self) -> Any:
+        """The ``_pulsar.MessageId`` of this id (partition -1: a non-partitioned topic)."""
+        if self._native is None:
+            self._native = _pulsar.MessageId(-1, self.ledger, self.entry, self.batch)
+        return self._native
+
+    def to_bytes(self) -> bytes:
+        data: bytes = self.native().serialize()
+        return data
+
+    @classmethod
+    def parse(cls, data: bytes) -> PulsarMessageID:
+        """The id whose ``to_bytes()`` is ``data``; another backend's id is an error."""
+        if len(data) == _OTHER_BACKEND_ID_SIZE and data[:1] in _OTHER_BACKEND_TAGS:
+            raise ForeignMessageIdError("pulsar", _OTHER_BACKEND_TAGS[data[:1]])
+        # Checked first so that obvious garbage never reaches the protobuf parser, which
+        # logs every failure to stderr.
+        if len(data) < 2 or data[0] != _LEDGER_FIELD_TAG:
+            raise _not_an_id(data)
+        try:
+            native = _pulsar.MessageId.deserialize(data)
+        except (ValueError, RuntimeError):
+            raise _not_an_id(data) from None
+        return cls.from_native(native)
+
+    @classmethod
+    def of(cls, msg_id: object) -> PulsarMessageID:
+        """``msg_id`` as a Pulsar id, or a clear error when another backend made it."""
+        if isinstance(msg_id, PulsarMessageID):
+            return msg_id
+        backend = getattr(msg_id, "backend", None)
+        if isinstance(backend, str):
+            raise ForeignMessageIdError("pulsar", backend)
+        to_bytes = getattr(msg_id, "to_bytes", None)
+        if callable(to_bytes):
+            data = to_bytes()
+            if isinstance(data, bytes):
+                return cls.parse(data)
+        raise InvalidPositionError(f"{msg_id!r} is not a MessageID")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PulsarMessageID):
+            return (
+                self.entry == other.entry
+                and self.ledger == other.ledger
+                and self.batch == other.batch
+            )
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.ledger, self.entry, self.batch))
+
+    def __lt__(self, other: object) -> bool:
+        return self.key < PulsarMessageID.of(other).key
+
+    def __le__(self, other: object) -> bool:
+        return self.key <= PulsarMessageID.of(other).key
+
+    def __gt__(self, other: object) -> bool:
+        return self.key > PulsarMessageID.of(other).key
+
+    def __ge__(self, other: object) -> bool:
+        return self.key >= PulsarMessageID.of(other).key
+
+    def __repr__(self) -> str:
+        return f"PulsarMessageID({self.ledger}:{self.entry}:{self.batch})"
+
+    __str__ = __repr__
+
+
+EARLIEST = PulsarMessageID(-1, -1, -1)
+"""Sorts before every message; seeking to it starts at the first message still stored."""
+
+
+def _not_an_id(data: bytes) -> InvalidPositionError:
+    return InvalidPositionError(f"{len(data)}-byte MessageID {data[:16]!r} is not a pulsar id")

@@ -1,0 +1,99 @@
+"""Sending to one channel: one Pulsar producer per channel, batching off unless configured."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from msgstream.backend import MessageID
+from msgstream.errors import BackendUnavailableError, MessageTooLargeError, StreamClosedError
+
+from .failures import translate
+from .ids import PulsarMessageID
+from .library import pulsar, pulsar_asyncio
+from .settings import MAX_PENDING_SENDS
+
+if TYPE_CHECKING:
+    from .client import PulsarClient
+
+
+class PulsarProducer:
+    """A channel's producer. ``send`` returns once the broker has persisted the message."""
+
+    def __init__(self, client: PulsarClient, channel: str, inner: pulsar_asyncio.Producer) -> None:
+        self.channel = channel
+        self._client = client
+        self._inner = inner
+        self._closed = False
+
+    def _check(self, payloads: Sequence[bytes]) -> None:
+        if self._closed:
+            raise StreamClosedError(f"producer of channel {self.channel!r}")
+        self._client.check_open()
+        biggest = max(map(len, payloads), default=0)
+        # msgstream's own limit first, then the broker's: the error names the one exceeded.
+        for limit in (self._client.max_message_bytes, self._client.config.pulsar.max_message_size):
+            if biggest > limit:
+                raise MessageTooLargeError(self.channel, biggest, limit)
+
+    async def send(self, payload: bytes, properties: Mapping[str, str] | None = None) -> MessageID:
+        self._check((payload,))
+        try:
+            sent = await self._inner.send(payload, dict(properties) if properties else None)
+        except Exception as exc:
+            raise self._failure(exc, (payload,)) from exc
+        return PulsarMessageID.from_native(sent)
+
+    async def send_many(
+        self, payloads: Sequence[bytes], properties: Mapping[str, str] | None = None
+    ) -> list[MessageID]:
+        """Send in order, pipelined: up to ``MAX_PENDING_SENDS`` in flight at a time."""
+        self._check(payloads)
+        if len(payloads) == 1:  # the common case of MsgStream.produce: no task, no gather
+            return [await self.send(payloads[0], properties)]
+        props = dict(properties) if properties else None
+        send = self._inner.send
+        ids: list[MessageID] = []
+        for start in range(0, len(payloads), MAX_PENDING_SENDS):
+            window = payloads[start : start + MAX_PENDING_SENDS]
+            try:
+                # gather starts the sends in order, so the library queues them in order.
+                sent = await asyncio.gather(*(send(p, props) for p in window))
+            except Exception as exc:
+                raise self._failure(exc, window) from exc
+            ids.extend(map(PulsarMessageID.from_native, sent))
+        return ids
+
+    def _failure(self, exc: Exception, payloads: Sequence[bytes]) -> Exception:
+        where = self._client.service_url
+        result = getattr(exc, "error", lambda: None)()
+        if result == pulsar.Result.MessageTooBig:
+            error = MessageTooLargeError(self.channel, max(map(len, payloads)), self._limit())
+            error.add_note(
+                "the broker refused it: its maxMessageSize is below pulsar.max_message_size"
+            )
+            return error
+        if result == pulsar.Result.AlreadyClosed and self._client.closed:
+            return StreamClosedError(f"producer of channel {self.channel!r}")
+        if result == pulsar.Result.Timeout:
+            return BackendUnavailableError(
+                f"pulsar at {where}: sending {len(payloads)} message(s) to channel "
+                f"{self.channel!r}: not acknowledged within "
+                f"{self._client.config.msgstream.operation_timeout_s:g} s "
+                "(msgstream.operation_timeout_s); they may still be written"
+            )
+        return translate(exc, f"sending to channel {self.channel!r}", where)
+
+    def _limit(self) -> int:
+        return min(self._client.max_message_bytes, self._client.config.pulsar.max_message_size)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._client.forget_producer(self)
+        # Closing must not fail: the broker may be gone.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._inner.close(), self._client.deadline_s)

@@ -1,0 +1,536 @@
+"""A real Apache Pulsar 4.0 standalone for the test suite, started without Docker when need be.
+
+``provide(workdir)`` returns a :class:`PulsarEndpoint`, choosing in order:
+
+1. ``MSGSTREAM_TEST_PULSAR=pulsar://host:port``: a broker someone already runs (not
+   restartable). Its admin REST URL is ``MSGSTREAM_TEST_PULSAR_ADMIN`` if set, else
+   ``http://host:8080``; ``MSGSTREAM_TEST_PULSAR_TOKEN`` names a token it accepts, when it
+   has token authentication (else the wrong-token test is skipped);
+2. the official ``apachepulsar/pulsar`` image through testcontainers, when a Docker daemon
+   answers (no authentication);
+3. :class:`LocalPulsar`: ``pulsar-broker`` and everything it needs from Maven Central (see
+   ``maven.py``) run as one JVM: ``PulsarStandaloneStarter`` with a RocksDB metadata store
+   (no ZooKeeper), one in-process bookie, no functions worker, small caches, loopback ports.
+   It accepts tokens signed with its own secret key *and* clients without credentials
+   (``anonymousUserRole``), so one broker serves every test including the wrong-token one.
+   It can be stopped and started again on the same data directory and ports.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import ctypes
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from .maven import resolve_classpath
+from .ports import free_port, wait_for_port
+
+PULSAR_VERSION = "4.0.7"
+"""Newest 4.0 LTS whose artifacts are complete on Maven Central (4.0.8 lacks
+``jetcd-core-shaded``, which ``pulsar-metadata`` depends on)."""
+
+LOG4J_VERSION = "2.24.3"
+"""The log4j-core ``pulsar-broker`` 4.0.7 depends on; its SLF4J 2 binding must match."""
+
+ARTIFACTS = (
+    f"org.apache.pulsar:pulsar-broker:{PULSAR_VERSION}",
+    # pulsar-broker logs through SLF4J 2 and ships no binding: without one it logs nothing.
+    f"org.apache.logging.log4j:log4j-slf4j2-impl:{LOG4J_VERSION}",
+    f"org.apache.logging.log4j:log4j-core:{LOG4J_VERSION}",
+)
+PULSAR_IMAGE = f"apachepulsar/pulsar:{PULSAR_VERSION}"
+LOG4J_CONFIG = Path(__file__).with_name("log4j2-pulsar.xml")
+
+MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+"""The broker's ``maxMessageSize`` (Pulsar's default)."""
+
+JVM_OPTIONS = (
+    "-Xms128m",
+    "-Xmx640m",
+    "-XX:MaxDirectMemorySize=256m",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+    "-Dio.netty.tryReflectionSetAccessible=true",
+    "-Dpulsar.allocator.exit_on_oom=true",
+    # The --add-opens set of Pulsar's own bin/pulsar script (Netty, metrics, LinuxInfoUtils).
+    "--add-opens=java.base/java.io=ALL-UNNAMED",
+    "--add-opens=java.base/java.util.zip=ALL-UNNAMED",
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-opens=java.base/sun.net=ALL-UNNAMED",
+    "--add-opens=java.management/sun.management=ALL-UNNAMED",
+    "--add-opens=jdk.management/com.sun.management.internal=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.platform=ALL-UNNAMED",
+)
+
+ENV_SERVICE_URL = "MSGSTREAM_TEST_PULSAR"
+ENV_ADMIN_URL = "MSGSTREAM_TEST_PULSAR_ADMIN"
+ENV_TOKEN = "MSGSTREAM_TEST_PULSAR_TOKEN"
+
+BOOT_TIMEOUT_S = 240.0
+
+
+class PulsarBrokerError(RuntimeError):
+    """A test Pulsar broker could not be provided, started or stopped."""
+
+
+class PulsarEndpoint(Protocol):
+    """What the ``pulsar_broker`` fixture hands to tests, whichever way the broker runs."""
+
+    service_url: str
+    admin_url: str
+    restartable: bool
+    valid_token: str | None
+    """A token the broker accepts (None: the broker has no token authentication)."""
+
+    def forged_token(self) -> str: ...
+
+    def start(self, timeout_s: float = ...) -> None: ...
+
+    def stop(self, timeout_s: float = ...) -> None: ...
+
+    def close(self) -> None: ...
+
+
+# --------------------------------------------------------------------------------- tokens
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def mint_token(secret_key: bytes, subject: str) -> str:
+    """An HS256 JWT ``{"sub": subject}`` signed with ``secret_key``: what Pulsar's
+    ``AuthenticationProviderToken`` accepts with ``tokenSecretKey`` set to that key."""
+    header = _b64url(json.dumps({"alg": "HS256"}, separators=(",", ":")).encode())
+    payload = _b64url(json.dumps({"sub": subject}, separators=(",", ":")).encode())
+    signing_input = f"{header}.{payload}".encode()
+    signature = hmac.new(secret_key, signing_input, hashlib.sha256).digest()
+    return f"{header}.{payload}.{_b64url(signature)}"
+
+
+# ------------------------------------------------------------------------ readiness probe
+
+
+def default_namespace_exists(admin_url: str, timeout_s: float = 3.0) -> bool:
+    """True once the admin API lists ``public/default`` (the standalone's last boot step)."""
+    try:
+        with urllib.request.urlopen(
+            f"{admin_url}/admin/v2/namespaces/public", timeout=timeout_s
+        ) as response:
+            return "public/default" in json.loads(response.read())
+    except (OSError, ValueError):  # URLError and HTTPError are OSErrors
+        return False
+
+
+def wait_until_ready(
+    admin_url: str, timeout_s: float, alive: Callable[[], bool] = lambda: True
+) -> bool:
+    """Poll until ``public/default`` exists (True), or the broker died or time ran out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and alive():
+        if default_namespace_exists(admin_url):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+# --------------------------------------------------------------------- an existing broker
+
+
+@dataclass
+class ExternalPulsar:
+    """A broker this process did not start (environment address or a container)."""
+
+    service_url: str
+    admin_url: str
+    valid_token: str | None = None
+    restartable: bool = False
+    on_close: Callable[[], None] = lambda: None
+
+    def forged_token(self) -> str:
+        """A well-formed token signed with a random key: a token-checking broker refuses it."""
+        return mint_token(secrets.token_bytes(32), "msgstream-test")
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        if not wait_until_ready(self.admin_url, timeout_s):
+            raise PulsarBrokerError(
+                f"Pulsar at {self.service_url} (admin {self.admin_url}) did not list "
+                f"public/default within {timeout_s}s"
+            )
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        raise PulsarBrokerError(
+            f"Pulsar at {self.service_url} was not started by the tests and cannot be stopped"
+        )
+
+    def close(self) -> None:
+        self.on_close()
+
+
+def from_environment(environ: Mapping[str, str]) -> ExternalPulsar | None:
+    """The broker named by ``MSGSTREAM_TEST_PULSAR`` (and its companions), if set."""
+    service_url = environ.get(ENV_SERVICE_URL, "").strip()
+    if not service_url:
+        return None
+    admin_url = environ.get(ENV_ADMIN_URL, "").strip()
+    if not admin_url:
+        host = urlsplit(service_url).hostname or "localhost"
+        admin_url = f"http://{host}:8080"
+    token = environ.get(ENV_TOKEN, "").strip() or None
+    return ExternalPulsar(service_url, admin_url.rstrip("/"), valid_token=token)
+
+
+# ----------------------------------------------------------------------------- Docker path
+
+
+def start_container(timeout_s: float = BOOT_TIMEOUT_S) -> ExternalPulsar:
+    """The official image's standalone (``bin/pulsar standalone``) via testcontainers.
+
+    Host ports are chosen before the container starts: the broker advertises the address
+    clients dial after a lookup, so it must know the host port in advance.
+    """
+    from testcontainers.core.container import DockerContainer
+
+    broker_port, web_port = free_port(), free_port()
+    container = DockerContainer(PULSAR_IMAGE)
+    # The broker advertises the port clients dial after a lookup: the same number inside.
+    container.with_bind_ports(broker_port, broker_port)
+    container.with_bind_ports(8080, web_port)
+    host = container.get_docker_client().host()
+    container.with_envs(
+        PULSAR_PREFIX_advertisedAddress=host,
+        PULSAR_PREFIX_brokerServicePort=str(broker_port),
+        PULSAR_MEM="-Xms256m -Xmx640m -XX:MaxDirectMemorySize=256m",
+    )
+    container.with_command(
+        "sh -c 'bin/apply-config-from-env.py conf/standalone.conf && "
+        "exec bin/pulsar standalone --no-functions-worker --no-stream-storage'"
+    )
+    container.start()
+    endpoint = ExternalPulsar(
+        f"pulsar://{host}:{broker_port}", f"http://{host}:{web_port}", on_close=container.stop
+    )
+    try:
+        endpoint.start(timeout_s)
+    except BaseException:
+        container.stop()
+        raise
+    return endpoint
+
+
+# ------------------------------------------------------------------------ local JVM path
+
+
+def pulsar_classpath() -> list[Path]:
+    """``pulsar-broker`` and its dependencies, with a log4j2 SLF4J binding."""
+    return resolve_classpath("pulsar", list(ARTIFACTS))
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the test process dies, even by SIGKILL."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+_RUNNING: set[LocalPulsar] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for broker in list(_RUNNING):
+        broker.kill()
+
+
+class LocalPulsar:
+    """One ``PulsarStandaloneStarter`` JVM under ``workdir``.
+
+    Layout: ``standalone.conf``, ``data/metadata`` (RocksDB metadata store),
+    ``data/bookkeeper`` (the bookie's journal and ledgers), ``logs/pulsar.log`` (WARN+ from
+    log4j2) and ``logs/stdout.log`` (anything the JVM itself prints). Ports are fixed at
+    construction, so ``start()`` after ``stop()``/``kill()`` brings back the same broker on
+    the same addresses and data.
+    """
+
+    restartable = True
+
+    def __init__(self, workdir: Path, *, java: str = "java") -> None:
+        self.workdir = workdir
+        self.data_dir = workdir / "data"
+        self.logs_dir = workdir / "logs"
+        self.conf_path = workdir / "standalone.conf"
+        self.java = java
+        self.broker_port = free_port()
+        self.web_port = free_port()
+        self.bookie_port = free_port()
+        self.service_url = f"pulsar://127.0.0.1:{self.broker_port}"
+        self.admin_url = f"http://127.0.0.1:{self.web_port}"
+        self.secret_key = secrets.token_bytes(32)
+        self.valid_token: str | None = mint_token(self.secret_key, "msgstream-test")
+        self.max_message_size = MAX_MESSAGE_SIZE
+        self.boot_seconds: list[float] = []
+        """How long each start took, first (cold) to last."""
+        self._classpath: list[Path] | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    # ----------------------------------------------------------------------------- state
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None and self.running else None
+
+    @property
+    def log_path(self) -> Path:
+        return self.logs_dir / "pulsar.log"
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the broker log and of the JVM's own output, for error messages."""
+        parts = []
+        for path in (self.log_path, self.logs_dir / "stdout.log"):
+            if path.exists():
+                text = path.read_text(errors="replace").splitlines()[-lines:]
+                if text:
+                    parts.append(f"--- {path} ---\n" + "\n".join(text))
+        return "\n".join(parts) or f"(no broker output under {self.logs_dir})"
+
+    def forged_token(self) -> str:
+        """A well-formed token signed with a random key: the broker must refuse it."""
+        return mint_token(secrets.token_bytes(32), "msgstream-test")
+
+    # ------------------------------------------------------------------------- lifecycle
+
+    def start(self, timeout_s: float = BOOT_TIMEOUT_S) -> None:
+        """Start the standalone and wait until ``public/default`` exists.
+
+        Raises :class:`PulsarBrokerError` with the log tail if the JVM exits or the
+        namespace does not appear within ``timeout_s``.
+        """
+        if self.running:
+            return
+        started = time.monotonic()
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.conf_path.write_text(self._standalone_conf())
+        self._process = self._spawn()
+        _RUNNING.add(self)
+        ready = wait_until_ready(self.admin_url, timeout_s, alive=lambda: self.running)
+        if ready:
+            ready = wait_for_port("127.0.0.1", self.broker_port, 10.0)
+        if not ready:
+            code = self._process.poll()
+            self.kill()
+            what = f"exited with code {code}" if code is not None else f"timed out ({timeout_s}s)"
+            raise PulsarBrokerError(
+                f"Pulsar {PULSAR_VERSION} standalone at {self.service_url} (workdir "
+                f"{self.workdir}) {what} before public/default existed\n{self.log_tail()}"
+            )
+        self.boot_seconds.append(time.monotonic() - started)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Shut down cleanly (SIGTERM); SIGKILL if still running after ``timeout_s``."""
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self._forget()
+
+    def kill(self) -> None:
+        """Crash the broker (SIGKILL): no clean shutdown."""
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        self._forget()
+
+    def close(self) -> None:
+        """Stop the broker and delete its workdir."""
+        self.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _forget(self) -> None:
+        _RUNNING.discard(self)
+        self._process = None
+
+    # ----------------------------------------------------------------------- internals
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        if self._classpath is None:
+            self._classpath = pulsar_classpath()
+        if shutil.which(self.java) is None:
+            raise PulsarBrokerError(f"{self.java!r} is not on PATH; Pulsar needs Java 17+")
+        command = [
+            self.java,
+            *JVM_OPTIONS,
+            f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
+            f"-Dpulsar.log.dir={self.logs_dir}",
+            "-cp",
+            os.pathsep.join(str(jar) for jar in self._classpath),
+            "org.apache.pulsar.PulsarStandaloneStarter",
+            "--config",
+            str(self.conf_path),
+            "--metadata-url",
+            f"rocksdb://{self.data_dir / 'metadata'}",
+            "--bookkeeper-dir",
+            str(self.data_dir / "bookkeeper"),
+            "--bookkeeper-port",
+            str(self.bookie_port),
+            # Never created: its absence is what keeps the standalone off ZooKeeper.
+            "--zookeeper-dir",
+            str(self.data_dir / "zookeeper"),
+            "--no-functions-worker",
+            "--no-stream-storage",
+        ]
+        env = {k: v for k, v in os.environ.items() if k != "PULSAR_STANDALONE_USE_ZOOKEEPER"}
+        on_main_thread = threading.current_thread() is threading.main_thread()
+        with (self.logs_dir / "stdout.log").open("ab") as output:
+            return subprocess.Popen(
+                command,
+                cwd=self.workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                # PDEATHSIG fires when the *thread* that forked exits, so only use it from
+                # the main thread; atexit covers the rest.
+                preexec_fn=_die_with_parent if sys.platform == "linux" and on_main_thread else None,
+            )
+
+    def _standalone_conf(self) -> str:
+        secret = base64.b64encode(self.secret_key).decode()
+        settings: dict[str, str] = {
+            "clusterName": "standalone",
+            "bindAddress": "127.0.0.1",
+            "advertisedAddress": "127.0.0.1",
+            "brokerServicePort": str(self.broker_port),
+            "webServicePort": str(self.web_port),
+            "maxMessageSize": str(self.max_message_size),
+            # Token authentication, and anonymous clients allowed as role "anonymous".
+            "authenticationEnabled": "true",
+            "authenticationProviders": (
+                "org.apache.pulsar.broker.authentication.AuthenticationProviderToken"
+            ),
+            "tokenSecretKey": f"data:;base64,{secret}",
+            "anonymousUserRole": "anonymous",
+            "authorizationEnabled": "false",
+            # Topics: non-partitioned, created on first use, never deleted behind a test.
+            "allowAutoTopicCreation": "true",
+            "allowAutoTopicCreationType": "non-partitioned",
+            "brokerDeleteInactiveTopicsEnabled": "false",
+            "topicLevelPoliciesEnabled": "false",
+            "systemTopicEnabled": "false",
+            "transactionCoordinatorEnabled": "false",
+            "loadBalancerSheddingEnabled": "false",
+            # One bookie: one copy of everything.
+            "managedLedgerDefaultEnsembleSize": "1",
+            "managedLedgerDefaultWriteQuorum": "1",
+            "managedLedgerDefaultAckQuorum": "1",
+            # Small caches and few threads: two shared cores.
+            "managedLedgerCacheSizeMB": "32",
+            "numIOThreads": "2",
+            "numHttpServerThreads": "4",
+            "numOrderedExecutorThreads": "2",
+            "numExecutorThreadPoolSize": "2",
+            "bookkeeperNumberOfChannelsPerBookie": "1",
+            # Bookie (the standalone reads its settings from this file too).
+            "allowLoopback": "true",
+            "httpServerEnabled": "false",
+            "journalSyncData": "false",
+            "dbStorage_writeCacheMaxSizeMb": "16",
+            "dbStorage_readAheadCacheMaxSizeMb": "16",
+            "dbStorage_rocksDB_blockCacheSize": "16777216",
+            "numAddWorkerThreads": "1",
+            "numReadWorkerThreads": "1",
+            "numJournalCallbackThreads": "1",
+            "journalMaxGroupWaitMSec": "1",
+        }
+        return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
+# ------------------------------------------------------------------------------- provide
+
+
+def docker_available(timeout_s: float = 3.0) -> bool:
+    """True when a Docker daemon answers a ping (honours ``DOCKER_HOST``)."""
+    try:
+        from testcontainers.core.docker_client import DockerClient
+
+        client = DockerClient(timeout=int(max(1, timeout_s))).client
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:
+        return False
+
+
+def provide(workdir: Path, environ: Mapping[str, str] | None = None) -> PulsarEndpoint:
+    """A running broker for the test session: environment, then Docker, then a local JVM."""
+    env = os.environ if environ is None else environ
+    external = from_environment(env)
+    if external is not None:
+        external.start(timeout_s=60.0)
+        return external
+    failures: list[str] = []
+    if docker_available():
+        try:
+            return start_container()
+        except Exception as exc:
+            failures.append(f"{PULSAR_IMAGE} container: {type(exc).__name__}: {exc}")
+    broker = LocalPulsar(workdir)
+    try:
+        broker.start()
+    except Exception as exc:
+        broker.kill()
+        failures.append(f"local JVM: {type(exc).__name__}: {exc}")
+        raise PulsarBrokerError(
+            f"no Pulsar broker for the tests (set {ENV_SERVICE_URL}=pulsar://host:port to use "
+            "your own):\n" + "\n".join(failures)
+        ) from exc
+    return broker
+
+
+__all__: Sequence[str] = [
+    "PULSAR_IMAGE",
+    "PULSAR_VERSION",
+    "ExternalPulsar",
+    "LocalPulsar",
+    "PulsarBrokerError",
+    "PulsarEndpoint",
+    "default_namespace_exists",
+    "from_environment",
+    "mint_token",
+    "provide",
+    "pulsar_classpath",
+]

@@ -1,0 +1,92 @@
+"""Pulsar backend pieces that need no broker: ids, settings, the handshake codec, tokens."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+
+import pytest
+
+pytest.importorskip("pulsar")
+
+from backends.pulsar.handshake import connect_frame, refusal
+from backends.pulsar.ids import EARLIEST, PulsarMessageID
+from backends.pulsar.settings import admin_url, service_url
+from brokers.pulsar import from_environment, mint_token
+from msgstream import ConfigError, ForeignMessageIdError, InvalidPositionError
+from msgstream.config import PulsarConfig
+
+
+def test_ids_round_trip_through_pulsars_serialisation_and_order() -> None:
+    import pulsar
+
+    ids = [PulsarMessageID(7, 3), PulsarMessageID(7, 4), PulsarMessageID(8, 0, 2)]
+    for msg_id in ids:
+        assert PulsarMessageID.parse(msg_id.to_bytes()) == msg_id
+        native = pulsar.MessageId.deserialize(msg_id.to_bytes())
+        assert (native.ledger_id(), native.entry_id()) == (msg_id.ledger, msg_id.entry)
+    assert EARLIEST < ids[0] < ids[1] < ids[2]
+    assert len({*ids, PulsarMessageID(7, 3)}) == 3
+
+
+@pytest.mark.parametrize(("tag", "owner"), [(b"m", "memory"), (b"r", "rocksmq"), (b"k", "kafka")])
+def test_other_backends_ids_are_foreign(tag: bytes, owner: str) -> None:
+    with pytest.raises(ForeignMessageIdError, match=f"backend {owner!r}"):
+        PulsarMessageID.parse(tag + (1).to_bytes(8, "big"))
+
+
+@pytest.mark.parametrize("data", [b"", b"\x00not-an-id", b"garbage", b"\x08"])
+def test_garbage_is_not_an_id(data: bytes) -> None:
+    with pytest.raises(InvalidPositionError, match="is not a pulsar id"):
+        PulsarMessageID.parse(data)
+
+
+def test_service_and_admin_urls() -> None:
+    assert service_url(PulsarConfig(address="broker", port=6651)) == "pulsar://broker:6651"
+    assert service_url(PulsarConfig(address="pulsar://b:1/")) == "pulsar://b:1"
+    assert admin_url(PulsarConfig(address="pulsar://b:1,c:2")) == "http://b:8080"
+    assert admin_url(PulsarConfig(address="pulsar+ssl://b:6651")) == "https://b:8443"
+    assert admin_url(PulsarConfig(address="b", admin_url="http://a:9/")) == "http://a:9"
+    with pytest.raises(ConfigError) as info:
+        service_url(PulsarConfig(address="kafka://b:1"))
+    assert info.value.key == "pulsar.address"
+
+
+def test_token_and_plugin_exclude_each_other() -> None:
+    with pytest.raises(ConfigError) as info:
+        PulsarConfig(auth_token="t", auth_plugin="org.example.Auth")
+    assert info.value.key == "pulsar.auth_token, pulsar.auth_plugin"
+    with pytest.raises(ConfigError) as info:
+        PulsarConfig(auth_params="x")
+    assert info.value.key == "pulsar.auth_params, pulsar.auth_plugin"
+
+
+def test_handshake_frames() -> None:
+    frame = connect_frame("tok")
+    assert int.from_bytes(frame[:4], "big") == len(frame) - 4
+    assert b"token" in frame and b"tok" in frame
+    # BaseCommand{type=ERROR, error={request_id=0, error=AuthenticationError, message="no"}}
+    error = b"\x08\x00\x10\x03\x1a\x02no"
+    assert refusal(b"\x08\x0e\x72" + bytes([len(error)]) + error) == "no"
+    assert refusal(b"\x08\x03") is None  # CONNECTED
+
+
+def test_minted_tokens_are_hs256_jwts() -> None:
+    key = b"k" * 32
+    header, payload, signature = mint_token(key, "me").split(".")
+    assert json.loads(base64.urlsafe_b64decode(payload + "==")) == {"sub": "me"}
+    expected = hmac.new(key, f"{header}.{payload}".encode(), hashlib.sha256).digest()
+    assert base64.urlsafe_b64decode(signature + "==") == expected
+
+
+def test_broker_from_environment() -> None:
+    assert from_environment({}) is None
+    found = from_environment({"MSGSTREAM_TEST_PULSAR": "pulsar://h:6650"})
+    assert found is not None
+    assert (found.service_url, found.admin_url, found.valid_token) == (
+        "pulsar://h:6650",
+        "http://h:8080",
+        None,
+    )
