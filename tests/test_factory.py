@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from msgstream import (
     MsgStreamFactory,
     TtMsgStream,
     config_from_dict,
+    factory,
     new_msgstream,
     new_ttmsgstream,
 )
@@ -49,15 +51,28 @@ async def test_stream_settings_come_from_the_config() -> None:
         assert plain._receive_buffer_size == 2  # explicit options win
 
 
-@pytest.mark.parametrize("backend", ["kafka", "pulsar"])
-def test_a_backend_not_in_this_version_is_a_clear_error(backend: str) -> None:
-    config = config_from_dict(
-        {
-            "mq": {"type": backend},
-            "kafka": {"brokers": "k:9092"},
-            "pulsar": {"address": "pulsar://p:6650"},
-        },
-        env={},
-    )
-    with pytest.raises(BackendUnavailableError, match=f"backend '{backend}' is not implemented"):
+BROKER_CONFIG = {"kafka": {"brokers": "k:9092"}, "pulsar": {"address": "pulsar://p:6650"}}
+
+
+@pytest.mark.parametrize(("backend", "library"), [("kafka", "aiokafka"), ("pulsar", "pulsar")])
+def test_a_backend_whose_library_is_missing_names_the_extra(
+    backend: str, library: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = config_from_dict({"mq": {"type": backend}, **BROKER_CONFIG}, env={})
+    for name in list(sys.modules):
+        if name == library or name.startswith((f"{library}.", f"backends.{backend}")):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, library, None)  # makes `import <library>` fail
+    with pytest.raises(BackendUnavailableError) as info:
+        new_msgstream(config)
+    assert f"pip install 'msgstream[{backend}]'" in str(info.value)
+    assert repr(library) in str(info.value)
+
+
+def test_a_backend_module_that_does_not_exist_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(factory.BACKEND_MODULES, "kafka", "backends.no_such_module")
+    config = config_from_dict({"mq": {"type": "kafka"}, **BROKER_CONFIG}, env={})
+    with pytest.raises(BackendUnavailableError, match="backend 'kafka' is not implemented"):
         new_msgstream(config)
