@@ -216,3 +216,21 @@ async def test_broker_restart_loses_nothing_acknowledged(kafka_broker: Any) -> N
         assert set(acked) <= set(received)
         positions = [received.index(i) for i in acked]
         assert positions == sorted(positions)
+
+
+async def test_send_many_spanning_several_record_batches_returns_every_offset(
+    kafka_broker: Any,
+) -> None:
+    client = client_for(kafka_broker.bootstrap)
+    channel = channel_name()
+    producer = await client.create_producer(channel)
+    await producer.send(b"first")
+    payloads = [f"{i:04d}".encode() * 25 for i in range(2000)]  # 100 B each: ~13 batches
+    ids = await producer.send_many(payloads, {"k": "v"})
+    assert [i.offset for i in ids] == list(range(1, 2001))  # type: ignore[attr-defined]
+    consumer = await client.subscribe(channel, "sub", EARLIEST)
+    received = [await asyncio.wait_for(consumer.receive(), TIMEOUT) for _ in range(2001)]
+    assert [m.payload for m in received] == [b"first", *payloads]
+    assert [m.msg_id for m in received[1:]] == ids
+    assert all(dict(m.properties) == {"k": "v"} for m in received[1:])
+    await client.close()

@@ -69,7 +69,7 @@ MqType = Literal["default", "rocksmq", "kafka", "pulsar", "memory"]
 LatePolicy = Literal["deliver", "reject"]
 KafkaSecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 KafkaSaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-KafkaAcks = Literal["0", "1", "all"]
+KafkaAcks = Literal["1", "all"]  # not "0": a send must return the offset the broker gave
 KafkaCompression = Literal["none", "gzip", "snappy", "lz4", "zstd"]
 PulsarCompression = Literal["none", "lz4", "zlib", "zstd", "snappy"]
 PulsarSubscriptionType = Literal["exclusive", "failover"]
@@ -518,7 +518,8 @@ class KafkaConfig(_Section):
         default="all",
         metadata=_key(
             "Replicas that must have a message before a send is acknowledged ('all' never "
-            "loses an acknowledged message to a single broker failure)"
+            "loses an acknowledged message to a single broker failure; '0' is not offered: "
+            "a send returns the offset the broker assigned)"
         ),
     )
     linger_ms: int = field(

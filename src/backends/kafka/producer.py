@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiokafka import errors as kafka_errors
 
@@ -20,6 +20,35 @@ if TYPE_CHECKING:
 RECORD_OVERHEAD = 96
 """Bytes a one-record batch adds to its payload (batch header, record framing), rounded up:
 what a payload may not use of the broker's ``max.message.bytes``."""
+
+
+async def _send_in_batches(
+    producer: Any, topic: str, payloads: Sequence[bytes], headers: list[tuple[str, bytes]]
+) -> list[MessageID]:
+    """Send ``payloads`` as record batches we build ourselves, then wait for them all.
+
+    Appending to a batch costs far less than a ``producer.send`` per record (no future,
+    partition lookup or accumulator call per record). A batch's future gives its base
+    offset; its records follow it in order.
+    """
+    pending: list[tuple[Any, int]] = []
+    batch = producer.create_batch()
+    count = 0
+    for payload in payloads:
+        if batch.append(timestamp=None, key=None, value=payload, headers=headers) is None:
+            batch.close()
+            pending.append((await producer.send_batch(batch, topic, partition=0), count))
+            batch = producer.create_batch()
+            count = 0
+            batch.append(timestamp=None, key=None, value=payload, headers=headers)
+        count += 1
+    batch.close()
+    pending.append((await producer.send_batch(batch, topic, partition=0), count))
+    ids: list[MessageID] = []
+    for future, records in pending:
+        base = (await future).offset
+        ids.extend(KafkaMessageID(base + i) for i in range(records))
+    return ids
 
 
 class KafkaProducer:
@@ -61,11 +90,7 @@ class KafkaProducer:
                 if len(payloads) == 1:
                     future = await producer.send(topic, payloads[0], partition=0, headers=headers)
                     return [KafkaMessageID((await future).offset)]
-                futures = [
-                    await producer.send(topic, payload, partition=0, headers=headers)
-                    for payload in payloads
-                ]
-                return [KafkaMessageID(meta.offset) for meta in await asyncio.gather(*futures)]
+                return await _send_in_batches(producer, topic, payloads, headers or [])
         except TimeoutError as exc:
             raise BackendUnavailableError(
                 f"kafka at {client.brokers}: sending {len(payloads)} message(s) to channel "
