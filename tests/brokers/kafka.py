@@ -485,8 +485,8 @@ class LocalKafka:
         process = self._spawn(
             "kafka.tools.StorageTool",
             "format",
-            "--cluster-id",
-            self.cluster_id,
+            # One argument: an id may start with "-", which argparse takes for an option.
+            f"--cluster-id={self.cluster_id}",
             "--config",
             str(self.properties_path),
             "--standalone",
