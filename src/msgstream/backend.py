@@ -7,7 +7,7 @@ brokers. Backends live in the separate ``backends`` package and are imported laz
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import NamedTuple, Protocol, runtime_checkable
@@ -37,6 +37,46 @@ class ConsumedMessage(NamedTuple):
     msg_id: MessageID
     payload: bytes
     properties: Mapping[str, str] = MappingProxyType({})
+
+
+class ConsumedBatch:
+    """Messages read from one channel in one go, column by column.
+
+    What :meth:`BatchConsumer.receive_batch_nowait` returns: the payloads and each
+    message's ``MessageID.to_bytes()``, in channel order, without an object per message.
+    ``message(i)`` rebuilds the full :class:`ConsumedMessage` (MessageID, properties) for
+    the rare paths that need it, such as reporting an undecodable payload.
+    """
+
+    __slots__ = ("_message", "channel", "id_bytes", "payloads")
+
+    def __init__(
+        self,
+        channel: str,
+        payloads: list[bytes],
+        id_bytes: list[bytes],
+        message: Callable[[int], ConsumedMessage],
+    ) -> None:
+        self.channel = channel
+        self.payloads = payloads
+        self.id_bytes = id_bytes
+        self._message = message
+
+    def __len__(self) -> int:
+        return len(self.payloads)
+
+    def message(self, index: int) -> ConsumedMessage:
+        return self._message(index)
+
+    @classmethod
+    def of(cls, channel: str, messages: Sequence[ConsumedMessage]) -> ConsumedBatch:
+        """A batch of messages received one by one (the fallback of every backend)."""
+        return cls(
+            channel,
+            [m.payload for m in messages],
+            [m.msg_id.to_bytes() for m in messages],
+            messages.__getitem__,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +137,20 @@ class Consumer(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+class BatchConsumer(Consumer, Protocol):
+    """A consumer that can also hand over what it has read as one columnar batch.
+
+    Optional: streams use it when a consumer has it and fall back to ``receive_nowait``
+    otherwise. It saves a ``ConsumedMessage`` and a ``MessageID`` object per message on
+    the read path of a stream.
+    """
+
+    def receive_batch_nowait(self, max_messages: int) -> ConsumedBatch:
+        """Up to ``max_messages`` already-available messages, without waiting (possibly
+        none); the same messages, in the same order, ``receive_nowait`` would return."""
+        ...
 
 
 class Client(Protocol):

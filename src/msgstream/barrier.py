@@ -5,29 +5,40 @@ Per channel it keeps the last tick seen and everything read but not yet emitted 
 and ticks above the last emitted ``end_ts``, in arrival order). A pack is due when
 ``min(last tick of every channel)`` passes the last emitted ``end_ts``; it holds every
 buffered data message with ``ts <= end_ts``, ordered by (ts, channel order, arrival).
+
+Messages are held as rows (:mod:`msgstream.rows`): a channel's state is the log of every
+row read since the oldest one still needed, in arrival order, with a cursor ``lo``
+(everything before it has been through a pack cut) and the few rows before ``lo`` held
+back because their timestamp was above that cut. Whole runs of rows move in at once
+(:meth:`TickBarrier.push_rows`) and whole runs are cut into packs; row-by-row work is
+only done where something unusual (a late message, a duplicate, a seek) needs it.
 """
 
 from __future__ import annotations
 
 import logging
-import operator
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, repeat
+from operator import add, mul
 from typing import Literal
 
 from .errors import InvalidPositionError, LateMessageError
-from .messages import DeleteMsg, InsertMsg, TimeTickMsg, TsMsg
+from .messages import TsMsg
 from .pack import MsgPack
+from .plans import KIND_DATA, KIND_DEAD, KIND_DML, KIND_TICK, ReadyPlan
 from .position import MsgPosition
+from .rows import Rows, message_rows
 
 log = logging.getLogger(__name__)
 
-_TIME_TICK = TimeTickMsg.MSG_TYPE
-_DML_TYPES = frozenset({InsertMsg.MSG_TYPE, DeleteMsg.MSG_TYPE})
-
 LatePolicy = Literal["deliver", "reject"]
 LateHandler = Callable[[str, TsMsg, LateMessageError], None]
+
+_TRIM_ROWS = 1
+"""Rows a channel's log may keep behind its oldest row still needed before it is cut:
+delivered messages are let go at once (their payloads may be large), which costs a
+move of the few rows still pending per channel and pack."""
 
 
 @dataclass(slots=True)
@@ -44,12 +55,15 @@ class BarrierStats:
 class _Channel:
     index: int
     name: str
+    rows: Rows
+    """Every row read since the oldest one still needed, in arrival order (ticks and
+    dropped messages included, as ``KIND_TICK`` / ``KIND_DEAD`` rows)."""
+    lo: int = 0
+    """The first row no pack cut has looked at yet."""
+    held: list[int] = field(default_factory=list)
+    """Data rows before ``lo`` whose timestamp was above the cut that saw them."""
     last_tick: int | None = None
-    pending: deque[tuple[int, TsMsg, MsgPosition | None]] = field(default_factory=deque)
-    """(ts, msg, position of the message read before it) read but not emitted, ticks
-    included, in arrival order."""
     data_pending: int = 0
-    last_read: MsgPosition | None = None
     start: MsgPosition | None = None
     """Where the next pack starts on this channel."""
     resume_ts: int | None = None
@@ -69,7 +83,7 @@ class TickBarrier:
             raise ValueError("a time-tick barrier needs at least one channel")
         if len(set(channels)) != len(channels):
             raise ValueError(f"duplicate channels in {list(channels)}")
-        self._channels = {name: _Channel(i, name) for i, name in enumerate(channels)}
+        self._channels = {name: _Channel(i, name, Rows(name)) for i, name in enumerate(channels)}
         self._order = list(self._channels.values())
         self.late_policy = late_policy
         self._on_late = on_late
@@ -99,9 +113,9 @@ class TickBarrier:
     def end_ts(self) -> int | None:
         """The time every channel has reached, or None while some channel has no tick."""
         ticks = [c.last_tick for c in self._order]
-        if any(t is None for t in ticks):
+        if None in ticks:
             return None
-        return min(t for t in ticks if t is not None)
+        return min(ticks)  # type: ignore[type-var]
 
     def wants(self, channel: str) -> bool:
         """Whether reading more of ``channel`` is allowed now (bounded buffers).
@@ -111,47 +125,88 @@ class TickBarrier:
         can never deadlock on a full buffer.
         """
         state = self._channel(channel)
-        if state.data_pending < self.capacity:
-            return True
+        return state.data_pending < self.capacity or self._waits_on(state)
+
+    def _waits_on(self, state: _Channel) -> bool:
         end = self.end_ts()
         return state.last_tick is None or end is None or state.last_tick <= end
 
+    # --- feeding ----------------------------------------------------------------------
     def push(self, channel: str, msg: TsMsg) -> None:
         """Feed one message read from ``channel`` (its ``position`` set)."""
         state = self._channels.get(channel) or self._channel(channel)
-        ts = msg.end_ts
-        previous = state.last_read
-        state.last_read = msg.position
+        self._push_row(state, message_rows(channel, msg), 0)
+
+    def push_rows(self, channel: str, rows: Rows, lo: int) -> tuple[int, bool]:
+        """Feed rows of ``channel`` from ``rows[lo]`` on, up to and including the next
+        tick, as far as :meth:`wants` allows before each one.
+
+        Returns how many rows were taken and whether the last one was a tick (then a
+        pack may be due). The same as :meth:`push` of each message in turn, checking
+        :meth:`wants` before each, and stopping after a tick.
+        """
+        state = self._channels.get(channel) or self._channel(channel)
+        kinds, stamps = rows.kinds, rows.ts
+        tick = kinds.find(KIND_TICK, lo)
+        data_end = len(kinds) if tick < 0 else tick
+        hi = data_end if tick < 0 else tick + 1
+        last_tick = state.last_tick
+        if (
+            state.resume_ts is None
+            and (last_tick is None or data_end == lo or min(stamps[lo:data_end]) > last_tick)
+            and (tick < 0 or stamps[tick] > self.emitted_end_ts)
+            and (state.data_pending + hi - lo <= self.capacity or self._waits_on(state))
+        ):  # no late, skipped or stale message, and room for all: take them as they are
+            if state.start is None:
+                state.start = rows.position(lo)
+            state.rows.group = rows.group
+            state.rows.extend(rows, lo, hi)
+            state.data_pending += data_end - lo
+            if tick >= 0 and (last_tick is None or stamps[tick] > last_tick):
+                state.last_tick = stamps[tick]
+            return hi - lo, tick >= 0
+        state.rows.group = rows.group
+        for index in range(lo, hi):
+            if not self.wants(channel):
+                return index - lo, False
+            self._push_row(state, rows, index)
+        return hi - lo, tick >= 0
+
+    def _push_row(self, state: _Channel, rows: Rows, index: int) -> None:
+        """Feed one row: the rules of the barrier, message by message."""
+        log_rows = state.rows
         if state.start is None:
-            state.start = msg.position
-        if msg.MSG_TYPE == _TIME_TICK:
+            state.start = rows.position(index)
+        ts = rows.ts[index]
+        kind = rows.kinds[index]
+        if kind == KIND_TICK:
             if state.resume_ts is not None and ts > state.resume_ts:
                 state.resume_ts = None
             if state.last_tick is None or ts > state.last_tick:
                 state.last_tick = ts
-            if ts > self.emitted_end_ts:
-                state.pending.append((ts, msg, previous))
+            log_rows.append_row(rows, index, KIND_TICK if ts > self.emitted_end_ts else KIND_DEAD)
             return
         if state.resume_ts is not None and ts <= state.resume_ts:
             self.stats.resume_skipped += 1
+            log_rows.append_row(rows, index, KIND_DEAD)
             return
         if state.last_tick is not None and ts <= state.last_tick:
-            error = LateMessageError(channel, msg.msg_id, ts, state.last_tick)
+            msg = rows.build(index)
+            error = LateMessageError(state.name, msg.msg_id, ts, state.last_tick)
             if self.late_policy == "reject":
                 self.stats.late_rejected += 1
                 log.error("%s; rejected (late_policy=reject)", error)
+                log_rows.append_row(rows, index, KIND_DEAD)
             else:
                 self.stats.late_delivered += 1
                 log.warning("%s; delivered in the next pack", error)
-                self._keep(state, ts, msg, previous)
-            self._report_late(channel, msg, error)
+                # Deliver the very object the callback saw.
+                log_rows.append_row(rows, index, kind)
+                log_rows.plans[-1] = ReadyPlan(msg)
+                state.data_pending += 1
+            self._report_late(state.name, msg, error)
             return
-        state.pending.append((ts, msg, previous))  # _keep, inlined: the hot path
-        state.data_pending += 1
-
-    @staticmethod
-    def _keep(state: _Channel, ts: int, msg: TsMsg, previous: MsgPosition | None) -> None:
-        state.pending.append((ts, msg, previous))
+        log_rows.append_row(rows, index, kind)
         state.data_pending += 1
 
     def _report_late(self, channel: str, msg: TsMsg, error: LateMessageError) -> None:
@@ -162,59 +217,48 @@ class TickBarrier:
         except Exception:  # the message is kept (or counted) already; a callback can't lose it
             log.exception("on_late callback failed on channel %r", channel)
 
+    # --- cutting packs --------------------------------------------------------------------
     def pop(self) -> MsgPack | None:
         """The next pack if time advanced, else None."""
         end = self.end_ts()
         if end is None or end <= self.emitted_end_ts:
             return None
         begin = self.emitted_end_ts
-        out: list[tuple[int, int, TsMsg]] = []
+        stamps: list[int] = []
+        msgs: list[TsMsg] = []
         start_positions: list[MsgPosition] = []
         end_positions: list[MsgPosition] = []
         ack_positions: list[MsgPosition] = []
+        channels_with_data = 0
         for state in self._order:
-            # Scan in arrival order up to the first tick above ``end``: everything after
-            # that tick has a larger timestamp (the channel's promise), so it stays.
-            pending = state.pending
-            kept: list[tuple[int, TsMsg, MsgPosition | None]] = []
-            seen: set[tuple[int, int]] = set()
-            while pending:
-                ts, msg, _ = pending[0]
-                is_tick = msg.MSG_TYPE == _TIME_TICK
-                if ts > end:
-                    if is_tick:
-                        break
-                    kept.append(pending.popleft())
-                    continue
-                pending.popleft()
-                if is_tick:
-                    continue
-                state.data_pending -= 1
-                if msg.MSG_TYPE in _DML_TYPES:
-                    key = (msg.source_id, msg.msg_id)
-                    if key in seen:
-                        self.stats.duplicates_dropped += 1
-                        continue
-                    seen.add(key)
-                out.append((ts, state.index, msg))
-            if kept:
-                pending.extendleft(reversed(kept))
-            head = pending[0][1].position if pending else state.last_read
-            assert head is not None, "a channel with a tick has read a message"
-            done = pending[0][2] if pending else state.last_read
+            before = len(msgs)
+            head = self._cut(state, end, stamps, msgs)
+            channels_with_data += len(msgs) > before
+            rows = state.rows
+            last = len(rows) - 1
+            # The first message on the channel not emitted yet, and the one read before it.
+            head_position = rows.position(head if head is not None else last)
+            assert head_position is not None, "a channel with a tick has read a message"
+            done_index = head - 1 if head is not None else last
+            done = rows.position(done_index) if done_index >= 0 else None
             if done is not None:
                 ack_positions.append(done)
-            start = state.start or head
+            start = state.start or head_position
             start_positions.append(start._replace(timestamp=begin))
-            end_position = head._replace(timestamp=end)
+            end_position = head_position._replace(timestamp=end)
             end_positions.append(end_position)
             state.start = end_position
-        out.sort(key=_ORDER_KEY)
+            self._trim(state, done_index)
+        if channels_with_data > 1 or stamps != sorted(stamps):
+            # A stable sort on the timestamp alone: equal timestamps keep channel order,
+            # then arrival order, as the rows were gathered channel by channel.
+            order = sorted(range(len(stamps)), key=stamps.__getitem__)
+            msgs = list(map(msgs.__getitem__, order))
         self.emitted_end_ts = end
         self.stats.packs += 1
-        self.stats.messages += len(out)
+        self.stats.messages += len(msgs)
         return MsgPack(
-            msgs=[m for _, _, m in out],
+            msgs=msgs,
             begin_ts=begin,
             end_ts=end,
             start_positions=start_positions,
@@ -222,10 +266,128 @@ class TickBarrier:
             ack_positions=ack_positions,
         )
 
+    def _cut(self, state: _Channel, end: int, stamps: list[int], msgs: list[TsMsg]) -> int | None:
+        """Move the channel's messages with ``ts <= end`` (in arrival order) to
+        ``stamps``/``msgs``; return the row of its first message not emitted, if any."""
+        rows = state.rows
+        kinds, ts = rows.kinds, rows.ts
+        lo = state.lo
+        # Everything up to the first tick above ``end`` is looked at: what follows that
+        # tick has a larger timestamp (the channel's promise), so it stays.
+        cut, at = len(kinds), lo
+        while (tick := kinds.find(KIND_TICK, at)) >= 0:
+            if ts[tick] > end:
+                cut = tick
+                break
+            at = tick + 1
+        if state.held:
+            looked = -1  # rows held back by an earlier cut: row by row
+        elif lo == cut:
+            looked = lo  # nothing new to look at
+        else:
+            looked = self._cut_whole(state, lo, cut, end, stamps, msgs)
+        if looked < 0:
+            self._cut_each(state, chain(state.held, range(lo, cut)), end, stamps, msgs)
+            looked = cut
+        state.lo = looked
+        head = state.held[0] if state.held else looked
+        while head < len(kinds) and kinds[head] == KIND_DEAD:
+            head += 1
+        return head if head < len(kinds) else None
 
-_ORDER_KEY = operator.itemgetter(0, 1)
-"""Sort key of emitted messages: (timestamp, channel index); the sort is stable, so
-arrival order breaks the remaining ties."""
+    def _cut_whole(
+        self, state: _Channel, lo: int, cut: int, end: int, stamps: list[int], msgs: list[TsMsg]
+    ) -> int:
+        """Emit rows ``lo:cut`` in runs if nothing in them needs a look of its own.
+
+        Up to the last tick (all ticks here are at or below ``end``) there must be only
+        DML data and ticks, no timestamp above ``end`` and no repeated (source_id,
+        msg_id); after it only data above ``end``, which stays (those rows are looked at
+        again by the next cut, as row-by-row cutting would hold them back). Returns where
+        the next cut starts, or -1 (having emitted nothing) if a row needs a look.
+        """
+        rows = state.rows
+        kinds, ts = rows.kinds, rows.ts
+        after = kinds.rfind(KIND_TICK, lo, cut) + 1 or lo
+        if after < cut and (
+            kinds.count(KIND_DML, after, cut) + kinds.count(KIND_DATA, after, cut) != cut - after
+            or min(ts[after:cut]) <= end
+        ):
+            return -1
+        if after == lo:
+            return lo
+        ticks = kinds.count(KIND_TICK, lo, after)
+        if kinds.count(KIND_DML, lo, after) + ticks != after - lo or max(ts[lo:after]) > end:
+            return -1
+        runs: list[tuple[int, int]] = []  # the data between the ticks
+        at = lo
+        for _ in range(ticks):
+            tick = kinds.find(KIND_TICK, at, after)
+            if tick > at:
+                runs.append((at, tick))
+            at = tick + 1
+        if _has_repeats(rows, runs):
+            return -1
+        count = sum(b - a for a, b in runs)
+        for a, b in runs:
+            stamps += ts[a:b]
+            msgs += rows.build_range(a, b)
+        state.data_pending -= count
+        return after
+
+    def _cut_each(
+        self,
+        state: _Channel,
+        candidates: Iterable[int],
+        end: int,
+        stamps: list[int],
+        msgs: list[TsMsg],
+    ) -> None:
+        """Emit row by row: held rows first, then the new ones, in arrival order."""
+        rows = state.rows
+        kinds, ts = rows.kinds, rows.ts
+        held: list[int] = []
+        seen: set[tuple[int, int]] = set()
+        for index in candidates:
+            kind = kinds[index]
+            if kind in (KIND_TICK, KIND_DEAD):
+                continue
+            if ts[index] > end:
+                held.append(index)
+                continue
+            state.data_pending -= 1
+            if kind == KIND_DML:
+                key = rows.dedup_key(index)
+                if key in seen:
+                    self.stats.duplicates_dropped += 1
+                    continue
+                seen.add(key)
+            stamps.append(ts[index])
+            msgs.append(rows.build(index))
+        state.held = held
+
+    def _trim(self, state: _Channel, done_index: int) -> None:
+        """Forget rows before ``done_index`` (the last one an ack may still name)."""
+        if done_index < _TRIM_ROWS:
+            return
+        state.rows.drop_front(done_index)
+        state.lo -= done_index
+        if state.held:
+            state.held = [index - done_index for index in state.held]
+
+
+def _has_repeats(rows: Rows, runs: list[tuple[int, int]]) -> bool:
+    """Whether two rows of ``runs`` share (source_id, msg_id), checked on ints (no tuple
+    per row): on msg_id alone when one source sent them all, as is common."""
+    if not runs:
+        return False
+    sources = list(chain.from_iterable(rows.sources[a:b] for a, b in runs))
+    msg_ids = list(chain.from_iterable(rows.msg_ids[a:b] for a, b in runs))
+    if sources.count(sources[0]) == len(sources):
+        return len(set(msg_ids)) != len(msg_ids)
+    # source_id and msg_id are int64: one int per pair, without collisions.
+    keys = set(map(add, map(mul, sources, repeat(1 << 64)), msg_ids))
+    return len(keys) != len(msg_ids)
 
 
 def merge_packs(packs: Sequence[MsgPack]) -> MsgPack:

@@ -20,7 +20,11 @@ from __future__ import annotations
 import base64
 import struct
 import zlib
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter, getitem
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -28,6 +32,7 @@ import orjson
 from .buffers import BodyReader, BodyWriter
 from .errors import CodecError, DecodeError, UnknownMessageTypeError
 from .messages import BUILTIN_TYPES, USER_TYPE_MIN, DmlMsg, Header, TsMsg
+from .plans import Plan, ReadyPlan, plan_for
 from .schema import CollectionSchema, FieldData
 
 MAGIC = b"MS"
@@ -39,16 +44,27 @@ DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
 
 
+PLAN_CACHE_SIZE = 4096
+"""Decode plans a registry keeps (keyed by type and body bytes); the cache starts over
+when full."""
+
+
 class MessageRegistry:
-    """Maps message type codes to classes."""
+    """Maps message type codes to classes.
+
+    It also caches the decode plans of the bodies it has seen (:mod:`msgstream.plans`);
+    changing the registry drops them.
+    """
 
     def __init__(self, types: tuple[type[TsMsg], ...] = ()) -> None:
         self._by_code: dict[int, type[TsMsg]] = {}
+        self.plans: dict[tuple[int, bytes], Plan] = {}
         for cls in types:
             self._add(cls)
 
     def _add(self, cls: type[TsMsg]) -> None:
         self._by_code[cls.MSG_TYPE] = cls
+        self.plans.clear()
 
     def register(self, cls: type[TsMsg]) -> type[TsMsg]:
         """Register a user message type (usable as a class decorator)."""
@@ -68,6 +84,7 @@ class MessageRegistry:
     def unregister(self, cls: type[TsMsg]) -> None:
         if self._by_code.get(cls.MSG_TYPE) is cls:
             del self._by_code[cls.MSG_TYPE]
+            self.plans.clear()
 
     def lookup(self, code: int) -> type[TsMsg] | None:
         return self._by_code.get(code)
@@ -145,12 +162,25 @@ def peek_header(data: bytes) -> tuple[int, int, int, int]:
     return msg_type, msg_id, ts, source
 
 
+def peek_time_range(data: bytes) -> tuple[int, int, int]:
+    """``(msg_type, begin_ts, end_ts)`` without decoding the body: the time range the
+    time-tick barrier orders a message by (for Insert and Delete the min/max of their row
+    timestamps, else the timestamp twice)."""
+    _, msg_type, _, _, _, begin_ts, end_ts, *_ = _unpack_envelope(data)
+    return msg_type, begin_ts, end_ts
+
+
 def decode(
     data: bytes,
     registry: MessageRegistry = default_registry,
     max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> TsMsg:
     """Parse a payload; raise ``DecodeError`` or ``UnknownMessageTypeError``."""
+    return _decode(data, registry, max_bytes)[0]
+
+
+def _decode(data: bytes, registry: MessageRegistry, max_bytes: int) -> tuple[TsMsg, Any, int]:
+    """The message, its parsed JSON body and where its side buffers start."""
     size = len(data)
     if size > max_bytes:
         raise DecodeError(f"payload of {size} bytes exceeds the limit of {max_bytes}")
@@ -181,7 +211,180 @@ def decode(
     if isinstance(msg, DmlMsg):
         msg.adopt_ts_range(begin_ts, end_ts)
     msg.size = size
-    return msg
+    return msg, body, body_end
+
+
+# --- many payloads at once ------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class DecodedBatch:
+    """Payloads of one read, validated and planned, column by column (good rows only).
+
+    ``ts`` is what the time-tick barrier orders by (the message's ``end_ts``); ``kinds``
+    its row kind (:mod:`msgstream.plans`); ``msg_ids``, ``stamps`` and ``sources`` the
+    envelopes' msg_id, timestamp and source_id. ``bad`` lists ``(index, error)`` of the
+    payloads that failed, in input order; they have no row. ``ready`` lists the rows
+    decoded in full already (their plan is a :class:`~msgstream.plans.ReadyPlan`).
+    The columns are read-only (``ts`` may be the very list ``stamps`` is).
+    """
+
+    plans: list[Plan] = field(default_factory=list)
+    ts: list[int] = field(default_factory=list)
+    kinds: bytearray = field(default_factory=bytearray)
+    msg_ids: list[int] = field(default_factory=list)
+    stamps: list[int] = field(default_factory=list)
+    sources: list[int] = field(default_factory=list)
+    bad: list[tuple[int, CodecError]] = field(default_factory=list)
+    ready: list[int] = field(default_factory=list)
+
+
+class _NoPlan(Plan):
+    __slots__ = ()
+
+
+_NO_PLAN = _NoPlan(-1, 1 << 62)
+_HEAD = slice(0, _CRC_OFFSET)
+_TAIL = slice(ENVELOPE_SIZE, None)
+_need = attrgetter("need")
+_kind = attrgetter("kind")
+_ts_field = attrgetter("ts_field")
+_body_end = ENVELOPE_SIZE.__add__
+_BYTES_ONLY = {bytes}
+_COPY_LIMIT = 4096
+"""Payload size up to which the checksummed part is sliced (copied) rather than viewed."""
+_ENVELOPE_PART = slice(0, ENVELOPE_SIZE)
+_ENVELOPE_DTYPE = np.dtype(
+    [
+        ("magic", "S2"),
+        ("version", "u1"),
+        ("flags", "u1"),
+        ("msg_type", "<u2"),
+        ("msg_id", "<i8"),
+        ("timestamp", "<u8"),
+        ("source_id", "<i8"),
+        ("begin_ts", "<u8"),
+        ("end_ts", "<u8"),
+        ("json_len", "<u4"),
+        ("crc", "<u4"),
+    ]
+)
+"""The envelope as a numpy record (packed: the same bytes as ``_ENVELOPE``)."""
+_END_TS_FIELD = 8
+_part = cast(Callable[[bytes, slice], bytes], getitem)
+"""``payload[a:b]``, for C-level maps."""
+
+
+def decode_batch(
+    payloads: Sequence[bytes],
+    registry: MessageRegistry = default_registry,
+    max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> DecodedBatch:
+    """Validate payloads as :func:`decode` does, without building messages yet.
+
+    Every payload gets exactly :func:`decode`'s checks and errors; a good one becomes a
+    row whose plan builds the message :func:`decode` would return. Payloads whose body
+    was seen before (a cached plan) are checked column-wise, one C-level pass per check
+    over the whole batch; the first of each body, and every payload of a batch where
+    anything is off, is decoded in full.
+    """
+    batch = _decode_known(payloads, registry, max_bytes)
+    return batch if batch is not None else _decode_each(payloads, registry, max_bytes)
+
+
+def _decode_known(
+    payloads: Sequence[bytes], registry: MessageRegistry, max_bytes: int
+) -> DecodedBatch | None:
+    """The batch when every payload is sound and has a cached plan, else None.
+
+    The envelopes are read as one numpy record array (their bytes joined), so checking a
+    batch makes no Python object per message beyond the ints of its columns.
+    """
+    count = len(payloads)
+    if not count:
+        return DecodedBatch()
+    if set(map(type, payloads)) != _BYTES_ONLY:  # plans are keyed by (hashable) bytes
+        return None
+    sizes = np.fromiter(map(len, payloads), np.int64, count)
+    if sizes.max() > max_bytes or sizes.min() < ENVELOPE_SIZE:
+        return None
+    env = np.frombuffer(b"".join(map(_part, payloads, repeat(_ENVELOPE_PART))), _ENVELOPE_DTYPE)
+    if not ((env["magic"] == MAGIC).all() and (env["version"] == VERSION).all()):
+        return None
+    body_ends = env["json_len"] + np.int64(ENVELOPE_SIZE)
+    if not (body_ends <= sizes).all():
+        return None
+    prefixes = map(_part, payloads, repeat(_HEAD))
+    # Small payloads: slicing copies less than a memoryview costs; large ones: no copy.
+    sliceable: Iterable[Any] = payloads if sizes.max() <= _COPY_LIMIT else map(memoryview, payloads)
+    tails: Iterable[Any] = map(getitem, sliceable, repeat(_TAIL))
+    crcs = np.fromiter(map(zlib.crc32, tails, map(zlib.crc32, prefixes)), np.uint32, count)
+    if not (crcs == env["crc"]).all():
+        return None
+    bodies = map(_part, payloads, map(slice, repeat(ENVELOPE_SIZE), body_ends.tolist()))
+    keys = zip(env["msg_type"].tolist(), bodies, strict=True)  # one tuple, reused by zip
+    plans = list(map(registry.plans.get, keys, repeat(_NO_PLAN)))
+    if not (np.fromiter(map(_need, plans), np.int64, count) <= sizes).all():
+        return None  # a payload without a plan (_NO_PLAN needs more than any payload has)
+    # The barrier orders DML by end_ts, the rest by timestamp. Most often (single-row
+    # DML, ticks) they are equal and both columns are one list (never modified).
+    end_ts, timestamp = env["end_ts"], env["timestamp"]
+    stamps = timestamp.tolist()
+    ts = stamps
+    if not (end_ts == timestamp).all():
+        by_end = np.fromiter(map(_ts_field, plans), np.int64, count) == _END_TS_FIELD
+        ts = np.where(by_end, end_ts, timestamp).tolist()
+    kinds = bytearray(map(_kind, plans))
+    return DecodedBatch(plans, ts, kinds, env["msg_id"].tolist(), stamps, env["source_id"].tolist())
+
+
+def _decode_each(
+    payloads: Sequence[bytes], registry: MessageRegistry, max_bytes: int
+) -> DecodedBatch:
+    batch = DecodedBatch()
+    for index, payload in enumerate(payloads):
+        try:
+            head, plan, ts = _decode_one(payload, registry, max_bytes)
+        except CodecError as exc:
+            batch.bad.append((index, exc))
+            continue
+        if type(plan) is ReadyPlan:
+            batch.ready.append(len(batch.plans))
+        batch.plans.append(plan)
+        batch.ts.append(ts)
+        batch.kinds.append(plan.kind)
+        batch.msg_ids.append(head[4])
+        batch.stamps.append(head[5])
+        batch.sources.append(head[6])
+    return batch
+
+
+def _decode_one(
+    payload: bytes, registry: MessageRegistry, max_bytes: int
+) -> tuple[tuple[Any, ...], Plan, int]:
+    size = len(payload)
+    if type(payload) is bytes and ENVELOPE_SIZE <= size <= max_bytes:
+        head = _ENVELOPE.unpack_from(payload)
+        body_end = ENVELOPE_SIZE + head[9]
+        key = (head[3], payload[ENVELOPE_SIZE:body_end])
+        plan = registry.plans.get(key) if body_end <= size else None
+        if (
+            plan is not None
+            and plan.need <= size
+            and head[0] == MAGIC
+            and head[1] == VERSION
+            and zlib.crc32(payload[_TAIL], zlib.crc32(payload[_HEAD])) == head[10]
+        ):
+            return head, plan, head[plan.ts_field]
+    msg, body, body_end = _decode(payload, registry, max_bytes)
+    head = _ENVELOPE.unpack_from(payload)
+    found = plan_for(type(msg), body, body_end) if type(payload) is bytes else None
+    if found is None:
+        return head, ReadyPlan(msg), msg.end_ts
+    if len(registry.plans) >= PLAN_CACHE_SIZE:
+        registry.plans.clear()
+    registry.plans[head[3], payload[ENVELOPE_SIZE:body_end]] = found
+    return head, found, head[found.ts_field]
 
 
 def to_jsonable(msg: TsMsg) -> dict[str, Any]:

@@ -225,31 +225,40 @@ class DmlMsg(TsMsg):
         return True
 
     def _ts_range(self) -> tuple[int, int]:
+        state = self.__dict__
+        span = state.get("_ts_span")
+        stamps = state.get("row_timestamps")
+        if span is not None and span[0] is stamps:
+            return span[1], span[2]
+        plan = state.get("_plan")
+        if plan is not None and stamps is None:
+            # Decoded lazily, arrays not built: the envelope holds the range.
+            begin, end = plan.ts_range(state["_payload"])
+            state["_ts_span"] = (None, begin, end)
+            return begin, end
         stamps = self.timestamps
-        span = (
+        begin, end = (
             (int(stamps.min()), int(stamps.max()))
             if len(stamps)
             else (self.timestamp, self.timestamp)
         )
-        self.__dict__["_ts_cache"] = (stamps, span)
-        return span
+        state["_ts_span"] = (stamps, begin, end)
+        return begin, end
 
     def adopt_ts_range(self, begin_ts: int, end_ts: int) -> None:
         """Take ``begin_ts``/``end_ts`` from a trusted source (the decoded envelope)."""
-        self.__dict__["_ts_cache"] = (self.timestamps, (begin_ts, end_ts))
+        state = self.__dict__
+        state["_ts_span"] = (state.get("row_timestamps"), begin_ts, end_ts)
 
+    # The range is cached with the array it was computed from (replacing the array
+    # invalidates it) and read through ``__dict__``, so that a lazily decoded message
+    # answers from its envelope without building its arrays.
     @property
     def begin_ts(self) -> int:
-        cached = self.__dict__.get("_ts_cache")
-        if cached is not None and cached[0] is self.row_timestamps:
-            return cached[1][0]  # type: ignore[no-any-return]
         return self._ts_range()[0]
 
     @property
     def end_ts(self) -> int:
-        cached = self.__dict__.get("_ts_cache")
-        if cached is not None and cached[0] is self.row_timestamps:
-            return cached[1][1]  # type: ignore[no-any-return]
         return self._ts_range()[1]
 
 
@@ -493,3 +502,82 @@ BUILTIN_TYPES: tuple[type[TsMsg], ...] = (
     CreatePartitionMsg,
     DropPartitionMsg,
 )
+
+
+# --- lazily decoded messages --------------------------------------------------------------
+#
+# A stream that delivers many messages builds each one from a decode plan (see
+# ``msgstream.plans``): the payload is fully validated when it is read, but the numpy
+# views over its buffers, the ``hash_keys`` list and the ``position`` are only made when
+# first used. Until then such a message holds ``_plan`` and ``_payload`` (and ``_at``,
+# ``_in``: its MessageID bytes and its (channel, subscription)). The fields below are
+# non-data descriptors: once a value is set on the instance it is found there first, at
+# plain attribute speed, and the descriptor is not consulted again.
+
+_NO_DEFAULT: Any = object()
+
+
+class _DeferredField:
+    """A body field a lazily decoded message fills on first access.
+
+    ``default`` stands in for the class attribute a dataclass field with a plain default
+    would have; ``factory`` makes the value of a ``default_factory`` field that is missing
+    (``hash_keys``, which decoded messages do not carry).
+    """
+
+    __slots__ = ("_default", "_factory", "_name")
+
+    def __init__(self, name: str, default: Any = _NO_DEFAULT, factory: Any = None) -> None:
+        self._name = name
+        self._default = default
+        self._factory = factory
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            if self._default is _NO_DEFAULT:
+                raise AttributeError(f"type object {owner!r} has no attribute {self._name!r}")
+            return self._default
+        state = instance.__dict__
+        plan = state.get("_plan")
+        if plan is not None:
+            plan.fill(instance)
+            if self._name in state:
+                return state[self._name]
+        if self._factory is not None:
+            value = state[self._name] = self._factory()
+            return value
+        if self._default is _NO_DEFAULT:
+            raise AttributeError(
+                f"{type(instance).__name__!r} object has no attribute {self._name!r}"
+            )
+        return self._default
+
+
+class _DeferredPosition:
+    """``position`` of a lazily decoded message, made on first access."""
+
+    __slots__ = ()
+
+    def __get__(self, instance: Any, owner: type | None = None) -> MsgPosition | None:
+        if instance is None:
+            return None
+        state = instance.__dict__
+        msg_id = state.pop("_at", None)
+        if msg_id is None:
+            return None
+        channel, group = state.pop("_in")
+        position = state["position"] = MsgPosition(channel, msg_id, group, state["timestamp"])
+        return position
+
+
+def _defer(cls: type, name: str, **how: Any) -> None:
+    # ``setattr``: the class attribute stays typed as the field's value for type checkers.
+    setattr(cls, name, _DeferredField(name, **how))
+
+
+_defer(TsMsg, "hash_keys", factory=list)
+setattr(TsMsg, "position", _DeferredPosition())  # noqa: B010 (see _defer)
+_defer(DmlMsg, "row_timestamps", default=None)
+_defer(InsertMsg, "row_ids")
+_defer(InsertMsg, "fields")
+_defer(DeleteMsg, "primary_keys")

@@ -1,7 +1,8 @@
-"""Background reading of one channel: receive, decode, buffer (bounded).
+"""Background reading of one channel: receive in batches, validate, buffer (bounded).
 
 Undecodable messages are counted, logged with channel and MessageID, handed to an
-optional callback and skipped: one bad message never stops a stream.
+optional callback and skipped: one bad message never stops a stream. Good ones wait in
+the buffer as rows (:mod:`msgstream.rows`) and become message objects when taken.
 """
 
 from __future__ import annotations
@@ -9,15 +10,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .backend import ConsumedMessage, Consumer
-from .codec import MessageRegistry, decode
+from .backend import ConsumedBatch, ConsumedMessage, Consumer
+from .codec import MessageRegistry, decode_batch
 from .errors import CodecError, UnknownMessageTypeError
 from .messages import TsMsg
+from .plans import ReadyPlan
 from .position import MsgPosition
+from .rows import RowQueue, Rows
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,12 @@ class ReadStats:
 
 
 class ChannelReader:
+    """Reads one consumer into a bounded :class:`~msgstream.rows.RowQueue`.
+
+    Uses the consumer's optional ``receive_batch_nowait`` (see
+    :class:`~msgstream.backend.BatchConsumer`) when it has one, else ``receive_nowait``.
+    """
+
     def __init__(
         self,
         consumer: Consumer,
@@ -45,7 +53,7 @@ class ChannelReader:
     ) -> None:
         self.consumer = consumer
         self.channel = consumer.channel
-        self.buffer: deque[TsMsg] = deque()
+        self.buffer = RowQueue()
         self.error: BaseException | None = None
         self._registry = registry
         self._capacity = capacity
@@ -55,10 +63,12 @@ class ChannelReader:
         self._max_bytes = max_message_bytes
         self._on_bad = on_bad_message
         self._task: asyncio.Task[None] | None = None
+        self._receive_batch: Callable[[int], ConsumedBatch] | None = None
 
     def start(self) -> None:
         """Start reading (again, after a stop or after the reading task failed)."""
         if self._task is None or self._task.done():
+            self._receive_batch = self._batch_reader()
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"msgstream-reader-{self.channel}"
             )
@@ -82,35 +92,73 @@ class ChannelReader:
         self._space.set()
 
     def popleft(self) -> TsMsg:
+        """Take the oldest buffered message."""
         msg = self.buffer.popleft()
         if len(self.buffer) < self._capacity:
             self._space.set()
         return msg
 
-    def _decode(self, raw: ConsumedMessage) -> TsMsg | None:
-        try:
-            msg = decode(raw.payload, self._registry, self._max_bytes)
-        except CodecError as exc:
-            if isinstance(exc, UnknownMessageTypeError):
-                self._stats.unknown_types += 1
-            else:
-                self._stats.decode_errors += 1
-            log.warning(
-                "skipping undecodable message on channel %r at MessageID %r: %s",
-                raw.channel,
-                raw.msg_id,
-                exc,
-            )
-            if self._on_bad is not None:
-                try:
-                    self._on_bad(raw, exc)
-                except Exception:  # a failing callback must not cost the messages after it
-                    log.exception("on_bad_message callback failed on channel %r", raw.channel)
+    def advance(self, count: int) -> None:
+        """Take ``count`` rows of the buffer's head chunk (their new owner keeps them)."""
+        self.buffer.advance(count)
+        if len(self.buffer) < self._capacity:
+            self._space.set()
+
+    def _batch_reader(self) -> Callable[[int], ConsumedBatch] | None:
+        """The consumer's batch read, unless its ``receive_nowait`` was replaced on the
+        object itself (a wrapper for metrics, tracing or fault injection): the batch
+        read would bypass that wrapper, so the reader then goes through it."""
+        if "receive_nowait" in getattr(self.consumer, "__dict__", ()):
             return None
-        msg.position = MsgPosition(
-            raw.channel, raw.msg_id.to_bytes(), self.consumer.subname, msg.timestamp
+        return getattr(self.consumer, "receive_batch_nowait", None)
+
+    def _receive_nowait(self, room: int) -> ConsumedBatch:
+        if self._receive_batch is not None:
+            return self._receive_batch(room)
+        return ConsumedBatch.of(self.channel, self.consumer.receive_nowait(room))
+
+    def _rows(self, batch: ConsumedBatch) -> Rows:
+        """Validate a batch: the good messages as rows, the bad ones reported."""
+        decoded = decode_batch(batch.payloads, self._registry, self._max_bytes)
+        payloads, ids = batch.payloads, batch.id_bytes
+        if decoded.bad:
+            bad = {index for index, _ in decoded.bad}
+            payloads = [p for i, p in enumerate(payloads) if i not in bad]
+            ids = [b for i, b in enumerate(ids) if i not in bad]
+            for index, exc in decoded.bad:
+                self._report_bad(batch.message(index), exc)
+        group = self.consumer.subname
+        rows = Rows(self.channel, group)
+        rows.ts = decoded.ts
+        rows.kinds = decoded.kinds
+        rows.plans = decoded.plans
+        rows.msg_ids = decoded.msg_ids
+        rows.stamps = decoded.stamps
+        rows.sources = decoded.sources
+        rows.payloads = payloads
+        rows.ids = ids
+        for index in decoded.ready:
+            plan = rows.plans[index]
+            assert isinstance(plan, ReadyPlan)
+            plan.msg.position = MsgPosition(self.channel, ids[index], group, plan.msg.timestamp)
+        return rows
+
+    def _report_bad(self, raw: ConsumedMessage, exc: CodecError) -> None:
+        if isinstance(exc, UnknownMessageTypeError):
+            self._stats.unknown_types += 1
+        else:
+            self._stats.decode_errors += 1
+        log.warning(
+            "skipping undecodable message on channel %r at MessageID %r: %s",
+            raw.channel,
+            raw.msg_id,
+            exc,
         )
-        return msg
+        if self._on_bad is not None:
+            try:
+                self._on_bad(raw, exc)
+            except Exception:  # a failing callback must not cost the messages after it
+                log.exception("on_bad_message callback failed on channel %r", raw.channel)
 
     async def _run(self) -> None:
         consumer, buffer, capacity = self.consumer, self.buffer, self._capacity
@@ -121,14 +169,11 @@ class ChannelReader:
                     self._space.clear()
                     await self._space.wait()
                     continue
-                raws = consumer.receive_nowait(room)
-                if not raws:
-                    raws = [await consumer.receive()]
-                self._stats.received += len(raws)
-                for raw in raws:
-                    msg = self._decode(raw)
-                    if msg is not None:
-                        buffer.append(msg)
+                batch = self._receive_nowait(room)
+                if not len(batch):
+                    batch = ConsumedBatch.of(self.channel, [await consumer.receive()])
+                self._stats.received += len(batch)
+                buffer.append(self._rows(batch))
                 self._arrived.set()
                 await asyncio.sleep(0)
         except asyncio.CancelledError:

@@ -9,7 +9,6 @@ from typing import Any
 from .backend import Client
 from .barrier import LateHandler, LatePolicy, TickBarrier, merge_packs
 from .errors import InvalidPositionError, StreamStateError
-from .messages import TimeTickMsg
 from .pack import MsgPack
 from .position import MsgPosition, SubscriptionPosition
 from .stream import MsgStream
@@ -106,8 +105,9 @@ class TtMsgStream(MsgStream):
     def _cut_pack(self) -> MsgPack | None:
         """Feed buffered messages to the barrier until a pack is cut or nothing is left.
 
-        The barrier is asked for a pack after every tick, so identical ticks on every
-        channel give one pack per tick however far the readers have read ahead.
+        Rows move in runs that end at a tick, and the barrier is asked for a pack after
+        every tick, so identical ticks on every channel give one pack per tick however
+        far the readers have read ahead.
         """
         barrier = self.barrier
         pack = barrier.pop()
@@ -116,12 +116,15 @@ class TtMsgStream(MsgStream):
         for reader in self._readers:
             buffer, channel = reader.buffer, reader.channel
             while buffer and barrier.wants(channel):
-                msg = reader.popleft()
-                barrier.push(channel, msg)
-                if isinstance(msg, TimeTickMsg):
+                rows, lo = buffer.head()
+                taken, ticked = barrier.push_rows(channel, rows, lo)
+                reader.advance(taken)
+                if ticked:
                     pack = barrier.pop()
                     if pack is not None:
                         return pack
+                elif not taken:
+                    break
         return None
 
     async def _next_pack(self) -> MsgPack:

@@ -6,12 +6,13 @@ import logging
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
+from operator import add
 from types import MappingProxyType
 from typing import ClassVar
 
 import anyio
 
-from msgstream.backend import ConsumedMessage, MessageID, SubscriptionInfo
+from msgstream.backend import ConsumedBatch, ConsumedMessage, MessageID, SubscriptionInfo
 from msgstream.channels import validate_channel_name, validate_subscription_name
 from msgstream.errors import (
     BackendUnavailableError,
@@ -25,7 +26,7 @@ from msgstream.errors import (
 )
 from msgstream.position import SubscriptionPosition
 
-from .store import FIRST_ID, LogStore
+from .store import FIRST_ID, LogStore, StoredBatch
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,10 @@ _new_int = int.__new__
 """``_new_int(RocksmqMessageID, 5)``: an id without going through ``type.__call__``."""
 
 
+def _no_message(index: int) -> ConsumedMessage:
+    raise IndexError(f"message {index} of an empty batch")
+
+
 class LocalProducer:
     def __init__(self, client: LocalClient, channel: str) -> None:
         self.channel = channel
@@ -185,7 +190,8 @@ class LocalConsumer:
             raise StreamClosedError(f"consumer {self.subname!r} of channel {self.channel!r}")
         self._client.check_open()
 
-    def _fill(self, limit: int) -> None:
+    def _read_from(self) -> int:
+        """Where the next read starts; raises if the subscription cannot be read."""
         if self._next_read is None:
             raise StreamStateError(
                 f"subscription {self.subname!r} on channel {self.channel!r} was opened at "
@@ -193,7 +199,10 @@ class LocalConsumer:
             )
         if not self._store.has_channel(self.channel):
             raise TopicNotFound(self.channel, self._store.backend_name)
-        records = self._store.read(self.channel, self._next_read, limit)
+        return self._next_read
+
+    def _fill(self, limit: int) -> None:
+        records = self._store.read(self.channel, self._read_from(), limit)
         if not records:
             return
         id_type = self._client.id_type
@@ -222,6 +231,36 @@ class LocalConsumer:
             self._fill(max(PREFETCH, max_messages - len(self._buffer)))
         count = min(max_messages, len(self._buffer))
         return [self._buffer.popleft() for _ in range(count)]
+
+    def receive_batch_nowait(self, max_messages: int) -> ConsumedBatch:
+        """What ``receive_nowait`` returns, as one columnar batch (see
+        :class:`msgstream.backend.BatchConsumer`)."""
+        self._check_open()
+        if self._buffer:  # prefetched by receive(): hand those over first
+            count = min(max_messages, len(self._buffer))
+            return ConsumedBatch.of(self.channel, [self._buffer.popleft() for _ in range(count)])
+        stored = self._store.read_batch(self.channel, self._read_from(), max_messages)
+        if stored is None:
+            return ConsumedBatch(self.channel, [], [], _no_message)
+        self._next_read = stored.next_id
+        tag = self._client.id_type.tag
+        return ConsumedBatch(
+            self.channel,
+            stored.payloads,
+            list(map(add, repeat(tag), stored.ids)),
+            self._message_of(stored),
+        )
+
+    def _message_of(self, stored: StoredBatch) -> Callable[[int], ConsumedMessage]:
+        """Rebuilds message ``i`` of ``stored`` in full (for error reports)."""
+        channel, id_type = self.channel, self._client.id_type
+
+        def message(index: int) -> ConsumedMessage:
+            msg_id = _new_int(id_type, int.from_bytes(stored.ids[index], "big", signed=True))
+            props = stored.properties[index] if stored.properties else _NO_PROPERTIES
+            return ConsumedMessage(channel, msg_id, stored.payloads[index], props)
+
+        return message
 
     def _own_id(self, msg_id: MessageID) -> LocalMessageID:
         if isinstance(msg_id, LocalMessageID):

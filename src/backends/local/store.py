@@ -20,6 +20,18 @@ class Record(NamedTuple):
     properties: Properties
 
 
+class StoredBatch(NamedTuple):
+    """Records read in one go, column by column (see :meth:`LogStore.read_batch`)."""
+
+    ids: list[bytes]
+    """Each record's id as 8 big-endian bytes (signed), the form a MessageID carries."""
+    payloads: list[bytes]
+    properties: list[Properties] | None
+    """Each record's properties, or None when no record of the batch has any."""
+    next_id: int
+    """The id after the last record read."""
+
+
 @dataclass(frozen=True, slots=True)
 class StoredSubscription:
     """A persisted subscription cursor: the next id to deliver after the last ack."""
@@ -73,6 +85,20 @@ class LogStore(ABC):
     @abstractmethod
     def read(self, channel: str, from_id: int, limit: int) -> list[Record]:
         """Up to ``limit`` records with id >= ``from_id``, in order."""
+
+    def read_batch(self, channel: str, from_id: int, limit: int) -> StoredBatch | None:
+        """What :meth:`read` returns, as columns (None when there is nothing). Stores
+        override it when they can build the columns without a record per message."""
+        records = self.read(channel, from_id, limit)
+        if not records:
+            return None
+        properties = [r.properties for r in records]
+        return StoredBatch(
+            [r.msg_id.to_bytes(8, "big", signed=True) for r in records],
+            [r.payload for r in records],
+            properties if any(properties) else None,
+            records[-1].msg_id + 1,
+        )
 
     @abstractmethod
     def first_id(self, channel: str) -> int | None:

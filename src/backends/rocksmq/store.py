@@ -28,17 +28,27 @@ import os
 import struct
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import chain, repeat
+from operator import getitem
 from types import MappingProxyType
+from typing import cast
 
 import orjson
 from rocksdict import AccessType, Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
 from msgstream.errors import StreamClosedError, TopicNotFound
 
-from ..local.store import FIRST_ID, LogStore, Properties, Record, StoredSubscription, now_ms
+from ..local.store import (
+    FIRST_ID,
+    LogStore,
+    Properties,
+    Record,
+    StoredBatch,
+    StoredSubscription,
+    now_ms,
+)
 from .retention import Page, RetentionPolicy, expired_pages
 
 log = logging.getLogger(__name__)
@@ -56,6 +66,11 @@ _I64 = struct.Struct(">q")
 _CID_PREFIX = struct.Struct(">cI")
 _MAX_ID = (1 << 63) - 1
 _PLAIN, _WITH_PROPS = 0, 1
+_ID_BYTES = slice(5, 13)
+"""Where a message key holds its id (8 bytes, big-endian, signed)."""
+_FLAG_BYTE = 13
+_part = cast(Callable[[bytes, slice], bytes], getitem)
+"""``key[a:b]``, for C-level maps."""
 _EMPTY: Properties = MappingProxyType({})
 
 
@@ -260,19 +275,29 @@ class RocksStore(LogStore):
                 page.size += size
             return list(range(first, last + 1))
 
-    def read(self, channel: str, from_id: int, limit: int) -> list[Record]:
+    def _flat_items(self, channel: str, from_id: int, limit: int) -> list[bytes]:
+        """Up to ``limit`` messages of ``channel`` from ``from_id`` on, as one flat list
+        ``[key, value, key, value, ...]``: each (key, value) pair the iterator makes is
+        dropped as soon as it is read, and no Python code runs per message."""
         self._check_open()
         cid = self._cid(channel)
         start = max(from_id, 0)
         if start >= self._next.get(cid, FIRST_ID):
             return []
+        # ``bounds`` must outlive the iteration: RocksDB keeps a pointer to the bound.
         bounds = ReadOptions()
         bounds.set_iterate_upper_bound(_CID_PREFIX.pack(b"M", cid + 1))
         items = self._db.items(from_key=_msg_key(cid, start), read_opt=bounds)
+        pairs = cast(Iterator[tuple[bytes, bytes]], items)
+        flat = list(chain.from_iterable(itertools.islice(pairs, limit)))
+        del items, pairs, bounds
+        return flat
+
+    def read(self, channel: str, from_id: int, limit: int) -> list[Record]:
+        flat = self._flat_items(channel, from_id, limit)
         from_bytes = int.from_bytes
         out: list[Record] = []
-        for key, value in itertools.islice(items, limit):
-            assert isinstance(key, bytes) and isinstance(value, bytes)  # raw_mode store
+        for key, value in zip(flat[0::2], flat[1::2], strict=True):
             msg_id = from_bytes(key[5:13], "big", signed=True)
             if key[13] == _PLAIN:
                 out.append(Record(msg_id, value, _EMPTY))
@@ -280,6 +305,29 @@ class RocksStore(LogStore):
                 payload, props = _decode_props(value)
                 out.append(Record(msg_id, payload, props))
         return out
+
+    def read_batch(self, channel: str, from_id: int, limit: int) -> StoredBatch | None:
+        """What :meth:`read` returns, as columns cut from the keys by C-level maps."""
+        flat = self._flat_items(channel, from_id, limit)
+        if not flat:
+            return None
+        keys, values = flat[0::2], flat[1::2]
+        ids = list(map(_part, keys, repeat(_ID_BYTES)))
+        next_id = int.from_bytes(ids[-1], "big", signed=True) + 1
+        flags = bytes(map(getitem, keys, repeat(_FLAG_BYTE)))
+        if flags.count(_PLAIN) == len(flags):
+            return StoredBatch(ids, values, None, next_id)
+        payloads: list[bytes] = []
+        properties: list[Properties] = []
+        for flag, value in zip(flags, values, strict=True):
+            if flag == _PLAIN:
+                payloads.append(value)
+                properties.append(_EMPTY)
+            else:
+                payload, props = _decode_props(value)
+                payloads.append(payload)
+                properties.append(props)
+        return StoredBatch(ids, payloads, properties, next_id)
 
     def first_id(self, channel: str) -> int | None:
         cid = self._cid(channel)
