@@ -29,7 +29,11 @@ class BodyWriter:
 
     def add_array(self, array: npt.NDArray[Any], dtype: str) -> dict[str, int]:
         """Append ``array`` as contiguous little-endian ``dtype`` bytes."""
-        contiguous = np.ascontiguousarray(array, dtype=np.dtype(dtype))
+        target = _dtype(dtype)
+        if array.dtype == target and array.flags.c_contiguous:
+            contiguous = array  # the common case: no conversion call at all
+        else:
+            contiguous = np.ascontiguousarray(array, dtype=target)
         return self.add_bytes(
             contiguous.tobytes() if contiguous.size < 64 else contiguous.data.cast("B")
         )

@@ -237,11 +237,13 @@ class DmlMsg(TsMsg):
             state["_ts_span"] = (None, begin, end)
             return begin, end
         stamps = self.timestamps
-        begin, end = (
-            (int(stamps.min()), int(stamps.max()))
-            if len(stamps)
-            else (self.timestamp, self.timestamp)
-        )
+        rows = len(stamps)
+        if rows == 1:  # the common small message: no array reductions
+            begin = end = int(stamps[0])
+        elif rows:
+            begin, end = int(stamps.min()), int(stamps.max())
+        else:
+            begin = end = self.timestamp
         state["_ts_span"] = (stamps, begin, end)
         return begin, end
 
