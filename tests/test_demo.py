@@ -1,4 +1,4 @@
-"""``msgstream demo``: produce concurrently, consume half, checkpoint, resume, verify."""
+"""``msgstream demo``: produce a collection, ingest it with Spark across a crash, verify."""
 
 from __future__ import annotations
 
@@ -7,20 +7,28 @@ import os
 import re
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from msgstream import TsMsg
+from bridge_spark import ParquetSink
 from msgstream.cli import demo
 from msgstream.cli.main import main
+from spark.sessions import spark as spark  # the shared session fixture
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+pytestmark = pytest.mark.spark
 
 FINAL_LINE = re.compile(
-    r"^demo: messages=(\d+) packs=(\d+) lost=(\d+) duplicated=(\d+) msgs_per_s=(\d+)$"
+    r"^demo: rows=(\d+) deletes=(\d+) batches=(\d+) lost=(\d+) duplicated=(\d+) rows_per_s=(\d+)$"
 )
+SMALL = ["--rows", "2000", "--batch-rows", "300", "--seed", "1"]
 
 
 @pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, spark: SparkSession) -> None:
     for var in list(os.environ):
         if var.startswith("MSGSTREAM_"):
             monkeypatch.delenv(var)
@@ -30,82 +38,85 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
 
 
-def final_line(out: str) -> re.Match[str]:
+def final_line(out: str) -> tuple[int, ...]:
     lines = out.rstrip("\n").splitlines()
     match = FINAL_LINE.fullmatch(lines[-1])
     assert match is not None, f"bad final line: {lines[-1]!r}"
     assert sum(1 for line in lines if line.startswith("demo:")) == 1
-    return match
+    return tuple(map(int, match.groups()))
 
 
-def test_demo_small_run_loses_and_duplicates_nothing(
+def test_demo_crashes_resumes_and_loses_or_duplicates_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["demo", "--messages", "600", "--channels", "3", "--seed", "1"])
+    code = main(["demo", *SMALL])
     out, err = capsys.readouterr()
     assert code == 0, err
-    match = final_line(out)
-    messages, packs, lost, duplicated, rate = map(int, match.groups())
-    assert messages >= 600
-    assert packs > 1
+    rows, deletes, batches, lost, duplicated, rate = final_line(out)
+    assert rows == 2000
+    assert deletes > 0
+    assert batches >= 4  # 2000+ rows in batches of at most ~300 (a pack is never split)
     assert (lost, duplicated) == (0, 0)
     assert rate > 0
-    assert "phase 2 (after seek)" in out  # the rich summary table
-    assert "rows inserted / deleted" in out
-    # the temporary store was removed
-    assert list((tmp_path / "temp").iterdir()) == []
+    assert "crashed batch (redone in phase 2)" in out  # the rich summary table
+    assert re.search(r"unexpected / mismatched content\s+│\s+0 / 0 │", out)
+    assert list((tmp_path / "temp").iterdir()) == []  # the temporary store was removed
 
 
-def test_demo_with_path_and_keep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    store = tmp_path / "store"
-    assert main(["demo", "--messages", "200", "--path", str(store)]) == 0
-    final_line(capsys.readouterr().out)
-    assert (store / "CURRENT").exists()  # a RocksDB lives there
-    assert list(store.glob("demo-*-checkpoint.json"))
-
-    assert main(["demo", "--messages", "100", "--keep"]) == 0
-    _, err = capsys.readouterr()
-    (kept,) = (tmp_path / "temp").iterdir()
-    assert f"kept store and checkpoint in {kept}" in err
-
-
-def test_demo_honours_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_on_the_memory_backend_keeps_its_output_with_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = tmp_path / "memory.yaml"
     config.write_text("mq:\n  type: memory\n", encoding="utf-8")
-    assert main(["demo", "--config", str(config), "--messages", "300", "--channels", "2"]) == 0
+    work = tmp_path / "work"
+    assert main(["demo", "--config", str(config), "--path", str(work), *SMALL]) == 0
     out = capsys.readouterr().out
     assert "msgstream demo (memory)" in out
-    final_line(out)
+    assert final_line(out)[3:5] == (0, 0)
+    (parquet,) = work.glob("demo-*-parquet")
+    assert sorted(p.name for p in parquet.glob("batch_id=*"))[0] == "batch_id=0"
+    assert list(work.glob("demo-*-checkpoint.json"))
+    assert not (work / "store").exists()  # the memory backend keeps nothing on disk
 
 
-def test_demo_fails_when_a_message_is_lost(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+class Faulty(ParquetSink):
+    """The real sink, but batch 1 writes one row too few or one row twice."""
+
+    mode = ""
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        if batch_id == 1 and self.mode == "lose":
+            first = df.where("_op = 'insert'").first()
+            df = df.where(f"NOT (_op = 'insert' AND pk = {first['pk']})")
+        elif batch_id == 1 and self.mode == "duplicate":
+            df = df.unionByName(df.where("_op = 'insert'").limit(1))
+        super().__call__(df, batch_id)
+
+
+@pytest.mark.parametrize(("mode", "lost", "duplicated"), [("lose", 1, 0), ("duplicate", 0, 1)])
+def test_demo_fails_when_a_row_is_lost_or_duplicated(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    mode: str,
+    lost: int,
+    duplicated: int,
 ) -> None:
-    original = demo.DemoState.record_delivered
-    dropped: list[object] = []
-
-    def lossy(self: demo.DemoState, msg: TsMsg) -> None:
-        if not dropped:
-            dropped.append(msg)
-            return
-        original(self, msg)
-
-    monkeypatch.setattr(demo.DemoState, "record_delivered", lossy)
-    assert main(["demo", "--messages", "200"]) == 1
+    monkeypatch.setattr(Faulty, "mode", mode)
+    monkeypatch.setattr("bridge_spark.ParquetSink", Faulty)
+    assert main(["demo", *SMALL]) == 1
     out, err = capsys.readouterr()
-    match = final_line(out)
-    assert int(match.group(3)) == 1  # lost
+    assert final_line(out)[3:5] == (lost, duplicated)
     assert "verification failed" in err
 
 
 def test_demo_times_out_instead_of_hanging(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    async def never(*args: object) -> None:
+    async def never(*args: Any, **kwargs: Any) -> None:
         await asyncio.sleep(3600)
 
-    monkeypatch.setattr(demo, "consume_rest", never)
-    assert main(["demo", "--messages", "200", "--timeout", "1.5"]) == 1
+    monkeypatch.setattr(demo, "ingest_phase", never)
+    assert main(["demo", "--rows", "100", "--timeout", "1.5"]) == 1
     out, err = capsys.readouterr()
     final_line(out)
     assert "did not finish within 1.5 s" in err

@@ -1,1 +1,60 @@
-"""Spark bridge: time-tick-aligned micro-batches of msgstream channels into Spark DataFrames."""
+"""Spark bridge: time-tick-aligned micro-batches of msgstream channels into Spark DataFrames.
+
+Two entry points:
+
+- :class:`MicroBatcher` (driver side): reads a TtMsgStream, cuts batches at pack
+  boundaries, hands ``(df, batch_id)`` to a function and checkpoints atomically; with
+  :class:`ParquetSink` the output holds every row exactly once across restarts.
+- ``spark.readStream.format("msgstream")`` (:class:`MsgStreamDataSource`, registered by
+  :func:`register` or :func:`local_spark`): a Spark streaming source whose offsets are
+  per-channel positions at one common time tick.
+
+Rows become frames of a collection schema (:class:`FrameSchema`): ``inserts``,
+``deletes`` or ``changes``, with ``_ts``, ``_channel``, ``_msg_id`` (and more) columns.
+"""
+
+from .batcher import BatcherProgress, BatchInfo, MicroBatcher, Until, UserFunction
+from .checkpoint import BatchMark, CheckpointState, load_checkpoint, save_checkpoint
+from .convert import FrameBuilder, table_from_packs
+from .errors import (
+    BridgeError,
+    CheckpointError,
+    OptionError,
+    SchemaMismatchError,
+    SchemaNotFoundError,
+    SliceIncompleteError,
+)
+from .frames import FrameKind, FrameSchema
+from .offsets import SliceOffset
+from .options import bridge_config
+from .session import local_spark
+from .sink import ParquetSink
+from .source import MsgStreamDataSource, register
+
+__all__ = [
+    "BatchInfo",
+    "BatchMark",
+    "BatcherProgress",
+    "BridgeError",
+    "CheckpointError",
+    "CheckpointState",
+    "FrameBuilder",
+    "FrameKind",
+    "FrameSchema",
+    "MicroBatcher",
+    "MsgStreamDataSource",
+    "OptionError",
+    "ParquetSink",
+    "SchemaMismatchError",
+    "SchemaNotFoundError",
+    "SliceIncompleteError",
+    "SliceOffset",
+    "Until",
+    "UserFunction",
+    "bridge_config",
+    "load_checkpoint",
+    "local_spark",
+    "register",
+    "save_checkpoint",
+    "table_from_packs",
+]

@@ -1,19 +1,21 @@
-"""``msgstream demo``: concurrent producers, a time-tick consumer, a checkpoint and an
-exact resume, verified message by message.
+"""``msgstream demo``: the end-to-end showcase -- produce, ingest with Spark, crash,
+resume, read back and verify row by row.
 
-1. A :class:`TimeTickEmitter` stamps every message and ticks all channels every ~10 ms
-   while insert producers (several int64-keyed rows per InsertMsg, routed by
-   ``hash_primary_keys`` so one Insert becomes one message per channel it touches) and a
-   delete producer (DeleteMsgs of earlier keys) run concurrently.
-2. Meanwhile a :class:`TtMsgStream` (subscription ``demo``) reads until it has seen at
-   least half of the data messages, stops at that pack boundary, checkpoints the pack's
-   ``end_positions`` to a JSON file and closes.
-3. A new TtMsgStream opens at ``SubscriptionPosition.UNKNOWN``, seeks to the checkpoint
-   and reads until the final time tick.
+1. A sample collection (int64 key ``pk``, float vector ``vec``, string ``text``, JSON
+   ``meta``; every value derived from the key) is created on 4 channels, and inserts and
+   deletes are produced with time ticks (``bridge_spark.workload``) while Spark starts.
+2. Ingestion (the ``msgstream ingest`` job: the driver-side micro-batcher writing
+   idempotent Parquet) runs while the second half is produced. Once at least half the
+   rows are written, the batch that crossed the half *crashes* after its Parquet files
+   were written but before its checkpoint commit -- the worst moment.
+3. A new job resumes from the checkpoint: it redoes the crashed batch with the same
+   ``batch_id`` (replacing its files) and ingests the rest, up to the final time tick.
+4. Spark reads the Parquet back. Every produced insert and delete must be there exactly
+   once, with the content its key implies; the last line reports
+   ``demo: rows=<n> deletes=<n> batches=<n> lost=0 duplicated=0 rows_per_s=<n>`` and the
+   exit code is 1 on any loss, duplicate, mismatch or timeout.
 
-Every delivered message is identified by ``(channel, MessageID)`` and checked against
-what ``produce()`` returned for that channel: nothing may be lost or delivered twice, and
-each must be the message (type, source_id, msg_id, rows) that was sent there.
+PySpark is imported only when the command runs.
 """
 
 from __future__ import annotations
@@ -22,30 +24,19 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import itertools
 import os
 import secrets
 import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from ..config import Config, MqConfig
-from ..emitter import TimeTickEmitter
 from ..factory import MsgStreamFactory
-from ..messages import DeleteMsg, InsertMsg, TsMsg
-from ..pack import MsgPack
-from ..position import MsgPosition, SubscriptionPosition, positions_from_json, positions_to_json
-from ..routing import hash_primary_keys
-from ..schema import DataType, FieldData
-from ..stream import MsgStream, ProduceResult
-from ..ttstream import TtMsgStream
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -57,77 +48,72 @@ from .common import (
     stderr_console,
     stdout_console,
 )
+from .ingest import DEFAULT_MASTER, BatchProgress, spark_session, summary_table
 
-SUBSCRIPTION = "demo"
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from bridge_spark import BatcherProgress, Until
+    from bridge_spark.workload import Produced, SampleProducer
+
 COLLECTION = "demo"
-VECTOR_DIM = 16
-INSERT_PRODUCERS = 3
-POLL_S = 0.2
-
-MessageKey = tuple[str, bytes]
-"""A delivered message's identity: (channel, MessageID bytes)."""
-Identity = tuple[int, int, int, int]
-"""What was sent there: (msg_type, source_id, msg_id, rows)."""
 
 
 @dataclass(frozen=True)
 class DemoOptions:
     channels: int = 4
-    messages: int = 20000
+    rows: int = 20000
+    batch_rows: int = 4000
     path: str | None = None
     keep: bool = False
-    timeout_s: float = 60.0
-    tick_interval_s: float = 0.01
-    rows_min: int = 2
-    rows_max: int = 6
+    timeout_s: float = 300.0
     seed: int | None = None
+    master: str = DEFAULT_MASTER
 
 
 def add_parser(sub: Subparsers, parent: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "demo",
         parents=[parent],
-        help="run concurrent producers and a checkpointed time-tick consumer, and verify",
+        help="produce a collection, ingest it with Spark across a crash, and verify",
         description=(
-            "Concurrent Insert/Delete producers with a time-tick emitter over several "
-            "channels; a TtMsgStream reads about half, checkpoints its end positions, and "
-            "a new stream seeks there and reads the rest. Verifies that no message is lost "
-            "or duplicated; exits 1 if one is. Runs on a temporary rocksmq store unless "
-            "--path or --config is given."
+            "Produce a collection (int64 key, float vector, string, JSON) with inserts and "
+            "deletes over several channels; ingest it with Spark into Parquet, crash half-way "
+            "(after a batch's files were written, before its checkpoint), resume, then read "
+            "the Parquet back and check that every row is there exactly once. Exits 1 on any "
+            "loss or duplicate. Runs on a temporary rocksmq store unless --path or --config "
+            "is given."
         ),
     )
     parser.add_argument(
         "--channels", type=positive_int, default=4, metavar="N", help="channels (default 4)"
     )
     parser.add_argument(
-        "--messages",
+        "--rows", type=positive_int, default=20000, metavar="N", help="rows to insert (20000)"
+    )
+    parser.add_argument(
+        "--batch-rows",
         type=positive_int,
-        default=20000,
+        default=4000,
         metavar="N",
-        help="data messages to produce, counted per channel (default 20000)",
+        help="rows per Spark batch, at most (a pack is never split; default 4000)",
     )
     parser.add_argument(
-        "--path", metavar="DIR", help="rocksmq store directory (default: a temporary one)"
+        "--path", metavar="DIR", help="directory for the store and output (default: temporary)"
     )
     parser.add_argument(
-        "--keep", action="store_true", help="keep the temporary store and checkpoint"
+        "--keep", action="store_true", help="keep the temporary store, Parquet and checkpoint"
     )
     parser.add_argument(
         "--timeout",
         type=positive_float,
-        default=60.0,
+        default=300.0,
         metavar="SECONDS",
-        help="fail if the demo has not finished after SECONDS (default 60)",
+        help="fail if the demo has not finished after SECONDS (default 300)",
     )
+    parser.add_argument("--seed", type=non_negative_int, metavar="N", help="random seed")
     parser.add_argument(
-        "--tick-interval",
-        type=positive_float,
-        default=0.01,
-        metavar="SECONDS",
-        help="time tick interval (default 0.01)",
-    )
-    parser.add_argument(
-        "--seed", type=non_negative_int, metavar="N", help="random seed (rows, deletes)"
+        "--master", default=DEFAULT_MASTER, help=f"Spark master (default {DEFAULT_MASTER})"
     )
     parser.set_defaults(handler=handle)
 
@@ -135,379 +121,267 @@ def add_parser(sub: Subparsers, parent: argparse.ArgumentParser) -> None:
 # --------------------------------------------------------------------------- state
 
 
+class SimulatedCrash(RuntimeError):
+    """Raised by the phase-1 sink to stop the job at the worst moment."""
+
+
 @dataclass
-class PhaseStats:
-    packs: int = 0
-    data_packs: int = 0
-    messages: int = 0
+class Phase:
+    batches: int = 0
+    redone: int = 0
+    rows: int = 0
+    deletes: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class Verification:
+    rows: int = 0
+    deletes: int = 0
+    batches: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    unexpected: int = 0
+    mismatched: int = 0
+    batch_ids_ok: bool = True
 
 
 @dataclass
 class DemoState:
-    target: int
-    expected: dict[MessageKey, Identity] = field(default_factory=dict)
-    delivered: Counter[MessageKey] = field(default_factory=Counter)
-    mismatched: int = 0
-    order_errors: int = 0
-    rows_inserted: int = 0
-    rows_deleted: int = 0
-    inserts: int = 0
-    deletes: int = 0
-    alive: list[int] = field(default_factory=list)
-    delivered_identity: dict[MessageKey, Identity] = field(default_factory=dict)
-    phases: list[PhaseStats] = field(default_factory=lambda: [PhaseStats(), PhaseStats()])
-    produced_at: float = 0.0
-    final_tick: int | None = None
-    checkpoint_ts: int = 0
-    production_done: asyncio.Event = field(default_factory=asyncio.Event)
-    pursuit_merges: int = 0
-    late: int = 0
+    produced: Produced | None = None
+    phases: list[Phase] = field(default_factory=lambda: [Phase(), Phase()])
+    crashed_batch: int | None = None
+    spark_start_s: float = 0.0
+    elapsed_s: float = 0.0
+    timed_out: bool = False
+    error: str = ""
+    check: Verification = field(default_factory=Verification)
 
     @property
-    def produced(self) -> int:
-        return len(self.expected)
+    def ingest_s(self) -> float:
+        return sum(p.seconds for p in self.phases)
 
-    def record_sent(
-        self, msg: InsertMsg | DeleteMsg, result: ProduceResult, rows: dict[str, int]
-    ) -> None:
-        """Remember what was sent to each (channel, MessageID). Each produce call carries
-        one message, so a channel's id is that message's part routed there."""
-        for channel, ids in result.items():
-            for msg_id in ids:
-                self.expected[(channel, msg_id.to_bytes())] = (
-                    msg.MSG_TYPE,
-                    msg.source_id,
-                    msg.msg_id,
-                    rows.get(channel, -1),
-                )
+    @property
+    def ingested_rows(self) -> int:
+        return sum(p.rows + p.deletes for p in self.phases)
 
-    def record_delivered(self, msg: TsMsg) -> None:
-        position = msg.position
-        assert position is not None
-        key = (position.channel, position.msg_id)
-        self.delivered[key] += 1
-        rows = msg.num_rows if isinstance(msg, InsertMsg | DeleteMsg) else 0
-        self.delivered_identity[key] = (msg.MSG_TYPE, msg.source_id, msg.msg_id, rows)
+    @property
+    def rows_per_s(self) -> int:
+        return fmt_rate(self.ingested_rows, self.ingest_s)
+
+    @property
+    def ok(self) -> bool:
+        check = self.check
+        return not (
+            self.timed_out
+            or self.error
+            or check.lost
+            or check.duplicated
+            or check.unexpected
+            or check.mismatched
+            or not check.batch_ids_ok
+        )
+
+
+class CrashHalfWay:
+    """The Parquet sink of phase 1: the batch that brings the written rows to at least
+    ``half`` writes its files, then raises before the batcher can commit it."""
+
+    def __init__(self, sink: Any, half: int, state: DemoState) -> None:
+        self.sink = sink
+        self.half = half
+        self.state = state
+        self.written = 0
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        self.sink(df, batch_id)
+        self.written += df.count()
+        if self.written >= self.half:
+            self.state.crashed_batch = batch_id
+            raise SimulatedCrash(f"simulated crash after writing batch {batch_id}")
 
 
 # --------------------------------------------------------------------------- producing
 
 
-class Producers:
-    """Insert and delete producers sharing one stream and one time-tick emitter."""
-
-    def __init__(
-        self,
-        stream: MsgStream,
-        emitter: TimeTickEmitter,
-        state: DemoState,
-        opts: DemoOptions,
-        rng: np.random.Generator,
-    ) -> None:
-        self.stream = stream
-        self.emitter = emitter
-        self.state = state
-        self.opts = opts
-        self.rng = rng
-        self.msg_ids = itertools.count(1)
-        self.pks = itertools.count(1)
-
-    def _rows_per_channel(self, msg: InsertMsg | DeleteMsg) -> dict[str, int]:
-        """How many rows of ``msg`` the default routing sends to each channel."""
-        channels = self.stream.producer_channels
-        buckets = np.asarray(msg.hash_keys, dtype=np.uint64) % np.uint64(len(channels))
-        counts = np.bincount(buckets.astype(np.int64), minlength=len(channels))
-        return {channels[i]: n for i, n in enumerate(counts.tolist()) if n}
-
-    async def _send(self, msg: InsertMsg | DeleteMsg) -> None:
-        rows = self._rows_per_channel(msg)
-        result = await self.stream.produce(MsgPack(msgs=[msg]))
-        self.state.record_sent(msg, result, rows)
-
-    async def insert_loop(self, source_id: int) -> None:
-        state, opts = self.state, self.opts
-        while state.produced < state.target:
-            rows = int(self.rng.integers(opts.rows_min, opts.rows_max + 1))
-            pks = np.array([next(self.pks) for _ in range(rows)], dtype=np.int64)
-            vectors = self.rng.random((rows, VECTOR_DIM), dtype=np.float32)
-            async with self.emitter.reserve() as ts:
-                msg = InsertMsg(
-                    msg_id=next(self.msg_ids),
-                    timestamp=ts,
-                    source_id=source_id,
-                    hash_keys=hash_primary_keys(pks),
-                    collection_name=COLLECTION,
-                    row_ids=pks,
-                    fields=[
-                        FieldData("pk", DataType.INT64, pks),
-                        FieldData("vec", DataType.FLOAT_VECTOR, vectors, dim=VECTOR_DIM),
-                        FieldData("text", DataType.VARCHAR, [f"row-{pk}" for pk in pks.tolist()]),
-                    ],
-                )
-                await self._send(msg)
-            state.inserts += 1
-            state.rows_inserted += rows
-            state.alive.extend(pks.tolist())
-            await asyncio.sleep(0)
-
-    async def delete_loop(self, source_id: int) -> None:
-        state = self.state
-        while state.produced < state.target:
-            if len(state.alive) < 16:
-                await asyncio.sleep(0.001)
-                continue
-            count = int(self.rng.integers(1, 5))
-            keys = np.array([self._take_alive() for _ in range(count)], dtype=np.int64)
-            async with self.emitter.reserve() as ts:
-                msg = DeleteMsg(
-                    msg_id=next(self.msg_ids),
-                    timestamp=ts,
-                    source_id=source_id,
-                    hash_keys=hash_primary_keys(keys),
-                    collection_name=COLLECTION,
-                    primary_keys=keys,
-                )
-                await self._send(msg)
-            state.deletes += 1
-            state.rows_deleted += count
-            await asyncio.sleep(0)
-
-    def _take_alive(self) -> int:
-        alive = self.state.alive
-        index = int(self.rng.integers(0, len(alive)))
-        alive[index], alive[-1] = alive[-1], alive[index]
-        return alive.pop()
-
-    async def run(self) -> None:
-        tasks = [
-            asyncio.create_task(self.insert_loop(source_id=i + 1), name=f"demo-insert-{i}")
-            for i in range(INSERT_PRODUCERS)
-        ]
-        tasks.append(asyncio.create_task(self.delete_loop(source_id=100), name="demo-delete"))
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+async def produce(producer: SampleProducer, rows: int, chunk: int = 500) -> None:
+    """Insert ``rows`` rows (with deletes) in chunks, yielding to the ingest between."""
+    done = 0
+    while done < rows:
+        step = min(chunk, rows - done)
+        await producer.produce_rows(step)
+        done += step
+        await asyncio.sleep(0.01)
 
 
-# --------------------------------------------------------------------------- consuming
+# --------------------------------------------------------------------------- ingesting
 
 
-def _check_pack(state: DemoState, pack: MsgPack, phase: PhaseStats) -> None:
-    phase.packs += 1
-    if pack.msgs:
-        phase.data_packs += 1
-    for msg in pack.msgs:
-        if not pack.begin_ts < msg.timestamp <= pack.end_ts:
-            state.order_errors += 1
-        state.record_delivered(msg)
-    phase.messages += len(pack.msgs)
+async def ingest_phase(
+    spark: SparkSession,
+    config: Config,
+    channels: Sequence[str],
+    checkpoint: Path,
+    fn: Any,
+    opts: DemoOptions,
+    phase: Phase,
+    label: str,
+    until: Until,
+) -> BatcherProgress:
+    from bridge_spark import MicroBatcher
 
-
-async def _next_pack(stream: TtMsgStream) -> MsgPack | None:
-    """The next pack, or None if none arrived within ``POLL_S`` (the caller re-checks)."""
+    batcher = MicroBatcher(
+        spark,
+        config,
+        channels,
+        checkpoint,
+        collection=COLLECTION,
+        max_rows=opts.batch_rows,
+        max_interval_s=0.5,
+    )
     try:
-        async with asyncio.timeout(POLL_S):
-            return await anext(aiter(stream))
-    except TimeoutError:
-        return None
+        async with BatchProgress(label).follow(batcher):
+            await batcher.run(fn, until=until)
+    finally:
+        progress = batcher.progress
+        phase.batches += progress.batches
+        phase.redone += progress.redone
+        phase.rows += progress.insert_rows
+        phase.deletes += progress.delete_rows
+        phase.seconds += progress.seconds
+    return progress
 
 
-def write_checkpoint(path: Path, pack: MsgPack) -> None:
-    path.write_text(positions_to_json(pack.end_positions) + "\n", encoding="utf-8")
+# --------------------------------------------------------------------------- verifying
 
 
-def read_checkpoint(path: Path) -> list[MsgPosition]:
-    return positions_from_json(path.read_text(encoding="utf-8"))
+def verify(spark: SparkSession, out: str, produced: Produced, dim: int) -> Verification:
+    """Read the Parquet back and compare it with what was produced, row by row."""
+    from pyspark.sql import functions as F
 
-
-async def consume_first_half(stream: TtMsgStream, state: DemoState, checkpoint: Path) -> None:
-    """Read until at least half of the target is delivered; checkpoint that pack's end."""
-    phase = state.phases[0]
-    half = (state.target + 1) // 2
-    while True:
-        pack = await _next_pack(stream)
-        if pack is None:
-            continue
-        _check_pack(state, pack, phase)
-        if phase.messages >= half:
-            write_checkpoint(checkpoint, pack)
-            state.checkpoint_ts = pack.end_ts
-            return
-
-
-async def consume_rest(stream: TtMsgStream, state: DemoState) -> None:
-    """Read until the final time tick has been passed (the checkpoint may already be
-    there: then no pack follows, since time does not advance)."""
-    phase = state.phases[1]
-    last_end = state.checkpoint_ts
-    while True:
-        if state.production_done.is_set():
-            assert state.final_tick is not None
-            if last_end >= state.final_tick:
-                return
-        pack = await _next_pack(stream)
-        if pack is None:
-            continue
-        _check_pack(state, pack, phase)
-        last_end = pack.end_ts
-
-
-def _barrier_stats(stream: TtMsgStream, state: DemoState) -> None:
-    state.pursuit_merges += stream.pursuit_merges
-    stats = stream.barrier.stats
-    state.late += stats.late_delivered + stats.late_rejected
+    df = spark.read.parquet(out)
+    keys = df.select("_op", "pk", "batch_id").toArrow().to_pydict()
+    check = Verification()
+    inserted = Counter(k for op, k in zip(keys["_op"], keys["pk"], strict=True) if op == "insert")
+    deleted = Counter(k for op, k in zip(keys["_op"], keys["pk"], strict=True) if op == "delete")
+    for found, expected in (
+        (inserted, Counter(produced.inserted)),
+        (deleted, Counter(produced.deleted)),
+    ):
+        check.lost += sum(1 for key in expected if key not in found)
+        check.duplicated += sum(n - 1 for n in found.values() if n > 1)
+        check.unexpected += sum(1 for key in found if key not in expected)
+    check.rows = sum(inserted.values())
+    check.deletes = sum(deleted.values())
+    batch_ids = sorted(set(keys["batch_id"]))
+    check.batches = len(batch_ids)
+    check.batch_ids_ok = batch_ids == list(range(len(batch_ids)))
+    pk = F.col("pk")
+    wrong = df.where(F.col("_op") == "insert").where(
+        (F.col("text") != F.concat(F.lit("row-"), pk.cast("string")))
+        | (F.size("vec") != dim)
+        | (F.col("vec")[0] != pk.cast("float"))
+        | (F.col("vec")[dim - 1] != (pk + F.lit((dim - 1) / 8)).cast("float"))
+        | (F.col("meta").isNull() != (pk % 7 == 0))
+        | (F.coalesce(F.get_json_object("meta", "$.pk").cast("long"), pk) != pk)
+    )
+    check.mismatched = wrong.count()
+    return check
 
 
 # --------------------------------------------------------------------------- running
 
 
-@dataclass
-class DemoResult:
-    messages: int
-    packs: int
-    lost: int
-    duplicated: int
-    unexpected: int
-    mismatched: int
-    order_errors: int
-    elapsed_s: float
-    produce_s: float
-    timed_out: bool
+async def run_demo(config: Config, opts: DemoOptions, workdir: Path) -> DemoState:
+    from bridge_spark import ParquetSink
+    from bridge_spark.workload import SampleProducer
 
-    @property
-    def ok(self) -> bool:
-        return not (
-            self.lost
-            or self.duplicated
-            or self.unexpected
-            or self.mismatched
-            or self.order_errors
-            or self.timed_out
-        )
-
-    @property
-    def msgs_per_s(self) -> int:
-        return fmt_rate(self.messages, self.elapsed_s)
-
-
-async def run_demo(
-    config: Config, opts: DemoOptions, workdir: Path
-) -> tuple[DemoState, DemoResult]:
-    factory = MsgStreamFactory(config)
+    state = DemoState()
     run_id = secrets.token_hex(3)
     channels = [f"demo-{run_id}-{i}" for i in range(opts.channels)]
+    out = workdir / f"demo-{run_id}-parquet"
     checkpoint = workdir / f"demo-{run_id}-checkpoint.json"
-    state = DemoState(target=opts.messages)
-    rng = np.random.default_rng(opts.seed)
     started = time.perf_counter()
-    timed_out = False
-    producers_stream = factory.new_msgstream()
-    first = factory.new_ttmsgstream()
-    second: TtMsgStream | None = None
-    producer_task: asyncio.Task[None] | None = None
+    factory = MsgStreamFactory(config)
     try:
         async with asyncio.timeout(opts.timeout_s):
-            await producers_stream.as_producer(channels)
-            await first.as_consumer(channels, SUBSCRIPTION, SubscriptionPosition.EARLIEST)
-            emitter = TimeTickEmitter(
-                producers_stream, interval_s=opts.tick_interval_s, source_id=0
-            )
-            producers = Producers(producers_stream, emitter, state, opts, rng)
-
-            async def produce_all() -> None:
-                emitter.start()
-                try:
-                    await producers.run()
-                finally:
-                    await emitter.stop(final_tick=True)
-                state.produced_at = time.perf_counter() - started
-                state.final_tick = emitter.last_tick
-                state.production_done.set()
-
-            producer_task = asyncio.create_task(produce_all(), name="demo-producers")
-            await consume_first_half(first, state, checkpoint)
-            _barrier_stats(first, state)
-            await first.close()
-
-            second = factory.new_ttmsgstream()
-            await second.as_consumer(channels, SUBSCRIPTION, SubscriptionPosition.UNKNOWN)
-            await second.seek(read_checkpoint(checkpoint))
-            await consume_rest(second, state)
-            _barrier_stats(second, state)
-            await producer_task
+            async with factory.new_msgstream() as stream:
+                await stream.as_producer(channels)
+                producer = SampleProducer(stream, seed=opts.seed, rows_per_insert=(4, 12))
+                state.produced = producer.produced
+                await producer.create_collection()
+                with contextlib.ExitStack() as stack:
+                    # Spark starts (in a thread) while the first half is produced.
+                    spark_started = time.perf_counter()
+                    first_half = asyncio.create_task(produce(producer, opts.rows // 2))
+                    spark = await asyncio.to_thread(stack.enter_context, spark_session(opts.master))
+                    await asyncio.to_thread(lambda: spark.range(1).count())
+                    state.spark_start_s = time.perf_counter() - spark_started
+                    await first_half
+                    sink = ParquetSink(str(out))
+                    # Phase 1: ingest while the rest is produced; crash past half-way.
+                    second_half = asyncio.create_task(produce(producer, opts.rows - opts.rows // 2))
+                    crash = CrashHalfWay(sink, (opts.rows + 1) // 2, state)
+                    with contextlib.suppress(SimulatedCrash):
+                        await ingest_phase(
+                            spark, config, channels, checkpoint, crash, opts,
+                            state.phases[0], "phase 1", "forever",
+                        )  # fmt: skip
+                    await second_half
+                    await producer.finish()
+                    final_tick = producer.produced.last_tick
+                    # Phase 2: resume from the checkpoint up to the final tick.
+                    await ingest_phase(
+                        spark, config, channels, checkpoint, sink, opts,
+                        state.phases[1], "phase 2", final_tick,
+                    )  # fmt: skip
+                    state.check = await asyncio.to_thread(
+                        verify, spark, str(out), producer.produced, producer.dim
+                    )
     except TimeoutError:
-        timed_out = True
-    finally:
-        if producer_task is not None and not producer_task.done():
-            producer_task.cancel()
-            with contextlib.suppress(BaseException):
-                await producer_task
-        for stream in (first, second, producers_stream):
-            if stream is not None:
-                await stream.close()
-    elapsed = time.perf_counter() - started
-    return state, _verify(state, elapsed, timed_out)
+        state.timed_out = True
+    state.elapsed_s = time.perf_counter() - started
+    return state
 
 
-def _verify(state: DemoState, elapsed: float, timed_out: bool) -> DemoResult:
-    expected = state.expected
-    delivered = state.delivered
-    lost = sum(1 for key in expected if key not in delivered)
-    duplicated = sum(count - 1 for count in delivered.values() if count > 1)
-    unexpected = sum(1 for key in delivered if key not in expected)
-    mismatched = sum(
-        1
-        for key, identity in state.delivered_identity.items()
-        if key in expected and expected[key] != identity
-    )
-    return DemoResult(
-        messages=len(expected),
-        packs=sum(p.packs for p in state.phases),
-        lost=lost,
-        duplicated=duplicated,
-        unexpected=unexpected,
-        mismatched=mismatched,
-        order_errors=state.order_errors,
-        elapsed_s=elapsed,
-        produce_s=state.produced_at,
-        timed_out=timed_out,
-    )
-
-
-def summary_table(opts: DemoOptions, state: DemoState, result: DemoResult, backend: str) -> Table:
-    table = Table(title=f"msgstream demo ({backend})", show_header=True)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
+def demo_summary(opts: DemoOptions, state: DemoState, backend: str) -> list[tuple[str, str]]:
+    produced = state.produced
     first, second = state.phases
-    rows: list[tuple[str, str]] = [
+    check = state.check
+    crashed = "-" if state.crashed_batch is None else str(state.crashed_batch)
+    return [
         ("channels", str(opts.channels)),
-        ("data messages (per channel)", str(result.messages)),
-        ("inserts / deletes produced", f"{state.inserts} / {state.deletes}"),
-        ("rows inserted / deleted", f"{state.rows_inserted} / {state.rows_deleted}"),
-        ("packs (with data)", f"{result.packs} ({first.data_packs + second.data_packs})"),
-        ("phase 1: messages / packs", f"{first.messages} / {first.packs}"),
-        ("phase 2 (after seek): messages / packs", f"{second.messages} / {second.packs}"),
-        ("pursuit merges / late", f"{state.pursuit_merges} / {state.late}"),
-        ("lost / duplicated", f"{result.lost} / {result.duplicated}"),
         (
-            "unexpected / mismatched / out of range",
-            (f"{result.unexpected} / {result.mismatched} / {result.order_errors}"),
+            "rows inserted / deleted (produced)",
+            "-" if produced is None else f"{len(produced.inserted)} / {len(produced.deleted)}",
         ),
-        ("produce elapsed (s)", f"{result.produce_s:.2f}"),
-        ("total elapsed (s)", f"{result.elapsed_s:.2f}"),
-        ("messages/s", str(result.msgs_per_s)),
+        (
+            "insert / delete messages, ticks",
+            "-"
+            if produced is None
+            else f"{produced.insert_msgs} / {produced.delete_msgs}, {produced.ticks}",
+        ),
+        ("spark start (s)", f"{state.spark_start_s:.2f}"),
+        ("phase 1: batches / rows / deletes", f"{first.batches} / {first.rows} / {first.deletes}"),
+        ("crashed batch (redone in phase 2)", crashed),
+        (
+            "phase 2: batches (redone) / rows / deletes",
+            f"{second.batches} ({second.redone}) / {second.rows} / {second.deletes}",
+        ),
+        ("parquet: rows / deletes / batches", f"{check.rows} / {check.deletes} / {check.batches}"),
+        ("lost / duplicated", f"{check.lost} / {check.duplicated}"),
+        ("unexpected / mismatched content", f"{check.unexpected} / {check.mismatched}"),
+        ("batch ids contiguous", "yes" if check.batch_ids_ok else "NO"),
+        ("ingest elapsed (s)", f"{state.ingest_s:.2f}"),
+        ("total elapsed (s)", f"{state.elapsed_s:.2f}"),
+        ("rows/s (ingest)", str(state.rows_per_s)),
+        ("backend", backend),
     ]
-    for name, value in rows:
-        table.add_row(name, value)
-    return table
 
 
 @contextlib.contextmanager
-def _workdir(opts: DemoOptions, needs_store: bool) -> Iterator[Path]:
-    """The directory of the store (if the demo makes one) and the checkpoint file."""
+def _workdir(opts: DemoOptions) -> Iterator[Path]:
+    """Where the store (if the demo makes one), the Parquet and the checkpoint go."""
     if opts.path is not None:
         path = Path(opts.path).expanduser()
         path.mkdir(parents=True, exist_ok=True)
@@ -518,8 +392,7 @@ def _workdir(opts: DemoOptions, needs_store: bool) -> Iterator[Path]:
         yield path
     finally:
         if opts.keep:
-            what = "store and checkpoint" if needs_store else "checkpoint"
-            stderr_console().print(f"kept {what} in {path}", markup=False)
+            stderr_console().print(f"kept store, Parquet and checkpoint in {path}", markup=False)
         else:
             shutil.rmtree(path, ignore_errors=True)
 
@@ -529,7 +402,7 @@ def demo_config(config: Config, explicit_config: bool, store_dir: Path | None) -
     path), or the embedded rocksmq store in ``store_dir``."""
     if store_dir is None:
         return config
-    rocksmq = dataclasses.replace(config.rocksmq, path=str(store_dir))
+    rocksmq = dataclasses.replace(config.rocksmq, path=str(store_dir / "store"))
     if explicit_config:
         return dataclasses.replace(config, rocksmq=rocksmq)
     return dataclasses.replace(config, mq=MqConfig(type="rocksmq"), rocksmq=rocksmq)
@@ -538,32 +411,34 @@ def demo_config(config: Config, explicit_config: bool, store_dir: Path | None) -
 async def handle(config: Config, args: argparse.Namespace) -> int:
     opts = DemoOptions(
         channels=int(args.channels),
-        messages=int(args.messages),
+        rows=int(args.rows),
+        batch_rows=int(args.batch_rows),
         path=args.path,
         keep=bool(args.keep),
         timeout_s=float(args.timeout),
-        tick_interval_s=float(args.tick_interval),
         seed=args.seed,
+        master=str(args.master),
     )
     explicit = args.config is not None or bool(os.environ.get("MSGSTREAM_CONFIG"))
     needs_store = not explicit or opts.path is not None
-    with _workdir(opts, needs_store) as workdir:
+    with _workdir(opts) as workdir:
         run_config = demo_config(config, explicit, workdir if needs_store else None)
-        state, result = await run_demo(run_config, opts, workdir)
+        state = await run_demo(run_config, opts, workdir)
     out = stdout_console()
-    out.print(summary_table(opts, state, result, run_config.backend()))
-    if result.timed_out:
-        stderr_console().print(
-            f"error: demo did not finish within {opts.timeout_s:g} s", markup=False
-        )
-    if not result.ok and not result.timed_out:
-        stderr_console().print(
+    backend = run_config.backend()
+    out.print(summary_table(f"msgstream demo ({backend})", demo_summary(opts, state, backend)))
+    errors = stderr_console()
+    if state.timed_out:
+        errors.print(f"error: demo did not finish within {opts.timeout_s:g} s", markup=False)
+    elif not state.ok:
+        errors.print(
             "error: verification failed (see lost/duplicated/unexpected/mismatched)",
             markup=False,
         )
+    check = state.check
     print(
-        f"demo: messages={result.messages} packs={result.packs} lost={result.lost} "
-        f"duplicated={result.duplicated} msgs_per_s={result.msgs_per_s}",
+        f"demo: rows={check.rows} deletes={check.deletes} batches={check.batches} "
+        f"lost={check.lost} duplicated={check.duplicated} rows_per_s={state.rows_per_s}",
         flush=True,
     )
-    return EXIT_OK if result.ok else EXIT_FAILED
+    return EXIT_OK if state.ok else EXIT_FAILED

@@ -1,0 +1,418 @@
+"""The driver-side micro-batcher: time-tick packs into Spark DataFrames, checkpointed.
+
+A :class:`MicroBatcher` reads a :class:`~msgstream.TtMsgStream` (pursuit merging off, so
+packs are one per tick advance) and cuts batches only at pack boundaries: when a batch
+holds ``max_rows`` rows, when ``max_interval_s`` passed since its first row, or at the
+end tick of the run. Each batch becomes one Arrow table (column-wise), then
+``spark.createDataFrame(table)``, then ``fn(df, batch_id)``.
+
+Exactly-once bookkeeping (see :mod:`bridge_spark.checkpoint`): before ``fn`` runs, the
+batch is recorded as *pending* (id and end tick); after it returned, as *committed* with
+the positions after it. A restarted batcher resumes at the committed positions and first
+redoes a pending batch -- same ``batch_id``, read up to the same end tick, so the same
+rows when every channel carries the same ticks (a :class:`~msgstream.TimeTickEmitter`'s
+way). Output keyed on ``batch_id`` that replaces an earlier attempt
+(:class:`~bridge_spark.sink.ParquetSink`) therefore holds every row exactly once.
+
+While Spark processes one batch (in a worker thread), the next one is read and built.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from msgstream.config import Config
+from msgstream.pack import MsgPack
+from msgstream.position import MsgPosition, SubscriptionPosition
+from msgstream.schema import CollectionSchema
+from msgstream.ttstream import TtMsgStream
+
+from .checkpoint import BatchMark, CheckpointState, check_matches, load_checkpoint, save_checkpoint
+from .clients import ReaderClient, open_reader, resolved_config
+from .convert import FrameBuilder
+from .errors import OptionError
+from .frames import FrameKind, FrameSchema
+from .offsets import EARLIEST, LATEST, SliceOffset, StartSpec, parse_start
+from .options import parse_channels
+from .planner import RowFilter, SlicePlanner
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
+
+UserFunction = Callable[["DataFrame", int], object]
+Until = Literal["available_now", "forever"] | int
+"""When :meth:`MicroBatcher.run` stops: after the data available when it started, never,
+or once packs reach this time tick."""
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """What one committed batch held."""
+
+    batch_id: int
+    insert_rows: int
+    delete_rows: int
+    packs: int
+    begin_ts: int
+    end_ts: int
+    redo: bool
+    seconds: float
+
+    @property
+    def rows(self) -> int:
+        return self.insert_rows + self.delete_rows
+
+
+@dataclass
+class BatcherProgress:
+    """Live figures of a run, for progress bars."""
+
+    start_ts: int = 0
+    end_ts: int = 0
+    target_ts: int | None = None
+    batches: int = 0
+    insert_rows: int = 0
+    delete_rows: int = 0
+    packs: int = 0
+    redone: int = 0
+    last_batch_id: int | None = None
+    stopped: str = ""
+    started_at: float = dataclasses.field(default_factory=time.perf_counter)
+    finished_at: float | None = None
+
+    @property
+    def rows(self) -> int:
+        return self.insert_rows + self.delete_rows
+
+    @property
+    def seconds(self) -> float:
+        end = self.finished_at if self.finished_at is not None else time.perf_counter()
+        return end - self.started_at
+
+
+@dataclass
+class _Batch:
+    builder: FrameBuilder
+    packs: int = 0
+    begin_ts: int = 0
+    last: MsgPack | None = None
+    first_row_at: float | None = None
+
+
+class MicroBatcher:
+    """Reads ``channels`` (of ``config``) into DataFrames, one checkpointed batch at a time.
+
+    ``schema`` (or the first ``CreateCollectionMsg`` of ``collection`` in the channels)
+    decides the frame's columns; ``start`` (``"earliest"``, ``"latest"`` or a pack's
+    ``end_positions``) applies only when ``checkpoint`` does not exist yet.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: Config,
+        channels: Sequence[str],
+        checkpoint: str | os.PathLike[str],
+        *,
+        collection: str | None = None,
+        schema: CollectionSchema | None = None,
+        frame: FrameKind | str = FrameKind.CHANGES,
+        max_rows: int = 100_000,
+        max_interval_s: float = 1.0,
+        start: str | Sequence[MsgPosition] | SliceOffset = EARLIEST,
+        subscription: str = "msgstream-spark-batcher",
+        on_batch: Callable[[BatchInfo], None] | None = None,
+        pipeline: bool = True,
+    ) -> None:
+        if max_rows < 1:
+            raise OptionError("max_rows", f"must be >= 1, got {max_rows}")
+        if not max_interval_s > 0:
+            raise OptionError("max_interval_s", f"must be > 0, got {max_interval_s}")
+        self.spark = spark
+        self.config = resolved_config(config)
+        self.channels = parse_channels(channels)
+        self.checkpoint = os.fspath(checkpoint)
+        self.collection = collection
+        self.schema = schema
+        self.kind = FrameKind.parse(frame)
+        self.max_rows = max_rows
+        self.max_interval_s = max_interval_s
+        self.start: StartSpec = parse_start(start, self.channels, "start")
+        self.subscription = subscription
+        self.on_batch = on_batch
+        self.pipeline = pipeline
+        self.progress = BatcherProgress()
+        self._state: CheckpointState | None = None
+        self._spark_schema: StructType | None = None
+
+    # --- setup ------------------------------------------------------------------------------
+    def _new_stream(self, reader: ReaderClient) -> TtMsgStream:
+        section = self.config.msgstream
+        return TtMsgStream(
+            reader.client,
+            receive_buffer_size=section.receive_buffer_size,
+            max_message_bytes=section.max_message_bytes,
+            late_policy=section.late_policy,
+            channel_buffer_size=section.tt_channel_buffer_size,
+            pursuit_lag_s=0,
+        )
+
+    def _resume_point(self, state: CheckpointState) -> list[MsgPosition] | None:
+        if state.committed is not None:
+            return list(state.committed.positions)
+        if isinstance(self.start, SliceOffset):
+            positions = self.start.to_positions(self.subscription)
+            if positions is None and any(p is not None for p in self.start.positions.values()):
+                raise OptionError("start", "give a position for every channel, or 'earliest'")
+            return positions
+        return None
+
+    async def _subscribe(self, stream: TtMsgStream, resume: list[MsgPosition] | None) -> None:
+        channels = list(self.channels)
+        if resume is not None:
+            await stream.as_consumer(channels, self.subscription, SubscriptionPosition.UNKNOWN)
+            await stream.seek(resume)
+        elif self.start == LATEST:
+            await stream.as_consumer(channels, self.subscription, SubscriptionPosition.LATEST)
+        else:
+            await stream.as_consumer(channels, self.subscription, SubscriptionPosition.EARLIEST)
+
+    async def _target(
+        self, until: Until, planner: SlicePlanner, reader: ReaderClient, start: SliceOffset
+    ) -> int | None:
+        if until == "forever":
+            return None
+        if isinstance(until, int):
+            return until
+        if self.start == LATEST and self._state is not None and self._state.committed is None:
+            return start.tick  # nothing existing is read: the data available now is none
+        reader.refresh()
+        return (await planner.next_offset(start)).tick
+
+    # --- running ----------------------------------------------------------------------------
+    async def run(
+        self, fn: UserFunction, *, until: Until = "available_now", max_batches: int | None = None
+    ) -> BatcherProgress:
+        """Process batches until ``until`` (see :data:`Until`) or ``max_batches`` batches;
+        return the run's figures. An exception of ``fn`` propagates, its batch stays
+        pending in the checkpoint and is redone by the next run."""
+        if until not in ("available_now", "forever") and not isinstance(until, int):
+            raise OptionError("until", f"expected 'available_now', 'forever' or a tick: {until!r}")
+        self.progress = progress = BatcherProgress()
+        state = load_checkpoint(self.checkpoint)
+        plan_reader = open_reader(self.config)
+        planner = SlicePlanner(
+            plan_reader.client,
+            self.channels,
+            f"{self.subscription}-plan",
+            RowFilter(self.collection or "", self.kind),
+            timeout_s=self.config.msgstream.operation_timeout_s,
+        )
+        stream_reader: ReaderClient | None = None
+        stream: TtMsgStream | None = None
+        try:
+            await planner.open()  # TopicNotFound names a missing channel
+            schema = self.schema or await planner.find_schema(self.collection)
+            frame = FrameSchema(schema, self.kind)
+            self._spark_schema = frame.spark_schema()
+            if state is None:
+                state = CheckpointState(self.channels, schema.name)
+            else:
+                check_matches(state, self.checkpoint, self.channels, schema.name)
+            self._state = state
+            resume = self._resume_point(state)
+            start = (
+                SliceOffset.from_positions(resume, self.channels, "resume positions")
+                if resume is not None
+                else SliceOffset.earliest(self.channels)
+            )
+            progress.start_ts = progress.end_ts = start.tick
+            target = await self._target(until, planner, plan_reader, start)
+            if state.pending is not None:
+                target = None if target is None else max(target, state.pending.end_ts)
+            progress.target_ts = target
+            if target is not None and target <= start.tick:
+                progress.stopped = "nothing new"
+                return progress
+            stream_reader = open_reader(self.config)
+            stream = self._new_stream(stream_reader)
+            await self._subscribe(stream, resume)
+            await self._loop(stream, frame, fn, target, max_batches)
+            return progress
+        finally:
+            progress.finished_at = time.perf_counter()
+            if stream is not None:
+                await stream.close()
+            elif stream_reader is not None:
+                await stream_reader.client.close()
+            await planner.close()
+            await plan_reader.client.close()
+
+    async def _loop(
+        self,
+        stream: TtMsgStream,
+        frame: FrameSchema,
+        fn: UserFunction,
+        target: int | None,
+        max_batches: int | None,
+    ) -> None:
+        progress = self.progress
+        redo = self._require_state().pending
+        batch = _Batch(FrameBuilder(frame), begin_ts=progress.end_ts)
+        in_flight: asyncio.Task[None] | None = None
+        next_pack: asyncio.Task[MsgPack] | None = None
+        cut_batches = 0
+        last_advance = time.monotonic()
+        try:
+            while True:
+                if next_pack is None:
+                    next_pack = asyncio.ensure_future(stream.__anext__())
+                waiting: set[asyncio.Future[object]] = {next_pack}  # type: ignore[arg-type]
+                if in_flight is not None:
+                    waiting.add(in_flight)  # type: ignore[arg-type]
+                await asyncio.wait(
+                    waiting, timeout=self._wait_s(batch), return_when=asyncio.FIRST_COMPLETED
+                )
+                if in_flight is not None and in_flight.done():
+                    finished, in_flight = in_flight, None
+                    finished.result()  # the user function's exception, if any
+                if next_pack.done():
+                    pack, next_pack = next_pack.result(), None
+                    self._add(batch, pack)
+                last = batch.last
+                if last is None:
+                    continue
+                reached = target is not None and last.end_ts >= target
+                if redo is not None:
+                    cut = last.end_ts >= redo.end_ts
+                else:
+                    cut = (
+                        reached or batch.builder.rows >= self.max_rows or self._interval_over(batch)
+                    )
+                if not cut:
+                    continue
+                if batch.builder.rows or redo is not None:
+                    if in_flight is not None:
+                        await in_flight
+                        in_flight = None
+                    batch_id = (
+                        redo.batch_id if redo is not None else self._require_state().next_batch_id
+                    )
+                    in_flight = asyncio.ensure_future(
+                        self._start(stream, fn, batch, batch_id, redo is not None)
+                    )
+                    if not self.pipeline:
+                        await in_flight
+                        in_flight = None
+                    redo = None
+                    cut_batches += 1
+                    batch = _Batch(FrameBuilder(frame), begin_ts=last.end_ts)
+                elif reached or time.monotonic() - last_advance >= self.max_interval_s:
+                    if in_flight is not None:
+                        await in_flight
+                        in_flight = None
+                    self._advance(last)
+                    last_advance = time.monotonic()
+                    batch = _Batch(FrameBuilder(frame), begin_ts=last.end_ts)
+                if reached:
+                    progress.stopped = "reached end tick"
+                    break
+                if max_batches is not None and cut_batches >= max_batches:
+                    progress.stopped = "max batches"
+                    break
+            if in_flight is not None:
+                await in_flight
+                in_flight = None
+        finally:
+            if next_pack is not None:
+                next_pack.cancel()
+                await asyncio.gather(next_pack, return_exceptions=True)
+            if in_flight is not None:  # failing or cancelled: let Spark finish, keep it pending
+                await asyncio.gather(in_flight, return_exceptions=True)
+
+    def _require_state(self) -> CheckpointState:
+        if self._state is None:
+            raise RuntimeError("the batcher is not running")
+        return self._state
+
+    def _wait_s(self, batch: _Batch) -> float:
+        if batch.first_row_at is None:
+            return self.max_interval_s
+        return max(0.0, self.max_interval_s - (time.monotonic() - batch.first_row_at))
+
+    def _interval_over(self, batch: _Batch) -> bool:
+        started = batch.first_row_at
+        return started is not None and time.monotonic() - started >= self.max_interval_s
+
+    def _add(self, batch: _Batch, pack: MsgPack) -> None:
+        before = batch.builder.rows
+        batch.builder.add_pack(pack)
+        if batch.first_row_at is None and batch.builder.rows > before:
+            batch.first_row_at = time.monotonic()
+        batch.packs += 1
+        batch.last = pack
+        self.progress.packs += 1
+        self.progress.end_ts = pack.end_ts
+
+    def _advance(self, last: MsgPack) -> None:
+        """Move the committed positions past packs without rows (no batch, no id)."""
+        state = self._require_state()
+        batch_id = -1 if state.committed is None else state.committed.batch_id
+        mark = BatchMark(batch_id, last.end_ts, tuple(last.end_positions))
+        self._state = dataclasses.replace(state, committed=mark)
+        save_checkpoint(self.checkpoint, self._state)
+
+    async def _start(
+        self, stream: TtMsgStream, fn: UserFunction, batch: _Batch, batch_id: int, redo: bool
+    ) -> None:
+        """Mark the batch pending, run Spark and ``fn`` in a thread, commit, then
+        acknowledge the packs (the checkpoint, not the subscription, is what resumes)."""
+        last = batch.last
+        assert last is not None
+        mark = BatchMark(batch_id, last.end_ts, tuple(last.end_positions))
+        state = dataclasses.replace(self._require_state(), pending=mark)
+        save_checkpoint(self.checkpoint, state)
+        self._state = state
+        started = time.perf_counter()
+        builder = batch.builder
+        await asyncio.to_thread(self._process, fn, builder, batch_id)
+        self._state = dataclasses.replace(state, committed=mark, pending=None)
+        save_checkpoint(self.checkpoint, self._state)
+        try:
+            await stream.ack(last)
+        except Exception as exc:  # the batch is committed; a lost ack only delays retention
+            log.warning("acknowledging batch %d failed: %s", batch_id, exc)
+        info = BatchInfo(
+            batch_id=batch_id,
+            insert_rows=builder.insert_rows,
+            delete_rows=builder.delete_rows,
+            packs=batch.packs,
+            begin_ts=batch.begin_ts,
+            end_ts=last.end_ts,
+            redo=redo,
+            seconds=time.perf_counter() - started,
+        )
+        progress = self.progress
+        progress.batches += 1
+        progress.insert_rows += info.insert_rows
+        progress.delete_rows += info.delete_rows
+        progress.redone += int(redo)
+        progress.last_batch_id = batch_id
+        if self.on_batch is not None:
+            self.on_batch(info)
+
+    def _process(self, fn: UserFunction, builder: FrameBuilder, batch_id: int) -> None:
+        table = builder.build()
+        assert self._spark_schema is not None
+        df = self.spark.createDataFrame(table, schema=self._spark_schema)
+        fn(df, batch_id)

@@ -1,0 +1,59 @@
+"""Opening a backend for reading: the one backend-specific step of the bridge.
+
+The embedded rocksmq store allows one writing process; Spark's Python workers (and an
+ingest job next to a running producer) are other processes, so the bridge always opens
+rocksmq read-only. A read-only store sees the writer's later messages only when it
+catches up, which :attr:`ReaderClient.refresh` does before the bridge asks what is new.
+Every other backend is opened through the ordinary factory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import cast
+
+from msgstream.backend import Client
+from msgstream.config import Config, MqType, resolve_backend
+from msgstream.factory import new_client
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass
+class ReaderClient:
+    client: Client
+    refresh: Callable[[], None] = _nothing
+    """Make messages written by other processes since the last call visible."""
+
+
+def resolved_config(config: Config) -> Config:
+    """The same configuration with the backend and (for rocksmq) the store path made
+    explicit, so a process with another environment opens the same thing."""
+    backend = cast(MqType, resolve_backend(config))
+    resolved = dataclasses.replace(config, mq=dataclasses.replace(config.mq, type=backend))
+    if backend == "rocksmq":
+        rocksmq = dataclasses.replace(config.rocksmq, path=config.rocksmq_path())
+        resolved = dataclasses.replace(resolved, rocksmq=rocksmq)
+    return resolved
+
+
+def open_reader(config: Config) -> ReaderClient:
+    """A client for reading the channels ``config`` points at (rocksmq: read-only)."""
+    if resolve_backend(config) != "rocksmq":
+        return ReaderClient(new_client(config))
+    from backends.rocksmq import RocksStore
+    from backends.rocksmq import new_client as new_rocksmq_client
+
+    client = new_rocksmq_client(config, read_only=True)
+    store = client.store
+    assert isinstance(store, RocksStore)
+    return ReaderClient(client, store.catch_up)
+
+
+def in_process_only(config: Config) -> bool:
+    """Whether the backend exists only inside this process (``memory``)."""
+    return resolve_backend(config) == "memory"

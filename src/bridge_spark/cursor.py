@@ -1,0 +1,106 @@
+"""Raw reading of one channel between two points, on the public backend API.
+
+The planner and the Spark executors need messages' headers (type and time range) far
+more often than their bodies, so they read raw payloads through a backend ``Consumer``
+and decode only what they keep. A :class:`RawCursor` reads from a position (inclusive,
+or the channel's beginning) up to the channel's newest MessageID as of the call, so a
+read never waits for messages that do not exist yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+
+from msgstream.backend import Client, ConsumedMessage, Consumer, MessageID
+from msgstream.errors import CodecError
+from msgstream.position import SubscriptionPosition
+
+from .errors import SliceIncompleteError
+
+log = logging.getLogger(__name__)
+
+READ_BATCH = 512
+DEFAULT_TIMEOUT_S = 30.0
+
+
+@dataclass(slots=True)
+class SkipStats:
+    """Messages a bridge reader could not use: counted and logged, never silent."""
+
+    undecodable: int = 0
+    late: int = 0
+
+
+def log_undecodable(channel: str, raw: ConsumedMessage, exc: CodecError, stats: SkipStats) -> None:
+    stats.undecodable += 1
+    log.warning(
+        "skipping undecodable message on channel %r at MessageID %r: %s", channel, raw.msg_id, exc
+    )
+
+
+class RawCursor:
+    """One channel, read raw. Open with :meth:`open`, then :meth:`read` ranges."""
+
+    def __init__(
+        self, client: Client, channel: str, subscription: str, timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> None:
+        self.client = client
+        self.channel = channel
+        self.subscription = subscription
+        self.timeout_s = timeout_s
+        self._consumer: Consumer | None = None
+
+    async def open(self) -> None:
+        """Subscribe (at no position: every read seeks first). ``TopicNotFound`` names a
+        channel that does not exist."""
+        await self.client.check_topic_valid(self.channel)
+        self._consumer = await self.client.subscribe(
+            self.channel, self.subscription, SubscriptionPosition.UNKNOWN
+        )
+
+    async def close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            await consumer.close()
+
+    def _require(self) -> Consumer:
+        if self._consumer is None:
+            raise RuntimeError(f"cursor of channel {self.channel!r} is not open")
+        return self._consumer
+
+    async def latest(self) -> MessageID | None:
+        return await self.client.get_latest_msg_id(self.channel)
+
+    async def read(self, start: bytes | None) -> AsyncGenerator[list[ConsumedMessage], None]:
+        """Batches of raw messages from ``start`` (inclusive; None: the beginning) up to
+        and including the newest message that existed when the read began."""
+        consumer = self._require()
+        last = await self.latest()
+        if last is None:
+            return
+        if start is None:
+            await consumer.seek_to_earliest()
+        else:
+            first = self.client.message_id_from_bytes(start)
+            if last < first:
+                return
+            await consumer.seek(first, inclusive=True)
+        while True:
+            raws = consumer.receive_nowait(READ_BATCH)
+            if not raws:
+                try:
+                    async with asyncio.timeout(self.timeout_s):
+                        raws = [await consumer.receive()]
+                except TimeoutError:
+                    raise SliceIncompleteError(
+                        f"channel {self.channel!r}: messages up to MessageID {last!r} exist "
+                        f"but none arrived within {self.timeout_s:g} s"
+                    ) from None
+            if last <= raws[-1].msg_id:
+                cut = next(i for i, raw in enumerate(raws) if last <= raw.msg_id)
+                yield raws[: cut + 1]
+                return
+            yield raws

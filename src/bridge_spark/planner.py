@@ -1,0 +1,281 @@
+"""Planning time slices: from a slice offset, how far every channel can be read now.
+
+The planner reads message headers only (type and time range, from the envelope): per
+channel it notes the time ticks above the start tick and, for positions, the first
+message above each candidate tick. The next offset is the largest common tick -- the
+smallest of the channels' last ticks, which every channel has reached -- or, under a row
+limit, the largest tick whose slice holds at most that many rows (never less than one
+tick: slices are not split). Rows are counted only under a row limit, which needs the
+Insert/Delete bodies decoded.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from msgstream.backend import Client, ConsumedMessage, MessageID
+from msgstream.codec import decode, peek_time_range
+from msgstream.errors import CodecError
+from msgstream.messages import CreateCollectionMsg, DeleteMsg, InsertMsg, MsgType
+from msgstream.schema import CollectionSchema
+
+from .cursor import RawCursor, SkipStats, log_undecodable
+from .errors import SchemaNotFoundError
+from .frames import FrameKind
+from .offsets import SliceOffset
+
+log = logging.getLogger(__name__)
+
+_TICK = int(MsgType.TIME_TICK)
+_INSERT = int(MsgType.INSERT)
+_DELETE = int(MsgType.DELETE)
+_CREATE = int(MsgType.CREATE_COLLECTION)
+
+MAX_SCAN_MESSAGES = 1_000_000
+"""Per channel and call, the planner stops at the first tick after this many messages
+(bounding its memory); a slice then ends earlier and the next call continues."""
+
+
+@dataclass(slots=True)
+class _ChannelScan:
+    ticks: list[int] = field(default_factory=list)
+    """Tick values above the start tick, increasing."""
+    record_ids: list[bytes] = field(default_factory=list)
+    record_ts: list[int] = field(default_factory=list)
+    """The messages where the running maximum of end timestamps (above the start tick)
+    rises: the first message above a tick ``e`` is the first record above ``e``."""
+    row_ts: list[int] = field(default_factory=list)
+    row_counts: list[int] = field(default_factory=list)
+    last_id: bytes | None = None
+    scanned: int = 0
+    running: int = 0
+    """The largest end timestamp above the start tick seen so far."""
+
+    def first_above(self, tick: int) -> bytes | None:
+        index = bisect.bisect_right(self.record_ts, tick)
+        return self.record_ids[index] if index < len(self.record_ids) else None
+
+
+@dataclass
+class RowFilter:
+    """Which rows count against a row limit: those of one collection, in one frame."""
+
+    collection: str
+    kind: FrameKind
+
+    def rows(self, payload: bytes, msg_type: int) -> int:
+        if msg_type == _INSERT and not self.kind.has_inserts:
+            return 0
+        if msg_type == _DELETE and not self.kind.has_deletes:
+            return 0
+        msg = decode(payload)
+        if isinstance(msg, InsertMsg | DeleteMsg) and msg.collection_name == self.collection:
+            return msg.num_rows
+        return 0
+
+
+class SlicePlanner:
+    """Computes next slice offsets of ``channels`` through ``client`` (kept open)."""
+
+    def __init__(
+        self,
+        client: Client,
+        channels: Sequence[str],
+        subscription: str,
+        rows: RowFilter,
+        *,
+        max_scan: int = MAX_SCAN_MESSAGES,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.channels = list(channels)
+        self.rows = rows
+        self.max_scan = max_scan
+        self.skipped = SkipStats()
+        self._cursors = [RawCursor(client, c, subscription, timeout_s) for c in channels]
+        self._open = False
+        self._count_rows = False
+
+    async def open(self) -> None:
+        if not self._open:
+            for cursor in self._cursors:
+                await cursor.open()
+            self._open = True
+
+    async def close(self) -> None:
+        for cursor in self._cursors:
+            await cursor.close()
+        self._open = False
+
+    async def latest_ids(self) -> dict[str, bytes | None]:
+        """Each channel's newest MessageID now (None: empty)."""
+        await self.open()
+        out: dict[str, bytes | None] = {}
+        for cursor in self._cursors:
+            latest = await cursor.latest()
+            out[cursor.channel] = None if latest is None else latest.to_bytes()
+        return out
+
+    async def next_offset(
+        self,
+        start: SliceOffset,
+        *,
+        max_rows: int | None = None,
+        stop_ids: Mapping[str, bytes | None] | None = None,
+    ) -> SliceOffset:
+        """The furthest offset after ``start`` readable now (``start`` itself if time
+        has not advanced on every channel). ``stop_ids`` caps each channel's reading at a
+        MessageID (Trigger.AvailableNow: what existed when the query started)."""
+        await self.open()
+        scans = [_ChannelScan(running=start.tick) for _ in self._cursors]
+        self._count_rows = max_rows is not None
+        await self._scan_all(start, scans, max_rows, stop_ids)
+        if any(not s.ticks for s in scans):
+            return start
+        end = min(s.ticks[-1] for s in scans)
+        if max_rows is not None:
+            end = _limit_end(scans, end, max_rows)
+        positions: dict[str, bytes | None] = {}
+        for channel, scan in zip(self.channels, scans, strict=True):
+            first_above = scan.first_above(end)
+            positions[channel] = (
+                first_above
+                if first_above is not None
+                else scan.last_id
+                if scan.last_id is not None
+                else start.positions[channel]
+            )
+        return SliceOffset(end, positions)
+
+    async def _scan_all(
+        self,
+        start: SliceOffset,
+        scans: list[_ChannelScan],
+        max_rows: int | None,
+        stop_ids: Mapping[str, bytes | None] | None,
+    ) -> None:
+        """Read the channels a batch at a time in turn. Under a row limit, stop as soon as
+        the rows up to the common tick exceed it: a later tick only adds rows."""
+        readers: list[
+            tuple[_ChannelScan, RawCursor, AsyncGenerator[list[ConsumedMessage], None], Any]
+        ] = []
+        for scan, cursor in zip(scans, self._cursors, strict=True):
+            stop = None
+            if stop_ids is not None:
+                stop = stop_ids.get(cursor.channel)
+                if stop is None:  # the channel was empty: nothing of it is due
+                    continue
+            stop_id = None if stop is None else cursor.client.message_id_from_bytes(stop)
+            batches = cursor.read(start.positions[cursor.channel])
+            readers.append((scan, cursor, batches, stop_id))
+        try:
+            while readers:
+                for entry in list(readers):
+                    scan, cursor, batches, stop_id = entry
+                    raws = await anext(batches, None)
+                    if raws is None or not self._feed(cursor, scan, raws, start.tick, stop_id):
+                        readers.remove(entry)
+                        await batches.aclose()
+                if max_rows is not None and _rows_due(scans) > max_rows:
+                    break
+        finally:
+            for _, _, batches, _ in readers:
+                await batches.aclose()
+
+    def _feed(
+        self,
+        cursor: RawCursor,
+        scan: _ChannelScan,
+        raws: list[ConsumedMessage],
+        begin: int,
+        stop_id: MessageID | None,
+    ) -> bool:
+        """Note the headers of ``raws``; False once the channel needs no more reading."""
+        count_rows = self._count_rows
+        for raw in raws:
+            if stop_id is not None and stop_id < raw.msg_id:
+                return False
+            scan.scanned += 1
+            msg_id = raw.msg_id.to_bytes()
+            scan.last_id = msg_id
+            try:
+                msg_type, _, end_ts = peek_time_range(raw.payload)
+            except CodecError as exc:
+                log_undecodable(cursor.channel, raw, exc, self.skipped)
+                continue
+            if msg_type == _TICK:
+                if end_ts > begin and (not scan.ticks or end_ts > scan.ticks[-1]):
+                    scan.ticks.append(end_ts)
+                    if scan.scanned >= self.max_scan:
+                        return False
+                continue
+            if end_ts <= begin:
+                continue
+            if end_ts > scan.running:
+                scan.running = end_ts
+                scan.record_ids.append(msg_id)
+                scan.record_ts.append(end_ts)
+            if count_rows and msg_type in (_INSERT, _DELETE):
+                try:
+                    rows = self.rows.rows(raw.payload, msg_type)
+                except CodecError as exc:
+                    log_undecodable(cursor.channel, raw, exc, self.skipped)
+                    continue
+                if rows:
+                    scan.row_ts.append(end_ts)
+                    scan.row_counts.append(rows)
+        return True
+
+    async def find_schema(self, collection: str | None) -> CollectionSchema:
+        """The schema of the first ``CreateCollectionMsg`` (of ``collection``, if given)
+        in the channels, read from their beginning."""
+        await self.open()
+        for cursor in self._cursors:
+            async for raws in cursor.read(None):
+                for raw in raws:
+                    try:
+                        msg_type, _, _ = peek_time_range(raw.payload)
+                        if msg_type != _CREATE:
+                            continue
+                        msg = decode(raw.payload)
+                    except CodecError as exc:
+                        log_undecodable(cursor.channel, raw, exc, self.skipped)
+                        continue
+                    if isinstance(msg, CreateCollectionMsg) and (
+                        collection is None or msg.collection_name == collection
+                    ):
+                        return msg.schema
+        which = f"collection {collection!r}" if collection else "any collection"
+        raise SchemaNotFoundError(
+            f"no CreateCollectionMsg for {which} in channels {self.channels}; "
+            "give the collection schema explicitly"
+        )
+
+
+def _rows_due(scans: Sequence[_ChannelScan]) -> int:
+    """Rows up to the common tick (the smallest last tick) of what was scanned so far."""
+    if any(not s.ticks for s in scans):
+        return 0
+    end = min(s.ticks[-1] for s in scans)
+    return sum(n for s in scans for t, n in zip(s.row_ts, s.row_counts, strict=True) if t <= end)
+
+
+def _limit_end(scans: Sequence[_ChannelScan], end: int, max_rows: int) -> int:
+    """The largest tick ``<= end`` whose slice holds at most ``max_rows`` rows, or the
+    smallest tick if even that one holds more (a slice is never split)."""
+    candidates = np.unique(np.array([t for s in scans for t in s.ticks if t <= end], np.uint64))
+    row_ts = np.array([t for s in scans for t in s.row_ts], np.uint64)
+    counts = np.array([n for s in scans for n in s.row_counts], np.int64)
+    order = np.argsort(row_ts, kind="stable")
+    row_ts, cumulative = row_ts[order], np.cumsum(counts[order])
+    rows_at = np.zeros(len(candidates), np.int64)
+    if len(cumulative):
+        upto = np.searchsorted(row_ts, candidates, side="right")
+        rows_at = np.where(upto > 0, cumulative[np.maximum(upto - 1, 0)], 0)
+    fitting = candidates[rows_at <= max_rows]
+    return int(fitting[-1]) if len(fitting) else int(candidates[0])

@@ -1,0 +1,56 @@
+"""A local Spark session set up for the bridge (used by the CLI, the demo and tests)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SMALL_LOCAL_CONF: dict[str, str] = {
+    "spark.driver.memory": "1g",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.streaming.stopTimeout": "60s",
+    "spark.log.level": "ERROR",
+}
+"""Settings for a small ``local[2]`` session: little memory, no UI, few partitions."""
+
+
+def local_spark(
+    master: str = "local[2]",
+    app_name: str = "msgstream",
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Get (or create) a Spark session with the ``msgstream`` source registered.
+
+    Spark's Python workers run this interpreter (``PYSPARK_PYTHON``), so they can import
+    the bridge. An already running session is returned as is (settings that only apply
+    at start-up are then ignored).
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from .source import register
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in {**SMALL_LOCAL_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register(spark)
+    return spark
+
+
+def active_spark() -> SparkSession | None:
+    """The session already running in this process, if any."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()

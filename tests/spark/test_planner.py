@@ -1,0 +1,276 @@
+"""Slice planning and slice reading on the embedded store (no Spark).
+
+Offsets must cut the channels into consecutive time slices that hold every row exactly
+once, including messages stamped above a tick but sent before it, channels whose tick
+values differ, row limits and Trigger.AvailableNow caps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from bridge_spark.clients import open_reader
+from bridge_spark.errors import SchemaNotFoundError, SliceIncompleteError
+from bridge_spark.frames import FrameKind, FrameSchema
+from bridge_spark.offsets import SliceOffset
+from bridge_spark.planner import RowFilter, SlicePlanner
+from bridge_spark.slices import ChannelSlice, read_slice
+from bridge_spark.workload import sample_schema
+from msgstream import (
+    Config,
+    InsertMsg,
+    SubscriptionPosition,
+    TopicNotFound,
+    new_ttmsgstream,
+)
+from spark.data import Step, channel_names, produce_sample, produce_script, rocksmq_config
+
+DELETES = FrameSchema(sample_schema(), FrameKind.DELETES)
+
+
+class Harness:
+    def __init__(
+        self, config: Config, channels: Sequence[str], kind: FrameKind = FrameKind.DELETES
+    ):
+        self.config = config
+        self.channels = list(channels)
+        self.frame = FrameSchema(sample_schema(), kind)
+        self.reader = open_reader(config)
+        self.planner = SlicePlanner(
+            self.reader.client, self.channels, "test-plan", RowFilter("demo", kind), timeout_s=5
+        )
+
+    async def close(self) -> None:
+        await self.planner.close()
+        await self.reader.client.close()
+
+    async def next(self, start: SliceOffset, **kwargs: object) -> SliceOffset:
+        self.reader.refresh()
+        return await self.planner.next_offset(start, **kwargs)  # type: ignore[arg-type]
+
+    async def rows(self, start: SliceOffset, end: SliceOffset) -> list[tuple[int, int, str]]:
+        """(key, ts, channel) of every delete row in the slice, channel by channel."""
+        out = []
+        for channel in self.channels:
+            part = ChannelSlice(channel, start.positions[channel], start.tick, end.tick)
+            async for table in read_slice(self.reader.client, part, self.frame, "test-read"):
+                out.extend(
+                    zip(
+                        table.column("pk").to_pylist(),
+                        table.column("_ts").to_pylist(),
+                        table.column("_channel").to_pylist(),
+                        strict=True,
+                    )
+                )
+        return out
+
+
+@pytest.fixture
+async def harness(tmp_path: Path) -> object:
+    made: list[Harness] = []
+
+    async def make(channels: Sequence[str], kind: FrameKind = FrameKind.DELETES) -> Harness:
+        h = Harness(rocksmq_config(tmp_path / "store"), channels, kind)
+        made.append(h)
+        return h
+
+    yield make
+    for h in made:
+        await h.close()
+
+
+def data(channel: int, ts: int, key: int) -> Step:
+    return Step(channel, ts, key=key)
+
+
+def tick(channel: int, ts: int) -> Step:
+    return Step(channel, ts, tick=True)
+
+
+async def test_slices_hold_every_row_once_when_channels_tick_differently(
+    tmp_path: Path, harness: object
+) -> None:
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("dt", 3)
+    steps = []
+    key = 0
+    for round_ in range(1, 7):  # channel c ticks at 10*round + c
+        for c in range(3):
+            for k in range(3):
+                key += 1
+                steps.append(data(c, 10 * round_ + c - 3 + k, key))
+            steps.append(tick(c, 10 * round_ + c))
+    await produce_script(config, channels, steps[: len(steps) // 2])
+    h = await harness(channels)  # type: ignore[operator]
+    start = SliceOffset.earliest(channels)
+    first = await h.next(start)
+    assert first.tick == 30  # channel 0 ticked 30, channel 1 only 31 and 2 only 32 later
+    await produce_script(config, channels, steps[len(steps) // 2 :])
+    second = await h.next(first)
+    assert second.tick == 60
+    assert await h.next(second) == second  # time did not advance: the same offset
+    rows = await h.rows(start, first) + await h.rows(first, second)
+    by_key = {s.key: s.ts for s in steps if not s.tick}
+    assert sorted(r[0] for r in rows) == sorted(k for k, ts in by_key.items() if ts <= 60)
+    assert all(by_key[k] == ts for k, ts, _ in rows)
+    assert {k for k, ts, _ in await h.rows(start, first)} == {
+        k for k, ts in by_key.items() if ts <= 30
+    }
+
+
+async def test_a_message_stamped_above_a_tick_but_sent_before_it(
+    tmp_path: Path, harness: object
+) -> None:
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("ahead", 2)
+    await produce_script(
+        config,
+        channels,
+        [
+            data(0, 5, 1),
+            data(0, 15, 2),  # stamped 15, sent before the tick 10 (allowed: 15 > 10)
+            tick(0, 10),
+            data(0, 12, 3),
+            tick(1, 10),
+            tick(0, 20),
+            tick(1, 20),
+        ],
+    )
+    h = await harness(channels)  # type: ignore[operator]
+    start = SliceOffset.earliest(channels)
+    first = await h.next(start, max_rows=1)
+    assert first.tick == 10
+    second = await h.next(first)
+    assert second.tick == 20
+    assert sorted(await h.rows(start, first)) == [(1, 5, channels[0])]
+    assert sorted(await h.rows(first, second)) == [(2, 15, channels[0]), (3, 12, channels[0])]
+    # The offset is the first message above tick 10: message 2, before the tick.
+    assert first.positions[channels[0]] is not None
+
+
+async def test_row_limit_takes_the_largest_tick_that_fits_and_never_splits_a_slice(
+    tmp_path: Path, harness: object
+) -> None:
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("lim", 2)
+    steps = []
+    key = 0
+    for t, per_channel in ((10, 2), (20, 1), (30, 4), (40, 1)):
+        for c in range(2):
+            for _ in range(per_channel):
+                key += 1
+                steps.append(data(c, t - 1, key))
+            steps.append(tick(c, t))
+    await produce_script(config, channels, steps)  # slices hold 4, 2, 8, 2 rows
+    h = await harness(channels)  # type: ignore[operator]
+    start = SliceOffset.earliest(channels)
+    assert (await h.next(start, max_rows=3)).tick == 10  # 4 rows: one slice, not split
+    assert (await h.next(start, max_rows=6)).tick == 20
+    assert (await h.next(start, max_rows=13)).tick == 20
+    assert (await h.next(start, max_rows=14)).tick == 30
+    assert (await h.next(start, max_rows=100)).tick == 40
+    ticks = []
+    offset = start
+    total = 0
+    while True:
+        following = await h.next(offset, max_rows=5)
+        if following == offset:
+            break
+        total += len(await h.rows(offset, following))
+        ticks.append(following.tick)
+        offset = following
+    assert ticks == [10, 20, 30, 40]
+    assert total == key
+
+
+async def test_stop_ids_cap_what_is_read(tmp_path: Path, harness: object) -> None:
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("cap", 2)
+    await produce_script(config, channels, [data(0, 1, 1), tick(0, 5), tick(1, 5)])
+    h = await harness(channels)  # type: ignore[operator]
+    caps = await h.planner.latest_ids()
+    await produce_script(config, channels, [data(1, 6, 2), tick(0, 9), tick(1, 9)])
+    start = SliceOffset.earliest(channels)
+    capped = await h.next(start, stop_ids=caps)
+    assert capped.tick == 5
+    assert await h.next(capped, stop_ids=caps) == capped
+    assert (await h.next(capped)).tick == 9
+    empty = {channels[0]: caps[channels[0]], channels[1]: None}
+    assert await h.next(start, stop_ids=empty) == start  # an empty channel holds time back
+
+
+async def test_no_progress_while_a_channel_has_no_tick(tmp_path: Path, harness: object) -> None:
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("still", 2)
+    await produce_script(config, channels, [data(0, 1, 1), tick(0, 5), data(1, 2, 2)])
+    h = await harness(channels)  # type: ignore[operator]
+    start = SliceOffset.earliest(channels)
+    assert await h.next(start) == start
+
+
+async def test_offsets_satisfy_the_tt_stream_resume_contract(
+    tmp_path: Path, harness: object
+) -> None:
+    """A TtMsgStream seeking to a planned offset yields exactly the rows after it."""
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("resume", 3)
+    produced = await produce_sample(config, channels, 600, msgs_per_tick=5)
+    h = await harness(channels, FrameKind.INSERTS)  # type: ignore[operator]
+    start = SliceOffset.earliest(channels)
+    middle = await h.next(start, max_rows=250)
+    assert 0 < middle.tick < produced.last_tick
+    before = [row[0] for row in await h.rows(start, middle)]
+    assert 0 < len(before) <= 250
+    positions = middle.to_positions("resume")
+    assert positions is not None
+    after: list[int] = []
+    async with new_ttmsgstream(config) as stream:
+        await stream.as_consumer(channels, "resume", SubscriptionPosition.UNKNOWN)
+        await stream.seek(positions)
+        async for pack in stream:
+            assert pack.begin_ts >= middle.tick
+            for msg in pack.msgs:
+                if isinstance(msg, InsertMsg):
+                    after.extend(msg.row_ids.tolist())
+            if pack.end_ts >= produced.last_tick:
+                break
+    assert sorted(before + after) == sorted(produced.inserted)
+
+
+async def test_missing_channel_and_missing_schema_are_named(
+    tmp_path: Path, harness: object
+) -> None:
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("sch", 2)
+    await produce_sample(config, channels, 20, create=False)
+    h = await harness(channels)  # type: ignore[operator]
+    with pytest.raises(SchemaNotFoundError) as caught:
+        await h.planner.find_schema("demo")
+    assert str(caught.value) == (
+        f"no CreateCollectionMsg for collection 'demo' in channels {channels}; "
+        "give the collection schema explicitly"
+    )
+    ghost = await harness([channels[0], "sch-ghost"])  # type: ignore[operator]
+    with pytest.raises(TopicNotFound) as missing:
+        await ghost.planner.open()
+    assert str(missing.value) == "channel 'sch-ghost' does not exist on backend 'rocksmq'"
+
+
+async def test_a_slice_whose_closing_tick_is_gone_is_an_error(
+    tmp_path: Path, harness: object
+) -> None:
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("gone", 1)
+    await produce_script(config, channels, [data(0, 1, 1), tick(0, 5)])
+    h = await harness(channels)  # type: ignore[operator]
+    part = ChannelSlice(channels[0], None, 0, 9)
+    with pytest.raises(SliceIncompleteError) as caught:
+        async for _ in read_slice(h.reader.client, part, DELETES, "x", timeout_s=1):
+            pass
+    assert str(caught.value) == (
+        "channel 'gone-0': no time tick at or above 9 after MessageID earliest; the slice "
+        "(0, 9] cannot be completed (deleted by retention?)"
+    )

@@ -1,0 +1,309 @@
+"""The driver-side micro-batcher with a real local Spark session."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+
+from bridge_spark import (
+    BatchInfo,
+    CheckpointError,
+    MicroBatcher,
+    ParquetSink,
+    SchemaMismatchError,
+    load_checkpoint,
+)
+from bridge_spark.workload import SampleProducer, sample_schema
+from msgstream import (
+    DataType,
+    FieldData,
+    InsertMsg,
+    MsgPack,
+    SubscriptionPosition,
+    TopicNotFound,
+    new_msgstream,
+    new_ttmsgstream,
+)
+from spark.data import channel_names, memory_config, produce_sample, rocksmq_config
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+pytestmark = pytest.mark.spark
+
+
+class Collect:
+    """A user function keeping each batch's (op, pk) rows."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, list[tuple[str, int]]] = {}
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        if "_op" not in df.columns:  # the inserts frame
+            df = df.selectExpr("'insert' AS _op", "pk")
+        self.batches[batch_id] = [(r["_op"], r["pk"]) for r in df.select("_op", "pk").collect()]
+
+
+async def tick_packs(
+    config: object, channels: list[str]
+) -> list[tuple[int, int, set[tuple[str, int]]]]:
+    """(begin_ts, end_ts, rows) of every pack a TtMsgStream cuts, read to the end."""
+    out = []
+    async with new_ttmsgstream(config, pursuit_lag_s=0) as stream:  # type: ignore[arg-type]
+        await stream.as_consumer(channels, "reference", SubscriptionPosition.EARLIEST)
+        latest = {c: await stream.get_latest_msg_id(c) for c in channels}
+        while True:
+            try:
+                async with asyncio.timeout(2):
+                    pack = await anext(aiter(stream))
+            except TimeoutError:
+                break
+            rows = set()
+            for msg in pack.msgs:
+                if isinstance(msg, InsertMsg):
+                    rows.update(("insert", int(k)) for k in msg.row_ids)
+                elif msg.msg_type == 3:
+                    rows.update(("delete", int(k)) for k in msg.primary_keys)  # type: ignore[attr-defined]
+            out.append((pack.begin_ts, pack.end_ts, rows))
+        del latest
+    return out
+
+
+async def test_batches_are_cut_only_at_pack_boundaries(spark: SparkSession, tmp_path: Path) -> None:
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("cut", 3)
+    produced = await produce_sample(config, channels, 300, msgs_per_tick=6)
+    packs = await tick_packs(config, channels)
+    data_packs = [p for p in packs if p[2]]
+    assert len(data_packs) > 5
+
+    infos: list[BatchInfo] = []
+    collect = Collect()
+    batcher = MicroBatcher(
+        spark, config, channels, tmp_path / "ck.json", max_rows=1, on_batch=infos.append
+    )
+    progress = await batcher.run(collect)
+    # max_rows=1: every batch is exactly one pack with rows (plus empty packs before it)
+    assert len(infos) == len(data_packs) == progress.batches
+    ends = {p[1]: p[2] for p in packs}
+    for info in infos:
+        assert set(collect.batches[info.batch_id]) == ends[info.end_ts]
+        assert len(collect.batches[info.batch_id]) == info.rows
+    assert progress.insert_rows == len(produced.inserted)
+    assert progress.delete_rows == len(produced.deleted)
+    assert progress.stopped == "reached end tick"
+
+    # larger batches: each one is a run of whole packs, (begin_ts, end_ts] on pack ends
+    infos.clear()
+    bigger = Collect()
+    batcher = MicroBatcher(
+        spark, config, channels, tmp_path / "ck2.json", max_rows=120, on_batch=infos.append
+    )
+    await batcher.run(bigger)
+    assert 2 <= len(infos) < len(data_packs)
+    for info in infos:
+        covered = [p[2] for p in packs if info.begin_ts < p[1] <= info.end_ts]
+        assert info.end_ts in ends
+        assert Counter(bigger.batches[info.batch_id]) == Counter(
+            r for rows in covered for r in rows
+        )
+    assert [i.batch_id for i in infos] == list(range(len(infos)))
+
+
+class CrashAfterWrite:
+    """The Parquet sink, but batch ``crash_at`` dies after its files were written."""
+
+    def __init__(self, sink: ParquetSink, crash_at: int) -> None:
+        self.sink = sink
+        self.crash_at = crash_at
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        self.sink(df, batch_id)
+        if batch_id == self.crash_at:
+            raise RuntimeError(f"simulated crash in batch {batch_id}")
+
+
+async def test_a_failing_batch_is_redone_with_its_id_and_every_row_lands_once(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("redo", 4)
+    produced = await produce_sample(config, channels, 800, msgs_per_tick=4)
+    out = str(tmp_path / "out")
+    checkpoint = tmp_path / "state" / "ck.json"
+    sink = ParquetSink(out)
+    first: list[BatchInfo] = []
+    batcher = MicroBatcher(spark, config, channels, checkpoint, max_rows=150, on_batch=first.append)
+    with pytest.raises(RuntimeError, match="simulated crash in batch 2"):
+        await batcher.run(CrashAfterWrite(sink, crash_at=2))
+    assert [i.batch_id for i in first] == [0, 1]
+    state = load_checkpoint(checkpoint)
+    assert state is not None and state.pending is not None and state.committed is not None
+    assert (state.committed.batch_id, state.pending.batch_id) == (1, 2)
+    crashed = spark.read.parquet(sink.batch_path(2)).select("_op", "pk").collect()
+    assert crashed  # the failed attempt did write its files
+
+    second: list[BatchInfo] = []
+    batcher = MicroBatcher(
+        spark, config, channels, checkpoint, max_rows=150, on_batch=second.append
+    )
+    await batcher.run(sink)
+    assert second[0].batch_id == 2 and second[0].redo
+    assert second[0].end_ts == state.pending.end_ts
+    assert [i.batch_id for i in second] == list(range(2, 2 + len(second)))
+    assert all(not i.redo for i in second[1:])
+    redone = spark.read.parquet(sink.batch_path(2)).select("_op", "pk").collect()
+    assert Counter(map(tuple, redone)) == Counter(map(tuple, crashed))  # the same slice
+
+    rows = spark.read.parquet(out).select("_op", "pk", "batch_id").collect()
+    inserted = Counter(r["pk"] for r in rows if r["_op"] == "insert")
+    deleted = Counter(r["pk"] for r in rows if r["_op"] == "delete")
+    assert inserted == Counter(produced.inserted)  # every row once: none lost, none twice
+    assert deleted == Counter(produced.deleted)
+    assert sorted({r["batch_id"] for r in rows}) == list(range(2 + len(second)))
+    final = load_checkpoint(checkpoint)
+    assert final is not None and final.pending is None
+    assert final.committed is not None and final.committed.batch_id == 1 + len(second)
+    assert [p.name for p in checkpoint.parent.iterdir()] == ["ck.json"]  # no temp files left
+
+    again: list[BatchInfo] = []
+    progress = await MicroBatcher(spark, config, channels, checkpoint, on_batch=again.append).run(
+        sink
+    )
+    assert again == [] and progress.stopped == "nothing new"
+
+
+async def test_concurrent_producer_on_the_memory_backend(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    config = memory_config(str(tmp_path))
+    channels = channel_names("live", 2)
+    collect = Collect()
+    committed = asyncio.Event()
+    async with new_msgstream(config) as stream:
+        await stream.as_producer(channels)
+        producer = SampleProducer(stream, seed=3, msgs_per_tick=3)
+        await producer.create_collection()
+        batcher = MicroBatcher(
+            spark,
+            config,
+            channels,
+            tmp_path / "ck.json",
+            frame="inserts",
+            max_rows=10_000,
+            max_interval_s=0.3,
+            schema=sample_schema(),
+            on_batch=lambda info: committed.set(),
+        )
+
+        async def produce() -> None:
+            for _ in range(10):
+                await producer.produce_rows(30)
+                await asyncio.sleep(0.05)
+            await producer.finish()
+
+        producing = asyncio.create_task(produce())
+        running = asyncio.create_task(batcher.run(collect, until="forever"))
+        running.add_done_callback(lambda _: committed.set())
+        await producing
+        expected = len(producer.produced.inserted)
+        async with asyncio.timeout(60):
+            while batcher.progress.insert_rows < expected and not running.done():
+                committed.clear()
+                await committed.wait()
+        assert not running.done(), running.exception()
+        running.cancel()
+        assert await asyncio.gather(running, return_exceptions=True) != [None]
+    rows = [pk for batch in collect.batches.values() for op, pk in batch]
+    assert all(op == "insert" for batch in collect.batches.values() for op, _ in batch)
+    assert sorted(rows) == sorted(producer.produced.inserted)
+    assert len(collect.batches) >= 2  # cut by max_interval while production went on
+
+
+async def test_bad_input_is_named(spark: SparkSession, tmp_path: Path) -> None:
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("bad", 2)
+    await produce_sample(config, channels, 40)
+
+    with pytest.raises(TopicNotFound) as missing:
+        await MicroBatcher(spark, config, [*channels, "bad-nope"], tmp_path / "a.json").run(
+            Collect()
+        )
+    assert str(missing.value) == "channel 'bad-nope' does not exist on backend 'rocksmq'"
+
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{not json", encoding="utf-8")
+    with pytest.raises(CheckpointError) as caught:
+        await MicroBatcher(spark, config, channels, garbage).run(Collect())
+    assert str(caught.value).startswith(f"checkpoint {garbage}: is not valid JSON (")
+    assert caught.value.path == str(garbage)
+
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text('{"format": "something-else"}', encoding="utf-8")
+    with pytest.raises(CheckpointError) as caught:
+        await MicroBatcher(spark, config, channels, foreign).run(Collect())
+    assert str(caught.value) == f"checkpoint {foreign}: is not a msgstream-spark-batcher checkpoint"
+
+    done = tmp_path / "done.json"
+    await MicroBatcher(spark, config, channels, done).run(Collect())
+    with pytest.raises(CheckpointError) as caught:
+        await MicroBatcher(spark, config, channels[:1], done).run(Collect())
+    assert str(caught.value) == (
+        f"checkpoint {done}: was written for channels {channels}, not {channels[:1]}"
+    )
+
+    if os.geteuid() != 0:  # root reads anything
+        locked = tmp_path / "locked.json"
+        locked.write_text("{}", encoding="utf-8")
+        locked.chmod(0)
+        try:
+            with pytest.raises(CheckpointError) as caught:
+                await MicroBatcher(spark, config, channels, locked).run(Collect())
+            assert str(caught.value) == f"checkpoint {locked}: cannot be read: Permission denied"
+        finally:
+            locked.chmod(stat.S_IRUSR | stat.S_IWUSR)
+
+
+async def test_an_insert_with_a_field_of_the_wrong_type_stops_the_run(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("wrong", 2)
+    await produce_sample(config, channels, 30)
+    async with new_msgstream(config) as stream:
+        await stream.as_producer(channels)
+        producer = SampleProducer(stream)
+        bad = InsertMsg(
+            msg_id=999,
+            timestamp=producer.emitter.allocator.allocate(),
+            collection_name="demo",
+            row_ids=[10_001],
+            hash_keys=[1],
+            fields=[
+                FieldData("pk", DataType.INT64, [10_001]),
+                FieldData("vec", DataType.FLOAT_VECTOR, np.zeros((1, 8)), dim=8),
+                FieldData("text", DataType.INT32, [7]),
+                FieldData("meta", DataType.JSON, [None]),
+            ],
+        )
+        await stream.produce(MsgPack.of(bad))
+        await producer.finish()
+    checkpoint = tmp_path / "ck.json"
+    with pytest.raises(SchemaMismatchError) as caught:
+        await MicroBatcher(spark, config, channels, checkpoint, max_rows=10**6).run(Collect())
+    assert caught.value.field == "text"
+    assert caught.value.channel == "wrong-1"
+    assert str(caught.value).startswith(
+        "field 'text' in InsertMsg(msg_id=999, collection='demo') at MessageID "
+    )
+    assert str(caught.value).endswith(
+        " on channel 'wrong-1': has type int32, but the collection schema says varchar"
+    )
+    assert load_checkpoint(checkpoint) is None  # nothing was processed

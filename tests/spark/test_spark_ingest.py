@@ -1,0 +1,96 @@
+"""``msgstream ingest``: the main job, on the embedded store, through the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from msgstream.cli.main import main
+from spark.data import channel_names, produce_sample, rocksmq_config
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.spark
+
+FINAL = re.compile(r"^ingest: rows=(\d+) deletes=(\d+) batches=(\d+) rows_per_s=(\d+)$")
+
+
+def final(out: str) -> tuple[int, ...]:
+    match = FINAL.fullmatch(out.rstrip("\n").splitlines()[-1])
+    assert match is not None, out
+    return tuple(map(int, match.groups()))
+
+
+def test_ingest_writes_every_row_once_and_resumes(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "store"
+    config_file = tmp_path / "msgstream.yaml"
+    config_file.write_text(f"rocksmq:\n  path: {store}\n", encoding="utf-8")
+    config = rocksmq_config(store)
+    channels = channel_names("ing", 3)
+    first = asyncio.run(produce_sample(config, channels, 500))
+    out = tmp_path / "parquet"
+    args = ["--config", str(config_file), "ingest", "--out", str(out), "--max-rows", "200"]
+
+    assert main(args) == 0  # every channel of the store
+    text = capsys.readouterr().out
+    rows, deletes, batches, rate = final(text)
+    assert (rows, deletes) == (len(first.inserted), len(first.deleted))
+    assert batches >= 3 and rate > 0
+    assert "msgstream ingest" in text and "reached end tick" in text
+
+    second = asyncio.run(produce_sample(config, channels, 100, seed=4, create=False))
+    assert main([*args, "--max-batches", "1"]) == 0
+    assert final(capsys.readouterr().out)[2] == 1
+    assert main(args) == 0
+    assert main(args) == 0
+    assert final(capsys.readouterr().out)[:3] == (0, 0, 0)  # nothing new
+
+    data = spark.read.parquet(str(out)).select("_op", "pk", "batch_id").collect()
+    inserted = Counter(r["pk"] for r in data if r["_op"] == "insert")
+    assert inserted == Counter(first.inserted) + Counter(second.inserted)
+    deleted = Counter(r["pk"] for r in data if r["_op"] == "delete")
+    assert deleted == Counter(first.deleted) + Counter(second.deleted)
+    ids = sorted({r["batch_id"] for r in data})
+    assert ids == list(range(len(ids)))
+    assert (out / "_msgstream_checkpoint.json").is_file()
+
+
+def test_ingest_reports_bad_input(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "store"
+    config_file = tmp_path / "msgstream.yaml"
+    config_file.write_text(f"rocksmq:\n  path: {store}\n", encoding="utf-8")
+    channels = channel_names("ingbad", 2)
+    asyncio.run(produce_sample(rocksmq_config(store), channels, 20))
+    base = ["--config", str(config_file), "ingest", "--out", str(tmp_path / "out")]
+
+    assert main([*base, "--channel", "ingbad-0", "--channel", "ingbad-9"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: channel 'ingbad-9' does not exist on backend 'rocksmq'"
+    )
+
+    checkpoint = tmp_path / "broken.json"
+    checkpoint.write_text("[1, 2", encoding="utf-8")
+    assert main([*base, "--checkpoint", str(checkpoint)]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .startswith(f"error: checkpoint {checkpoint}: is not valid JSON (")
+    )
+
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"name": "demo"}', encoding="utf-8")
+    assert main([*base, "--schema", str(schema)]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: option '--schema': not a collection schema: 'fields'"
+    )

@@ -1,0 +1,299 @@
+"""``spark.readStream.format("msgstream")`` with real queries: the embedded store, Kafka."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from bridge_spark.workload import sample_schema
+from msgstream import (
+    Config,
+    SubscriptionPosition,
+    config_from_dict,
+    new_ttmsgstream,
+    positions_to_json,
+)
+from spark.data import channel_names, produce_sample, rocksmq_config
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import DataStreamReader, StreamingQuery
+
+pytestmark = pytest.mark.spark
+
+
+def source(
+    spark: SparkSession, store: Path, channels: list[str], **options: str
+) -> DataStreamReader:
+    reader = (
+        spark.readStream.format("msgstream")
+        .option("rocksmq.path", str(store))
+        .option("channels", ",".join(channels))
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader
+
+
+def committed_offsets(checkpoint: Path) -> dict[int, dict[str, Any]]:
+    """Batch id -> the source's end offset, from the query's offset log."""
+    out = {}
+    for entry in (checkpoint / "offsets").iterdir():
+        if entry.name.isdigit():
+            lines = entry.read_text(encoding="utf-8").splitlines()
+            out[int(entry.name)] = json.loads(lines[2])
+    return out
+
+
+def sink_files(output: Path) -> dict[int, list[str]]:
+    """Batch id -> the Parquet files the file sink committed for it."""
+    out: dict[int, list[str]] = {}
+    for entry in (output / "_spark_metadata").iterdir():
+        if entry.name.isdigit():
+            lines = entry.read_text(encoding="utf-8").splitlines()[1:]
+            out[int(entry.name)] = [json.loads(line)["path"] for line in lines]
+    return out
+
+
+def wait_for_batches(query: StreamingQuery, count: int, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if query.exception() is not None:
+            raise AssertionError(f"query failed: {query.exception()}")
+        progress = query.lastProgress
+        if progress is not None and progress["batchId"] >= count - 1:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"fewer than {count} batches after {timeout_s} s")
+
+
+@dataclass
+class Target:
+    """A backend the source reads: its msgstream config and the source's options for it."""
+
+    config: Config
+    options: dict[str, str]
+    prefix: str
+
+
+@pytest.fixture(
+    params=["rocksmq", pytest.param("kafka", marks=pytest.mark.kafka)],
+)
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
+    prefix = f"half-{uuid.uuid4().hex[:6]}"
+    if request.param == "rocksmq":
+        store = tmp_path / "store"
+        return Target(rocksmq_config(store), {"rocksmq.path": str(store)}, prefix)
+    broker = request.getfixturevalue("kafka_broker")
+    options = {"mq.type": "kafka", "kafka.brokers": broker.bootstrap}
+    config = config_from_dict(
+        {"mq": {"type": "kafka"}, "kafka": {"brokers": broker.bootstrap}}, env={}
+    )
+    return Target(config, options, prefix)
+
+
+async def test_query_stopped_half_way_and_restarted_writes_every_row_once(
+    spark: SparkSession, tmp_path: Path, target: Target
+) -> None:
+    channels = channel_names(target.prefix, 4)
+    produced = await produce_sample(target.config, channels, 600, msgs_per_tick=6)
+    output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def start(available_now: bool) -> StreamingQuery:
+        reader = spark.readStream.format("msgstream").option("channels", ",".join(channels))
+        for key, value in {**target.options, "maxRowsPerTrigger": "200"}.items():
+            reader = reader.option(key, value)
+        writer = (
+            reader.load()
+            .writeStream.format("parquet")
+            .option("path", str(output))
+            .option("checkpointLocation", str(checkpoint))
+        )
+        if available_now:
+            writer = writer.trigger(availableNow=True)
+        return writer.start()
+
+    first = start(available_now=False)
+    try:
+        wait_for_batches(first, 2)
+    finally:
+        first.stop()  # half-way: maybe in the middle of a batch
+    written = len(spark.read.parquet(str(output)).collect())
+    assert 0 < written < len(produced.inserted)
+
+    more = await produce_sample(target.config, channels, 150, seed=5, create=False)
+    second = start(available_now=True)
+    second.awaitTermination(180)
+    assert second.exception() is None
+
+    rows = spark.read.parquet(str(output)).select("_op", "pk", "_ts", "_channel").collect()
+    inserted = Counter(r["pk"] for r in rows if r["_op"] == "insert")
+    deleted = Counter(r["pk"] for r in rows if r["_op"] == "delete")
+    assert inserted == Counter(produced.inserted) + Counter(more.inserted)
+    assert deleted == Counter(produced.deleted) + Counter(more.deleted)
+
+    # every micro-batch is one time slice (previous end tick, its end tick], across channels
+    ends = committed_offsets(checkpoint)
+    files = sink_files(output)
+    assert len(files) >= 4
+    ticks = [ends[b]["tick"] for b in sorted(ends)]
+    assert ticks == sorted(ticks) and len(set(ticks)) == len(ticks)
+    for batch, paths in files.items():
+        begin = ends[batch - 1]["tick"] if batch else 0
+        end = ends[batch]["tick"]
+        if not paths:
+            continue
+        stamps = spark.read.parquet(*paths).select("_ts", "_channel").collect()
+        assert all(begin < r["_ts"] <= end for r in stamps), batch
+        assert len({r["_channel"] for r in stamps}) > 1
+
+
+async def test_latest_and_explicit_starting_positions(spark: SparkSession, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    config = rocksmq_config(store)
+    channels = channel_names("start", 2)
+    early = await produce_sample(config, channels, 200, msgs_per_tick=4)
+
+    # a pack's end positions as startingPositions: only what follows that pack
+    async with new_ttmsgstream(config, pursuit_lag_s=0) as stream:
+        await stream.as_consumer(channels, "probe", SubscriptionPosition.EARLIEST)
+        before: list[int] = []
+        async for pack in stream:
+            for msg in pack.msgs:
+                if msg.msg_type == 2:
+                    before.extend(msg.row_ids.tolist())  # type: ignore[attr-defined]
+            if len(before) >= 80:
+                positions = positions_to_json(pack.end_positions)
+                break
+
+    def run(name: str, **options: str) -> list[int]:
+        keys: list[int] = []
+
+        def collect(df: DataFrame, batch_id: int) -> None:
+            keys.extend(r["pk"] for r in df.select("pk").collect())
+
+        query = (
+            source(spark, store, channels, frame="inserts", **options)
+            .load()
+            .writeStream.foreachBatch(collect)
+            .option("checkpointLocation", str(tmp_path / name))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+        assert query.exception() is None
+        return keys
+
+    after = run("from_positions", startingPositions=positions)
+    assert sorted(after) == sorted(set(early.inserted) - set(before))
+
+    assert run("from_latest", startingPositions="latest") == []
+    late = await produce_sample(config, channels, 50, seed=9, create=False)
+    again = run("from_latest", startingPositions="latest")  # same checkpoint: resumes
+    assert sorted(again) == sorted(late.inserted)
+
+
+async def test_bad_input_names_channel_field_and_option(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    from pyspark.errors import PySparkException
+
+    store = tmp_path / "store"
+    config = rocksmq_config(store)
+    channels = channel_names("oops", 2)
+    await produce_sample(config, channels, 20)
+    schema = json.dumps(sample_schema().to_dict())
+
+    with pytest.raises(PySparkException) as caught:
+        source(spark, store, [*channels, "oops-missing"]).load()
+    assert "channel 'oops-missing' does not exist on backend 'rocksmq'" in str(caught.value)
+
+    with pytest.raises(PySparkException) as caught:
+        source(spark, store, channels, maxRowsPerTriger="5").load()
+    assert "option 'maxrowspertriger': unknown option of the msgstream source" in str(caught.value)
+
+    with pytest.raises(PySparkException) as caught:
+        spark.readStream.format("msgstream").option("mq.type", "memory").option(
+            "channels", "a"
+        ).load()
+    assert "the in-process 'memory' backend cannot be shared" in str(caught.value)
+
+    # a checkpoint written for other channels
+    checkpoint = str(tmp_path / "ck")
+
+    def query(chans: list[str]) -> StreamingQuery:
+        return (
+            source(spark, store, chans, collectionSchema=schema)
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    ok = query(channels)
+    ok.awaitTermination(120)
+    assert ok.exception() is None
+    wrong = query(channels[:1])
+    with pytest.raises(PySparkException) as caught:
+        wrong.awaitTermination(120)
+    assert "cover channels ['oops-0', 'oops-1'], but the job reads ['oops-0']" in str(caught.value)
+
+
+def test_schema_mismatch_fails_the_micro_batch_naming_the_field(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    import asyncio
+
+    import numpy as np
+    from pyspark.errors import PySparkException
+
+    from bridge_spark.workload import SampleProducer
+    from msgstream import DataType, FieldData, InsertMsg, MsgPack, new_msgstream
+
+    store = tmp_path / "store"
+    config = rocksmq_config(store)
+    channels = channel_names("mis", 2)
+
+    async def produce() -> None:
+        async with new_msgstream(config) as stream:
+            await stream.as_producer(channels)
+            producer = SampleProducer(stream)
+            await producer.create_collection()
+            bad = InsertMsg(
+                msg_id=77,
+                timestamp=producer.emitter.allocator.allocate(),
+                collection_name="demo",
+                row_ids=[1],
+                hash_keys=[0],
+                fields=[
+                    FieldData("pk", DataType.INT64, [1]),
+                    FieldData("vec", DataType.FLOAT_VECTOR, np.zeros((1, 8)), dim=8),
+                    FieldData("text", DataType.DOUBLE, [1.0]),
+                ],
+            )
+            await stream.produce(MsgPack.of(bad))
+            await producer.finish()
+
+    asyncio.run(produce())
+    query = (
+        source(spark, store, channels)
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(PySparkException) as caught:
+        query.awaitTermination(120)
+    assert (
+        "field 'text' in InsertMsg(msg_id=77, collection='demo') on channel 'mis-0': "
+        "has type double, but the collection schema says varchar"
+    ) in str(caught.value)
