@@ -37,7 +37,7 @@ from msgstream import (
     encode,
     new_client,
 )
-from report import Row, percentile, print_table
+from report import Row, alternating_rounds, broker_produce_rows, print_table
 
 ROUNDS = 5
 
@@ -192,35 +192,12 @@ def main() -> int:
             {"mq": {"type": "kafka"}, "kafka": {"brokers": bootstrap}}, env={}
         )
         raw, ours = asyncio.run(bench_latency(config, latency_n))
-        rows = [
-            Row(
-                "MsgStream.produce latency p50",
-                percentile(ours, 0.5),
-                percentile(raw, 0.5),
-                "us",
-                "<= 1.10x raw",
-            ),
-            Row(
-                "MsgStream.produce latency p99",
-                percentile(ours, 0.99),
-                percentile(raw, 0.99),
-                "us",
-                "<= 1.25x raw",
-            ),
-        ]
-        raw_rounds, our_rounds = [], []
-        for _ in range(ROUNDS):  # alternate rounds so noise hits both sides alike
-            raw_rounds.append(asyncio.run(bench_raw_pipelined(config, total)))
-            our_rounds.append(asyncio.run(bench_ours_pipelined(config, total)))
-        rows.append(
-            Row(
-                "pipelined produce, ~100 B msgs",
-                statistics.median(our_rounds),
-                statistics.median(raw_rounds),
-                "msgs/s",
-                ">= 0.9x raw",
-            )
+        raw_rounds, our_rounds = alternating_rounds(
+            ROUNDS,
+            lambda: asyncio.run(bench_raw_pipelined(config, total)),
+            lambda: asyncio.run(bench_ours_pipelined(config, total)),
         )
+        rows = broker_produce_rows(raw, ours, raw_rounds, our_rounds)
         record_size = len(encode(delete(0)))
         java = java_producer_rate(bootstrap, total * 5, record_size)
         if java is not None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import statistics
 import sys
 import tempfile
 import time
@@ -34,7 +33,7 @@ from backends.pulsar.settings import (
     topic_name,
 )
 from msgstream import DeleteMsg, MsgPack, MsgStream, config_from_dict, encode, new_client
-from report import Row, percentile, print_table
+from report import alternating_rounds, broker_produce_rows, print_table
 
 ROUNDS = 5
 
@@ -149,35 +148,12 @@ def main() -> int:
             env={},
         )
         raw, ours = asyncio.run(bench_latency(config, latency_n))
-        rows = [
-            Row(
-                "MsgStream.produce latency p50",
-                percentile(ours, 0.5),
-                percentile(raw, 0.5),
-                "us",
-                "<= 1.10x raw",
-            ),
-            Row(
-                "MsgStream.produce latency p99",
-                percentile(ours, 0.99),
-                percentile(raw, 0.99),
-                "us",
-                "<= 1.25x raw",
-            ),
-        ]
-        raw_rounds, our_rounds = [], []
-        for _ in range(ROUNDS):  # alternate rounds so noise hits both sides alike
-            raw_rounds.append(asyncio.run(bench_raw_pipelined(config, total)))
-            our_rounds.append(asyncio.run(bench_ours_pipelined(config, total)))
-        rows.append(
-            Row(
-                "pipelined produce, ~100 B msgs",
-                statistics.median(our_rounds),
-                statistics.median(raw_rounds),
-                "msgs/s",
-                ">= 0.9x raw",
-            )
+        raw_rounds, our_rounds = alternating_rounds(
+            ROUNDS,
+            lambda: asyncio.run(bench_raw_pipelined(config, total)),
+            lambda: asyncio.run(bench_ours_pipelined(config, total)),
         )
+        rows = broker_produce_rows(raw, ours, raw_rounds, our_rounds)
     print_table(
         rows,
         args.json,

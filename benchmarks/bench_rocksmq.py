@@ -17,20 +17,16 @@ import argparse
 import asyncio
 import contextlib
 import gc
-import os
-import platform
 import statistics
 import struct
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
 import numpy as np
-import orjson
 from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
 
 import msgstream.reader
@@ -51,44 +47,10 @@ from msgstream import (
 )
 from msgstream.codec import ENVELOPE_SIZE, DecodedBatch
 from msgstream.plans import Plan, Where
+from report import Row, percentile, print_table, timed
 
 PAYLOAD = b"x" * 100
 ROUNDS = 5
-
-
-@dataclass
-class Row:
-    figure: str
-    ours: float
-    baseline: float | None
-    unit: str
-    goal: str
-
-    @property
-    def ratio(self) -> float | None:
-        return None if self.baseline in (None, 0) else self.ours / self.baseline
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (
-        f"{cpu}, {os.cpu_count()} cores, {mem_gib:.0f} GiB, {platform.system()} "
-        f"{platform.release()}, Python {platform.python_version()}"
-    )
 
 
 def raw_db(path: str) -> Rdict:
@@ -307,14 +269,6 @@ def bench_codec(rounds: int) -> float:
     return len(payload) * rounds / 1e6 / elapsed
 
 
-def timed(label: str, fn: Callable[[], Any]) -> Any:
-    gc.collect()
-    start = time.perf_counter()
-    result = fn()
-    print(f"  {label}: {time.perf_counter() - start:.1f}s", file=sys.stderr)
-    return result
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else "")
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
@@ -366,15 +320,7 @@ def main() -> int:
         codec = timed("codec", lambda: bench_codec(max(20, int(500 * scale))))
         rows.append(Row("codec encode+decode, 1000x128 f32 Insert", codec, None, "MB/s", ""))
 
-    print(f"machine: {machine()}")
-    print(f"{'figure':44} {'ours':>12} {'baseline':>12} {'ratio':>7}  unit    goal")
-    for row in rows:
-        base = "-" if row.baseline is None else f"{row.baseline:,.1f}"
-        ratio = "-" if row.ratio is None else f"{row.ratio:.2f}x"
-        print(f"{row.figure:44} {row.ours:>12,.1f} {base:>12} {ratio:>7}  {row.unit:7} {row.goal}")
-    if args.json:
-        with open(args.json, "wb") as out:
-            out.write(orjson.dumps({"machine": machine(), "rows": [r.__dict__ for r in rows]}))
+    print_table(rows, args.json)
     return 0
 
 

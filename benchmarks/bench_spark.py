@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import os
 import re
@@ -41,20 +40,12 @@ from bridge_spark import FrameBuilder, FrameKind, FrameSchema, MicroBatcher, loc
 from bridge_spark.workload import Produced, SampleProducer, sample_schema
 from msgstream import Config, SubscriptionPosition, config_from_dict, new_msgstream
 from msgstream.ttstream import TtMsgStream
-from report import Row, print_table
+from report import Row, print_table, timed
 
 CHANNELS = [f"bench-{i}" for i in range(4)]
 DIM = 32
 ROUNDS = 3
 BATCH_ROWS = 50_000
-
-
-def timed(label: str, fn: Callable[[], Any]) -> Any:
-    gc.collect()
-    start = time.perf_counter()
-    result = fn()
-    print(f"  {label}: {time.perf_counter() - start:.1f}s", file=sys.stderr)
-    return result
 
 
 async def produce(config: Config, rows: int) -> Produced:

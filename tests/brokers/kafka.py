@@ -16,15 +16,10 @@
 from __future__ import annotations
 
 import asyncio
-import atexit
 import base64
-import ctypes
 import os
 import re
-import shutil
-import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -33,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from .jvm import JvmBroker, docker_available
 from .maven import resolve_classpath
 from .ports import free_port, wait_for_port
 
@@ -214,20 +210,6 @@ def from_environment(environ: Mapping[str, str]) -> ExternalKafka | None:
 # ----------------------------------------------------------------------------- Docker path
 
 
-def docker_available(timeout_s: float = 3.0) -> bool:
-    """True when a Docker daemon answers a ping (honours ``DOCKER_HOST``)."""
-    try:
-        from testcontainers.core.docker_client import DockerClient
-
-        client = DockerClient(timeout=int(max(1, timeout_s))).client
-        try:
-            return bool(client.ping())
-        finally:
-            client.close()
-    except Exception:
-        return False
-
-
 def start_container(timeout_s: float = 120.0) -> ExternalKafka:
     """The official ``apache/kafka`` image on a fixed free host port, via testcontainers.
 
@@ -335,22 +317,7 @@ def _distinct_free_ports(count: int) -> list[int]:
     return ports
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM when the test process dies, even by SIGKILL."""
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-_RUNNING: set[LocalKafka] = set()
-
-
-@atexit.register
-def _kill_leftovers() -> None:
-    for broker in list(_RUNNING):
-        broker.kill()
-
-
-class LocalKafka:
+class LocalKafka(JvmBroker):
     """One Apache Kafka JVM in KRaft combined mode (node 1) under ``workdir``.
 
     Layout: ``server.properties``, ``data/`` (log dirs and KRaft metadata, formatted on the
@@ -369,44 +336,15 @@ class LocalKafka:
         message_max_bytes: int = MESSAGE_MAX_BYTES,
         java: str = "java",
     ) -> None:
-        self.workdir = workdir
-        self.data_dir = workdir / "data"
-        self.logs_dir = workdir / "logs"
+        super().__init__(workdir, java=java)
         self.properties_path = workdir / "server.properties"
         self.sasl_users: Mapping[str, str] = dict(sasl_users)
         self.message_max_bytes = message_max_bytes
-        self.java = java
         self.port, self.sasl_port, self.controller_port = _distinct_free_ports(3)
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.sasl_bootstrap: str | None = f"127.0.0.1:{self.sasl_port}"
         self.cluster_id = new_cluster_id()
         self._classpath: list[Path] | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-
-    # ----------------------------------------------------------------------------- state
-
-    @property
-    def pid(self) -> int | None:
-        process = self._process
-        return process.pid if process is not None and process.poll() is None else None
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    @property
-    def log_path(self) -> Path:
-        return self.logs_dir / "server.log"
-
-    def log_tail(self, lines: int = 40) -> str:
-        """The last lines of the broker log and of the JVM's own output, for error messages."""
-        parts = []
-        for path in (self.log_path, self.logs_dir / "stdout.log"):
-            if path.exists():
-                text = path.read_text(errors="replace").splitlines()[-lines:]
-                if text:
-                    parts.append(f"--- {path} ---\n" + "\n".join(text))
-        return "\n".join(parts) or f"(no broker output under {self.logs_dir})"
 
     # ------------------------------------------------------------------------- lifecycle
 
@@ -423,14 +361,14 @@ class LocalKafka:
         self.properties_path.write_text(self._server_properties())
         if not (self.data_dir / "meta.properties").exists():
             self._format_storage(timeout_s)
-        self._process = self._spawn(
+        process = self._spawn(
             "kafka.Kafka", str(self.properties_path), heap=BROKER_HEAP, log="stdout.log"
         )
-        _RUNNING.add(self)
+        self._adopt(process)
         if not wait_until_answers(
             self.bootstrap, max(0.0, deadline - time.monotonic()), alive=lambda: self.running
         ):
-            code = self._process.poll()
+            code = process.poll()
             self.kill()
             what = f"exited with code {code}" if code is not None else f"timed out ({timeout_s}s)"
             raise KafkaBrokerError(
@@ -444,41 +382,6 @@ class LocalKafka:
             raise KafkaBrokerError(
                 f"Kafka's SASL listener {self.sasl_bootstrap} never opened\n{self.log_tail()}"
             )
-
-    def stop(self, timeout_s: float = 30.0) -> None:
-        """Shut down cleanly (SIGTERM); SIGKILL if still running after ``timeout_s``."""
-        process = self._process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        self._forget()
-
-    def kill(self) -> None:
-        """Crash the broker (SIGKILL): no clean shutdown, as a power cut would look."""
-        process = self._process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        self._forget()
-
-    def close(self) -> None:
-        """Stop the broker and delete its workdir."""
-        self.stop()
-        shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def _forget(self) -> None:
-        _RUNNING.discard(self)
-        self._process = None
-
-    # ----------------------------------------------------------------------- internals
 
     def _format_storage(self, timeout_s: float) -> None:
         """``kafka-storage format --standalone``: this node alone is the KRaft voter set."""
@@ -508,31 +411,16 @@ class LocalKafka:
     def _spawn(self, main_class: str, *args: str, heap: str, log: str) -> subprocess.Popen[bytes]:
         if self._classpath is None:
             self._classpath = kafka_classpath()
-        if shutil.which(self.java) is None:
-            raise KafkaBrokerError(f"{self.java!r} is not on PATH; Kafka needs Java 17+")
-        command = [
-            self.java,
+        options = [
             *JVM_OPTIONS,
             heap,
             f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
             f"-Dkafka.logs.dir={self.logs_dir}",
-            "-cp",
-            os.pathsep.join(str(jar) for jar in self._classpath),
-            main_class,
-            *args,
         ]
-        on_main_thread = threading.current_thread() is threading.main_thread()
-        with (self.logs_dir / log).open("ab") as output:
-            return subprocess.Popen(
-                command,
-                cwd=self.workdir,
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                # PDEATHSIG fires when the *thread* that forked exits, so only use it from
-                # the main thread; atexit covers the rest.
-                preexec_fn=_die_with_parent if sys.platform == "linux" and on_main_thread else None,
-            )
+        try:
+            return self._launch_java(self._classpath, options, main_class, args, log=log)
+        except FileNotFoundError as exc:
+            raise KafkaBrokerError(str(exc)) from exc
 
     def _server_properties(self) -> str:
         jaas = " ".join(

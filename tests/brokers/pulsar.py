@@ -18,19 +18,13 @@
 
 from __future__ import annotations
 
-import atexit
 import base64
-import ctypes
 import hashlib
 import hmac
 import json
 import os
 import secrets
-import shutil
-import signal
 import subprocess
-import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -40,6 +34,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from .jvm import JvmBroker, docker_available
 from .maven import resolve_classpath
 from .ports import free_port, wait_for_port
 
@@ -247,22 +242,7 @@ def pulsar_classpath() -> list[Path]:
     return resolve_classpath("pulsar", list(ARTIFACTS))
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM when the test process dies, even by SIGKILL."""
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-_RUNNING: set[LocalPulsar] = set()
-
-
-@atexit.register
-def _kill_leftovers() -> None:
-    for broker in list(_RUNNING):
-        broker.kill()
-
-
-class LocalPulsar:
+class LocalPulsar(JvmBroker):
     """One ``PulsarStandaloneStarter`` JVM under ``workdir``.
 
     Layout: ``standalone.conf``, ``data/metadata`` (RocksDB metadata store),
@@ -273,13 +253,11 @@ class LocalPulsar:
     """
 
     restartable = True
+    LOG_NAME = "pulsar.log"
 
     def __init__(self, workdir: Path, *, java: str = "java") -> None:
-        self.workdir = workdir
-        self.data_dir = workdir / "data"
-        self.logs_dir = workdir / "logs"
+        super().__init__(workdir, java=java)
         self.conf_path = workdir / "standalone.conf"
-        self.java = java
         self.broker_port = free_port()
         self.web_port = free_port()
         self.bookie_port = free_port()
@@ -291,31 +269,6 @@ class LocalPulsar:
         self.boot_seconds: list[float] = []
         """How long each start took, first (cold) to last."""
         self._classpath: list[Path] | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-
-    # ----------------------------------------------------------------------------- state
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None and self.running else None
-
-    @property
-    def log_path(self) -> Path:
-        return self.logs_dir / "pulsar.log"
-
-    def log_tail(self, lines: int = 40) -> str:
-        """The last lines of the broker log and of the JVM's own output, for error messages."""
-        parts = []
-        for path in (self.log_path, self.logs_dir / "stdout.log"):
-            if path.exists():
-                text = path.read_text(errors="replace").splitlines()[-lines:]
-                if text:
-                    parts.append(f"--- {path} ---\n" + "\n".join(text))
-        return "\n".join(parts) or f"(no broker output under {self.logs_dir})"
 
     def forged_token(self) -> str:
         """A well-formed token signed with a random key: the broker must refuse it."""
@@ -335,13 +288,13 @@ class LocalPulsar:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.conf_path.write_text(self._standalone_conf())
-        self._process = self._spawn()
-        _RUNNING.add(self)
+        process = self._spawn()
+        self._adopt(process)
         ready = wait_until_ready(self.admin_url, timeout_s, alive=lambda: self.running)
         if ready:
             ready = wait_for_port("127.0.0.1", self.broker_port, 10.0)
         if not ready:
-            code = self._process.poll()
+            code = process.poll()
             self.kill()
             what = f"exited with code {code}" if code is not None else f"timed out ({timeout_s}s)"
             raise PulsarBrokerError(
@@ -350,54 +303,17 @@ class LocalPulsar:
             )
         self.boot_seconds.append(time.monotonic() - started)
 
-    def stop(self, timeout_s: float = 30.0) -> None:
-        """Shut down cleanly (SIGTERM); SIGKILL if still running after ``timeout_s``."""
-        process = self._process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        self._forget()
-
-    def kill(self) -> None:
-        """Crash the broker (SIGKILL): no clean shutdown."""
-        process = self._process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        self._forget()
-
-    def close(self) -> None:
-        """Stop the broker and delete its workdir."""
-        self.stop()
-        shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def _forget(self) -> None:
-        _RUNNING.discard(self)
-        self._process = None
-
     # ----------------------------------------------------------------------- internals
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         if self._classpath is None:
             self._classpath = pulsar_classpath()
-        if shutil.which(self.java) is None:
-            raise PulsarBrokerError(f"{self.java!r} is not on PATH; Pulsar needs Java 17+")
-        command = [
-            self.java,
+        options = [
             *JVM_OPTIONS,
             f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
             f"-Dpulsar.log.dir={self.logs_dir}",
-            "-cp",
-            os.pathsep.join(str(jar) for jar in self._classpath),
-            "org.apache.pulsar.PulsarStandaloneStarter",
+        ]
+        args = [
             "--config",
             str(self.conf_path),
             "--metadata-url",
@@ -413,19 +329,12 @@ class LocalPulsar:
             "--no-stream-storage",
         ]
         env = {k: v for k, v in os.environ.items() if k != "PULSAR_STANDALONE_USE_ZOOKEEPER"}
-        on_main_thread = threading.current_thread() is threading.main_thread()
-        with (self.logs_dir / "stdout.log").open("ab") as output:
-            return subprocess.Popen(
-                command,
-                cwd=self.workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                # PDEATHSIG fires when the *thread* that forked exits, so only use it from
-                # the main thread; atexit covers the rest.
-                preexec_fn=_die_with_parent if sys.platform == "linux" and on_main_thread else None,
+        try:
+            return self._launch_java(
+                self._classpath, options, "org.apache.pulsar.PulsarStandaloneStarter", args, env=env
             )
+        except FileNotFoundError as exc:
+            raise PulsarBrokerError(str(exc)) from exc
 
     def _standalone_conf(self) -> str:
         secret = base64.b64encode(self.secret_key).decode()
@@ -479,20 +388,6 @@ class LocalPulsar:
 
 
 # ------------------------------------------------------------------------------- provide
-
-
-def docker_available(timeout_s: float = 3.0) -> bool:
-    """True when a Docker daemon answers a ping (honours ``DOCKER_HOST``)."""
-    try:
-        from testcontainers.core.docker_client import DockerClient
-
-        client = DockerClient(timeout=int(max(1, timeout_s))).client
-        try:
-            return bool(client.ping())
-        finally:
-            client.close()
-    except Exception:
-        return False
 
 
 def provide(workdir: Path, environ: Mapping[str, str] | None = None) -> PulsarEndpoint:

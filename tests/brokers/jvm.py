@@ -1,0 +1,162 @@
+"""What the local Kafka and Pulsar launchers share: owning one broker JVM process.
+
+A :class:`JvmBroker` starts its JVM with output in ``workdir/logs``, stops it cleanly
+(SIGTERM, then SIGKILL), crashes it on demand (SIGKILL, for restart tests), and makes sure
+no JVM outlives the test process: the child gets SIGTERM when its parent dies, and an
+``atexit`` hook kills whatever is still running.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the test process dies, even by SIGKILL."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+_RUNNING: set[JvmBroker] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for broker in list(_RUNNING):
+        broker.kill()
+
+
+def docker_available(timeout_s: float = 3.0) -> bool:
+    """True when a Docker daemon answers a ping (honours ``DOCKER_HOST``)."""
+    try:
+        from testcontainers.core.docker_client import DockerClient
+
+        client = DockerClient(timeout=int(max(1, timeout_s))).client
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:
+        return False
+
+
+class JvmBroker:
+    """One broker JVM under ``workdir``; subclasses say how to start and probe it."""
+
+    LOG_NAME = "server.log"
+    """The broker's own log file under ``logs/`` (its log4j2 configuration writes it)."""
+
+    def __init__(self, workdir: Path, *, java: str = "java") -> None:
+        self.workdir = workdir
+        self.data_dir = workdir / "data"
+        self.logs_dir = workdir / "logs"
+        self.java = java
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        process = self._process
+        return process.pid if process is not None and process.poll() is None else None
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def log_path(self) -> Path:
+        return self.logs_dir / self.LOG_NAME
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the broker log and of the JVM's own output, for error messages."""
+        parts = []
+        for path in (self.log_path, self.logs_dir / "stdout.log"):
+            if path.exists():
+                text = path.read_text(errors="replace").splitlines()[-lines:]
+                if text:
+                    parts.append(f"--- {path} ---\n" + "\n".join(text))
+        return "\n".join(parts) or f"(no broker output under {self.logs_dir})"
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Shut down cleanly (SIGTERM); SIGKILL if still running after ``timeout_s``."""
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self._forget()
+
+    def kill(self) -> None:
+        """Crash the broker (SIGKILL): no clean shutdown, as a power cut would look."""
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        self._forget()
+
+    def close(self) -> None:
+        """Stop the broker and delete its workdir."""
+        self.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _forget(self) -> None:
+        _RUNNING.discard(self)
+        self._process = None
+
+    def _adopt(self, process: subprocess.Popen[bytes]) -> None:
+        """Make ``process`` the broker (stopped by ``stop``/``kill``, killed at exit)."""
+        self._process = process
+        _RUNNING.add(self)
+
+    def _launch_java(
+        self,
+        classpath: Sequence[Path],
+        jvm_options: Sequence[str],
+        main_class: str,
+        args: Sequence[str],
+        *,
+        log: str = "stdout.log",
+        env: Mapping[str, str] | None = None,
+    ) -> subprocess.Popen[bytes]:
+        """Start ``java <jvm_options> -cp <classpath> <main_class> <args>`` in ``workdir``
+        with stdout and stderr appended to ``logs/<log>``; raise ``FileNotFoundError``
+        naming the missing ``java``."""
+        if shutil.which(self.java) is None:
+            raise FileNotFoundError(f"{self.java!r} is not on PATH; the brokers need Java 17+")
+        command = [
+            self.java,
+            *jvm_options,
+            "-cp",
+            os.pathsep.join(str(jar) for jar in classpath),
+            main_class,
+            *args,
+        ]
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        on_main_thread = threading.current_thread() is threading.main_thread()
+        with (self.logs_dir / log).open("ab") as output:
+            return subprocess.Popen(
+                command,
+                cwd=self.workdir,
+                env=None if env is None else dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                # PDEATHSIG fires when the *thread* that forked exits, so only use it from
+                # the main thread; atexit covers the rest.
+                preexec_fn=_die_with_parent if sys.platform == "linux" and on_main_thread else None,
+            )
