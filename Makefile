@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench bench-brokers clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ test: lint
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_rocksmq.py
+
+bench-brokers: $(STAMP)
+	$(BIN)/python benchmarks/bench_kafka.py
+	$(BIN)/python benchmarks/bench_pulsar.py
+	$(BIN)/python benchmarks/bench_spark.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

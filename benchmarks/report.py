@@ -77,12 +77,20 @@ def timed(label: str, fn: Callable[[], Any]) -> Any:
 def alternating_rounds(
     rounds: int, raw: Callable[[], float], ours: Callable[[], float]
 ) -> tuple[list[float], list[float]]:
-    """Run the raw baseline and ours in alternation, so machine noise hits both alike."""
+    """Run the raw baseline and ours in alternation, so machine noise hits both alike.
+
+    Which side goes first alternates too: a broker still busy with the previous round's
+    work (closing a producer, flushing, compacting) would otherwise always slow one side.
+    """
     raw_figures: list[float] = []
     our_figures: list[float] = []
-    for _ in range(rounds):
-        raw_figures.append(raw())
-        our_figures.append(ours())
+    for round_index in range(rounds):
+        if round_index % 2:
+            our_figures.append(ours())
+            raw_figures.append(raw())
+        else:
+            raw_figures.append(raw())
+            our_figures.append(ours())
     return raw_figures, our_figures
 
 

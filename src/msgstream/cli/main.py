@@ -54,9 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="msgstream",
         description=(
-            "Produce to, consume from and inspect msgstream channels, or run the "
-            "self-checking demo. Exit codes: 0 ok, 1 a check failed, 2 usage or "
-            "configuration error, 130 interrupted."
+            "Produce to, consume from and inspect msgstream channels, ingest them into "
+            "Parquet through Spark, or run the self-checking demo. Exit codes: 0 ok, 1 a "
+            "check failed, 2 usage or configuration error, 130 interrupted."
         ),
     )
     parser.add_argument("--version", action="version", version=f"msgstream {__version__}")
