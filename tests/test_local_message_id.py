@@ -6,6 +6,7 @@ import pytest
 
 from backends.local.client import LocalMessageID, MemoryMessageID, RocksmqMessageID
 from msgstream import ForeignMessageIdError, InvalidPositionError
+from msgstream.backend import message_id_bytes
 
 
 def test_ids_are_tagged_ints_that_round_trip() -> None:
@@ -51,3 +52,18 @@ def test_malformed_bytes_are_rejected(data: bytes) -> None:
 def test_unknown_backend_name() -> None:
     with pytest.raises(ValueError, match="no local backend called 'kafka'"):
         LocalMessageID("kafka", 1)
+
+
+def test_a_kafka_id_is_named_as_foreign() -> None:
+    kafka_id = b"k" + (3).to_bytes(8, "big")
+    with pytest.raises(ForeignMessageIdError, match="'kafka'"):
+        LocalMessageID.parse("rocksmq", kafka_id)
+
+
+def test_message_id_bytes_names_the_owner_or_refuses_a_non_id() -> None:
+    rocks = LocalMessageID("rocksmq", 7)
+    assert message_id_bytes("rocksmq", rocks) == rocks.to_bytes()
+    with pytest.raises(ForeignMessageIdError, match="'rocksmq'"):
+        message_id_bytes("kafka", rocks)
+    with pytest.raises(InvalidPositionError, match="is not a MessageID"):
+        message_id_bytes("kafka", object())

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import NamedTuple, Protocol, runtime_checkable
 
+from .errors import ForeignMessageIdError, InvalidPositionError
 from .position import SubscriptionPosition
 
 
@@ -28,6 +29,33 @@ class MessageID(Protocol):
     def __eq__(self, other: object) -> bool: ...
 
     def __hash__(self) -> int: ...
+
+
+TAGGED_ID_OWNERS: Mapping[bytes, str] = MappingProxyType(
+    {b"m": "memory", b"r": "rocksmq", b"k": "kafka"}
+)
+"""Backends whose serialised MessageID is one tag byte plus an int64 (9 bytes): another
+backend can name the owner of such an id in its error instead of calling it garbage."""
+TAGGED_ID_SIZE = 9
+
+
+def tagged_id_owner(data: bytes) -> str | None:
+    """The backend that serialised ``data``, if it is one of the tagged 9-byte ids."""
+    return TAGGED_ID_OWNERS.get(data[:1]) if len(data) == TAGGED_ID_SIZE else None
+
+
+def message_id_bytes(backend: str, msg_id: object) -> bytes:
+    """``msg_id.to_bytes()`` for ``backend`` to parse; ``ForeignMessageIdError`` when the id
+    says another backend made it, ``InvalidPositionError`` when it is no MessageID."""
+    owner = getattr(msg_id, "backend", None)
+    if isinstance(owner, str) and owner != backend:
+        raise ForeignMessageIdError(backend, owner)
+    to_bytes = getattr(msg_id, "to_bytes", None)
+    if callable(to_bytes):
+        data = to_bytes()
+        if isinstance(data, bytes):
+            return data
+    raise InvalidPositionError(f"{msg_id!r} is not a MessageID")
 
 
 class ConsumedMessage(NamedTuple):

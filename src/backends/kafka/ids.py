@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from functools import total_ordering
 
+from msgstream.backend import TAGGED_ID_SIZE, message_id_bytes, tagged_id_owner
 from msgstream.errors import ForeignMessageIdError, InvalidPositionError
 
 TAG = b"k"
 """First byte of a serialised Kafka id; the embedded backends use b"m" and b"r"."""
-_OTHER_TAGS = {b"m": "memory", b"r": "rocksmq"}
-_SIZE = 9
 
 
 @total_ordering
@@ -29,9 +28,9 @@ class KafkaMessageID:
     @classmethod
     def parse(cls, data: bytes) -> KafkaMessageID:
         """The id whose ``to_bytes()`` is ``data``; another backend's id is an error."""
-        if len(data) == _SIZE and data[:1] == TAG:
+        if len(data) == TAGGED_ID_SIZE and data[:1] == TAG:
             return cls(int.from_bytes(data[1:], "big", signed=True))
-        owner = _OTHER_TAGS.get(data[:1]) if len(data) == _SIZE else None
+        owner = tagged_id_owner(data)
         if owner is not None:
             raise ForeignMessageIdError("kafka", owner)
         raise InvalidPositionError(f"{len(data)}-byte MessageID {data[:16]!r} is not a kafka id")
@@ -41,15 +40,7 @@ class KafkaMessageID:
         """``msg_id`` as a Kafka id, or a clear error when another backend made it."""
         if isinstance(msg_id, KafkaMessageID):
             return msg_id
-        backend = getattr(msg_id, "backend", None)
-        if isinstance(backend, str):
-            raise ForeignMessageIdError("kafka", backend)
-        to_bytes = getattr(msg_id, "to_bytes", None)
-        if callable(to_bytes):
-            data = to_bytes()
-            if isinstance(data, bytes):
-                return cls.parse(data)
-        raise InvalidPositionError(f"{msg_id!r} is not a MessageID")
+        return cls.parse(message_id_bytes("kafka", msg_id))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, KafkaMessageID):

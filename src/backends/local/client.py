@@ -12,7 +12,13 @@ from typing import ClassVar
 
 import anyio
 
-from msgstream.backend import ConsumedBatch, ConsumedMessage, MessageID, SubscriptionInfo
+from msgstream.backend import (
+    ConsumedBatch,
+    ConsumedMessage,
+    MessageID,
+    SubscriptionInfo,
+    tagged_id_owner,
+)
 from msgstream.channels import validate_channel_name, validate_subscription_name
 from msgstream.errors import (
     BackendUnavailableError,
@@ -61,7 +67,7 @@ class LocalMessageID(int):
     @staticmethod
     def parse(backend: str, data: bytes) -> LocalMessageID:
         """The id whose ``to_bytes()`` is ``data``; another backend's id is an error."""
-        owner = _TAG_NAMES.get(data[:1]) if len(data) == 9 else None
+        owner = tagged_id_owner(data)
         if owner is None:
             raise InvalidPositionError(
                 f"{len(data)}-byte MessageID {data[:16]!r} is not a {backend} MessageID"
@@ -122,7 +128,6 @@ class RocksmqMessageID(LocalMessageID):
 
 _ID_CLASSES: tuple[type[LocalMessageID], ...] = (MemoryMessageID, RocksmqMessageID)
 _ID_TYPES: dict[str, type[LocalMessageID]] = {c.backend: c for c in _ID_CLASSES}
-_TAG_NAMES = {cls.tag: cls.backend for cls in _ID_CLASSES}
 _NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
 _new_int = int.__new__
 """``_new_int(RocksmqMessageID, 5)``: an id without going through ``type.__call__``."""

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from msgstream.backend import message_id_bytes, tagged_id_owner
 from msgstream.errors import ForeignMessageIdError, InvalidPositionError
 
 from .library import _pulsar
 
-_OTHER_BACKEND_TAGS = {b"m": "memory", b"r": "rocksmq", b"k": "kafka"}
 """First byte of the 9-byte ids of the other backends (tag + big-endian int64)."""
-_OTHER_BACKEND_ID_SIZE = 9
 _LEDGER_FIELD_TAG = 0x08
 """A serialised MessageIdData starts with its required field 1 (ledgerId, varint)."""
 
@@ -57,8 +56,9 @@ class PulsarMessageID:
     @classmethod
     def parse(cls, data: bytes) -> PulsarMessageID:
         """The id whose ``to_bytes()`` is ``data``; another backend's id is an error."""
-        if len(data) == _OTHER_BACKEND_ID_SIZE and data[:1] in _OTHER_BACKEND_TAGS:
-            raise ForeignMessageIdError("pulsar", _OTHER_BACKEND_TAGS[data[:1]])
+        owner = tagged_id_owner(data)
+        if owner is not None:
+            raise ForeignMessageIdError("pulsar", owner)
         # Checked first so that obvious garbage never reaches the protobuf parser, which
         # logs every failure to stderr.
         if len(data) < 2 or data[0] != _LEDGER_FIELD_TAG:
@@ -74,15 +74,7 @@ class PulsarMessageID:
         """``msg_id`` as a Pulsar id, or a clear error when another backend made it."""
         if isinstance(msg_id, PulsarMessageID):
             return msg_id
-        backend = getattr(msg_id, "backend", None)
-        if isinstance(backend, str):
-            raise ForeignMessageIdError("pulsar", backend)
-        to_bytes = getattr(msg_id, "to_bytes", None)
-        if callable(to_bytes):
-            data = to_bytes()
-            if isinstance(data, bytes):
-                return cls.parse(data)
-        raise InvalidPositionError(f"{msg_id!r} is not a MessageID")
+        return cls.parse(message_id_bytes("pulsar", msg_id))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, PulsarMessageID):
