@@ -16,8 +16,9 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 
 def _die_with_parent() -> None:
@@ -84,6 +85,10 @@ class JvmBroker:
                 if text:
                     parts.append(f"--- {path} ---\n" + "\n".join(text))
         return "\n".join(parts) or f"(no broker output under {self.logs_dir})"
+
+    def start(self, timeout_s: float = 120.0) -> None:
+        """Start the broker and wait until it serves clients (each broker says how)."""
+        raise NotImplementedError
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Shut down cleanly (SIGTERM); SIGKILL if still running after ``timeout_s``."""
@@ -160,3 +165,37 @@ class JvmBroker:
                 # the main thread; atexit covers the rest.
                 preexec_fn=_die_with_parent if sys.platform == "linux" and on_main_thread else None,
             )
+
+
+_Endpoint = TypeVar("_Endpoint")
+_Local = TypeVar("_Local", bound="JvmBroker")
+
+
+def first_available(
+    what: str,
+    external: Callable[[], _Endpoint | None],
+    container: Callable[[], _Endpoint],
+    local: Callable[[], _Local],
+    hint: str,
+    error: type[Exception],
+) -> _Endpoint | _Local:
+    """The broker the tests use, in order: ``external()`` (an address from the
+    environment), ``container()`` when a Docker daemon answers, then ``local()`` started
+    here. Raises ``error`` listing every attempt that failed, with ``hint``."""
+    found = external()
+    if found is not None:
+        return found
+    failures: list[str] = []
+    if docker_available():
+        try:
+            return container()
+        except Exception as exc:
+            failures.append(f"container: {type(exc).__name__}: {exc}")
+    broker = local()
+    try:
+        broker.start()
+    except Exception as exc:
+        broker.kill()
+        failures.append(f"local JVM: {type(exc).__name__}: {exc}")
+        raise error(f"no {what} broker for the tests ({hint}):\n" + "\n".join(failures)) from exc
+    return broker

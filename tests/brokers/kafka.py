@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from .jvm import JvmBroker, docker_available
+from .jvm import JvmBroker, docker_available, first_available
 from .maven import resolve_classpath
 from .ports import free_port, wait_for_port
 
@@ -467,27 +467,22 @@ def _escape_property(value: str) -> str:
 def provide(workdir: Path, environ: Mapping[str, str] | None = None) -> KafkaEndpoint:
     """A running broker for the test session: environment, then Docker, then a local JVM."""
     env = os.environ if environ is None else environ
-    external = from_environment(env)
-    if external is not None:
-        external.start(timeout_s=30.0)
-        return external
-    failures: list[str] = []
-    if docker_available():
-        try:
-            return start_container()
-        except Exception as exc:
-            failures.append(f"apache/kafka container: {type(exc).__name__}: {exc}")
-    broker = LocalKafka(workdir)
-    try:
-        broker.start()
-    except Exception as exc:
-        broker.kill()
-        failures.append(f"local JVM: {type(exc).__name__}: {exc}")
-        raise KafkaBrokerError(
-            f"no Kafka broker for the tests (set {ENV_BOOTSTRAP}=host:port to use your own):\n"
-            + "\n".join(failures)
-        ) from exc
-    return broker
+
+    def external() -> KafkaEndpoint | None:
+        found = from_environment(env)
+        if found is not None:
+            found.start(timeout_s=30.0)
+        return found
+
+    endpoint: KafkaEndpoint = first_available(
+        "Kafka",
+        external,
+        start_container,
+        lambda: LocalKafka(workdir),
+        f"set {ENV_BOOTSTRAP}=host:port to use your own",
+        KafkaBrokerError,
+    )
+    return endpoint
 
 
 __all__: Sequence[str] = [

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from .jvm import JvmBroker, docker_available
+from .jvm import JvmBroker, first_available
 from .maven import resolve_classpath
 from .ports import free_port, wait_for_port
 
@@ -393,27 +393,22 @@ class LocalPulsar(JvmBroker):
 def provide(workdir: Path, environ: Mapping[str, str] | None = None) -> PulsarEndpoint:
     """A running broker for the test session: environment, then Docker, then a local JVM."""
     env = os.environ if environ is None else environ
-    external = from_environment(env)
-    if external is not None:
-        external.start(timeout_s=60.0)
-        return external
-    failures: list[str] = []
-    if docker_available():
-        try:
-            return start_container()
-        except Exception as exc:
-            failures.append(f"{PULSAR_IMAGE} container: {type(exc).__name__}: {exc}")
-    broker = LocalPulsar(workdir)
-    try:
-        broker.start()
-    except Exception as exc:
-        broker.kill()
-        failures.append(f"local JVM: {type(exc).__name__}: {exc}")
-        raise PulsarBrokerError(
-            f"no Pulsar broker for the tests (set {ENV_SERVICE_URL}=pulsar://host:port to use "
-            "your own):\n" + "\n".join(failures)
-        ) from exc
-    return broker
+
+    def external() -> PulsarEndpoint | None:
+        found = from_environment(env)
+        if found is not None:
+            found.start(timeout_s=60.0)
+        return found
+
+    endpoint: PulsarEndpoint = first_available(
+        "Pulsar",
+        external,
+        start_container,
+        lambda: LocalPulsar(workdir),
+        f"set {ENV_SERVICE_URL}=pulsar://host:port to use your own",
+        PulsarBrokerError,
+    )
+    return endpoint
 
 
 __all__: Sequence[str] = [
