@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import re
 import statistics
 import subprocess
@@ -37,7 +36,14 @@ from msgstream import (
     encode,
     new_client,
 )
-from report import Row, alternating_rounds, broker_produce_rows, print_table
+from report import (
+    Row,
+    alternating_rounds,
+    broker_produce_rows,
+    interleaved_latency,
+    print_table,
+    tests_on_path,
+)
 
 ROUNDS = 5
 
@@ -56,29 +62,13 @@ async def bench_latency(config: Any, count: int) -> tuple[list[float], list[floa
     ours_topic, raw_topic = f"bench-lat-ours-{stamp}", f"bench-lat-raw-{stamp}"
     await stream.as_producer([ours_topic])
     await stream.client.create_producer(raw_topic)  # create the raw topic the same way
-    packs = [MsgPack.of(delete(i)) for i in range(count)]
-    payloads = [encode(delete(i)) for i in range(count)]
-    for i in range(200):  # warm up connections and metadata
-        await raw.send_and_wait(raw_topic, payloads[i], partition=0)
-        await stream.produce(packs[i])
-    raw_us: list[float] = []
-    ours_us: list[float] = []
-    clock = time.perf_counter
-    gc.disable()
-    try:
-        for i in range(count):
-            # Alternate which side goes first: a producer's background work after its
-            # acknowledgement otherwise always lands in the other side's measurement.
-            for side in (0, 1) if i % 2 else (1, 0):
-                start = clock()
-                if side:
-                    await raw.send_and_wait(raw_topic, payloads[i], partition=0)
-                    raw_us.append((clock() - start) * 1e6)
-                else:
-                    await stream.produce(packs[i])
-                    ours_us.append((clock() - start) * 1e6)
-    finally:
-        gc.enable()
+    packs = [MsgPack.of(delete(i)) for i in range(count + 200)]
+    payloads = [encode(delete(i)) for i in range(count + 200)]
+    raw_us, ours_us = await interleaved_latency(
+        count,
+        lambda i: raw.send_and_wait(raw_topic, payloads[i], partition=0),
+        lambda i: stream.produce(packs[i]),
+    )
     await raw.stop()
     await stream.close()
     return raw_us, ours_us
@@ -116,7 +106,7 @@ async def bench_ours_pipelined(config: Any, total: int) -> float:
 def java_producer_rate(bootstrap: str, total: int, record_size: int) -> float | None:
     """Kafka's own Java producer (``ProducerPerformance``), same acks and linger: how fast
     the broker takes records when the client is not the bottleneck."""
-    _tests_on_path()
+    tests_on_path()
     from brokers.kafka import KAFKA_VERSION
     from brokers.maven import resolve_classpath
 
@@ -159,14 +149,8 @@ async def _create_topic(bootstrap: str, topic: str) -> None:
     await client.close()
 
 
-def _tests_on_path() -> None:
-    tests = str(Path(__file__).resolve().parent.parent / "tests")
-    if tests not in sys.path:
-        sys.path.insert(0, tests)
-
-
 def start_local_broker(stack: ExitStack) -> str:
-    _tests_on_path()
+    tests_on_path()
     from brokers.kafka import LocalKafka
 
     workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-kafka-")))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import sys
 import tempfile
 import time
@@ -33,7 +32,13 @@ from backends.pulsar.settings import (
     topic_name,
 )
 from msgstream import DeleteMsg, MsgPack, MsgStream, config_from_dict, encode, new_client
-from report import alternating_rounds, broker_produce_rows, print_table
+from report import (
+    alternating_rounds,
+    broker_produce_rows,
+    interleaved_latency,
+    print_table,
+    tests_on_path,
+)
 
 ROUNDS = 5
 
@@ -58,29 +63,11 @@ async def bench_latency(config: Any, count: int) -> tuple[list[float], list[floa
     raw_client, raw = await raw_producer(config, f"bench-lat-raw-{stamp}")
     stream = MsgStream(new_client(config))
     await stream.as_producer([f"bench-lat-ours-{stamp}"])
-    packs = [MsgPack.of(delete(i)) for i in range(count)]
-    payloads = [encode(delete(i)) for i in range(count)]
-    for i in range(200):  # warm up connections and the broker's ledgers
-        await raw.send(payloads[i])
-        await stream.produce(packs[i])
-    raw_us: list[float] = []
-    ours_us: list[float] = []
-    clock = time.perf_counter
-    gc.disable()
-    try:
-        for i in range(count):
-            # Alternate which side goes first: work a producer does after its
-            # acknowledgement otherwise always lands in the other side's measurement.
-            for side in (0, 1) if i % 2 else (1, 0):
-                start = clock()
-                if side:
-                    await raw.send(payloads[i])
-                    raw_us.append((clock() - start) * 1e6)
-                else:
-                    await stream.produce(packs[i])
-                    ours_us.append((clock() - start) * 1e6)
-    finally:
-        gc.enable()
+    packs = [MsgPack.of(delete(i)) for i in range(count + 200)]
+    payloads = [encode(delete(i)) for i in range(count + 200)]
+    raw_us, ours_us = await interleaved_latency(
+        count, lambda i: raw.send(payloads[i]), lambda i: stream.produce(packs[i])
+    )
     await raw_client.close()
     await stream.close()
     return raw_us, ours_us
@@ -110,14 +97,8 @@ async def bench_ours_pipelined(config: Any, total: int) -> float:
     return total / elapsed
 
 
-def _tests_on_path() -> None:
-    tests = str(Path(__file__).resolve().parent.parent / "tests")
-    if tests not in sys.path:
-        sys.path.insert(0, tests)
-
-
 def start_local_broker(stack: ExitStack) -> tuple[str, str]:
-    _tests_on_path()
+    tests_on_path()
     from brokers.pulsar import LocalPulsar
 
     workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-pulsar-")))

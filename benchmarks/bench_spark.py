@@ -40,7 +40,7 @@ from bridge_spark import FrameBuilder, FrameKind, FrameSchema, MicroBatcher, loc
 from bridge_spark.workload import Produced, SampleProducer, sample_schema
 from msgstream import Config, SubscriptionPosition, config_from_dict, new_msgstream
 from msgstream.ttstream import TtMsgStream
-from report import Row, print_table, timed
+from report import Row, print_table, tests_on_path, timed
 
 CHANNELS = [f"bench-{i}" for i in range(4)]
 DIM = 32
@@ -130,18 +130,12 @@ def bench_source(
     return rows / elapsed
 
 
-def _tests_on_path() -> None:
-    tests = str(Path(__file__).resolve().parent.parent / "tests")
-    if tests not in sys.path:
-        sys.path.insert(0, tests)
-
-
 def spark_kafka_jars() -> tuple[list[str], str]:
     """Spark's own Kafka source for this PySpark version from Maven Central, with the
     dependencies PySpark does not bundle; ``([], why)`` when they cannot be resolved."""
     import pyspark
 
-    _tests_on_path()
+    tests_on_path()
     from brokers.maven import MavenResolveError, resolve_classpath
 
     artifact = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
@@ -162,7 +156,7 @@ def _artifact_name(jar: str) -> str:
 
 
 def start_kafka(workdir: Path) -> tuple[str, Callable[[], None]]:
-    _tests_on_path()
+    tests_on_path()
     from brokers.kafka import LocalKafka
 
     broker = LocalKafka(workdir / "kafka")
