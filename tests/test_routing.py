@@ -20,6 +20,7 @@ from msgstream.errors import MsgStreamError
 from msgstream.messages import (
     CreatePartitionMsg,
     DeleteMsg,
+    DmlMsg,
     DropCollectionMsg,
     InsertMsg,
     TimeTickMsg,
@@ -533,3 +534,48 @@ def test_split_is_a_partition_of_the_rows(keys: list[int], n: int) -> None:
         seen.extend(rows)
     assert sorted(seen) == list(range(100, 100 + len(keys)))
     assert list(out) == sorted(out)
+
+
+@given(
+    st.sampled_from(["delete", "insert", "drop"]),
+    st.integers(min_value=0, max_value=3),
+    st.lists(
+        st.one_of(
+            st.integers(min_value=-(2**40), max_value=2**40),
+            st.just(True),
+            st.builds(np.int64, st.integers(min_value=0, max_value=99)),
+        ),
+        max_size=3,
+    ),
+    st.integers(min_value=1, max_value=5),
+)
+def test_a_message_alone_routes_as_it_would_within_a_pack(
+    kind: str, rows: int, keys: list[int], n: int
+) -> None:
+    """``produce`` of one message takes a short path in ``default_repack``: same buckets,
+    same errors as the general path (here forced by a second message on another key)."""
+    msg: TsMsg
+    if kind == "delete":
+        msg = DeleteMsg(msg_id=9, collection_name="c", primary_keys=list(range(rows)))
+    elif kind == "insert":
+        msg = make_insert(list(range(rows)), msg_id=9)
+    else:
+        msg = DropCollectionMsg(msg_id=9, collection_name="c")
+    msg.hash_keys = list(keys)
+    other = DropCollectionMsg(msg_id=10, collection_name="c", hash_keys=[0])
+
+    def outcome(pack: list[TsMsg]) -> object:
+        try:
+            routed = default_repack(pack, n)
+        except (ValueError, TypeError) as exc:
+            return type(exc), str(exc)
+        return {
+            bucket: [(m.msg_id, m.num_rows if isinstance(m, DmlMsg) else 0) for m in msgs]
+            for bucket, msgs in routed.items()
+            if any(m.msg_id == 9 for m in msgs)
+        }
+
+    alone, within = outcome([msg]), outcome([msg, other])
+    if isinstance(within, dict):
+        within = {b: [entry for entry in ms if entry[0] == 9] for b, ms in within.items()}
+    assert alone == within

@@ -249,6 +249,10 @@ concurrently. Buckets without messages may be left out.
 """
 
 
+_ROW_ROUTED = (InsertMsg, DeleteMsg)
+"""Messages routed row by row (one hash key per row)."""
+
+
 def _describe(msg: TsMsg) -> str:
     return f"{type(msg).__name__}(msg_id={msg.msg_id})"
 
@@ -349,6 +353,15 @@ def default_repack(msgs: Sequence[TsMsg], num_buckets: int) -> dict[int, list[Ts
     ``broadcast``); also when ``num_buckets < 1``.
     """
     n = _check_num_buckets(num_buckets)
+    if len(msgs) == 1:  # the single-message produce: one key routes it whole
+        msg = msgs[0]
+        keys = msg.hash_keys
+        if (
+            len(keys) == 1
+            and type(keys[0]) is int
+            and (not isinstance(msg, _ROW_ROUTED) or msg.num_rows <= 1)
+        ):
+            return {keys[0] % n: [msg]}
     pairs: list[tuple[int, TsMsg]] = []
     for msg in msgs:
         if isinstance(msg, InsertMsg | DeleteMsg):

@@ -128,11 +128,13 @@ class MsgStream:
 
     def _encode_for(self, channels: str, msgs: Sequence[TsMsg]) -> list[bytes]:
         """Encode, and refuse oversized messages before anything of the pack is sent."""
-        payloads = [encode(m, self.registry) for m in msgs]
-        for payload in payloads:
-            if len(payload) > self._max_message_bytes:
-                raise MessageTooLargeError(channels, len(payload), self._max_message_bytes)
-        return payloads
+        return [self._encode_one(channels, m) for m in msgs]
+
+    def _encode_one(self, channels: str, msg: TsMsg) -> bytes:
+        payload = encode(msg, self.registry)
+        if len(payload) > self._max_message_bytes:
+            raise MessageTooLargeError(channels, len(payload), self._max_message_bytes)
+        return payload
 
     async def produce(self, pack: MsgPack) -> ProduceResult:
         """Route every message of ``pack`` to its bucket's channel and send it.
@@ -140,18 +142,31 @@ class MsgStream:
         Buckets are sent concurrently, messages within one bucket in order. Returns the
         acknowledged MessageIDs per channel.
         """
-        self._require_producers()
-        buckets = self._repack(pack.msgs, len(self._producers))
+        producers = self._producers
+        if self._closed or not producers:
+            self._require_producers()
+        buckets = self._repack(pack.msgs, len(producers))
+        if len(buckets) == 1:
+            ((index, msgs),) = buckets.items()
+            producer = self._producer_of_bucket(index)
+            if len(msgs) == 1:  # the latency path: one message, one send, nothing gathered
+                payload = self._encode_one(producer.channel, msgs[0])
+                return {producer.channel: [await producer.send(payload)]}
+            payloads = self._encode_for(producer.channel, msgs)
+            return {producer.channel: await producer.send_many(payloads)}
         jobs: list[tuple[Producer, list[bytes]]] = []
         for index, msgs in buckets.items():
-            if not 0 <= index < len(self._producers):
-                raise StreamStateError(
-                    f"repack function returned bucket {index}, but there are "
-                    f"{len(self._producers)} producer channels"
-                )
-            producer = self._producers[index]
+            producer = self._producer_of_bucket(index)
             jobs.append((producer, self._encode_for(producer.channel, msgs)))
         return await self._send(jobs)
+
+    def _producer_of_bucket(self, index: int) -> Producer:
+        if not 0 <= index < len(self._producers):
+            raise StreamStateError(
+                f"repack function returned bucket {index}, but there are "
+                f"{len(self._producers)} producer channels"
+            )
+        return self._producers[index]
 
     async def broadcast(self, pack: MsgPack) -> ProduceResult:
         """Send every message of ``pack`` to every producer channel."""
