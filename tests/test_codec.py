@@ -290,6 +290,42 @@ def test_int_delete_keys_are_raw() -> None:
     assert "str_keys" not in body
 
 
+@pytest.mark.parametrize("rows", [0, 1, 3, 63, 64, 200])
+@pytest.mark.parametrize("stamps", ["default", "uniform", "varied", "strided", "big-endian"])
+def test_row_timestamps_are_written_the_same_whichever_way_they_were_given(
+    rows: int, stamps: str
+) -> None:
+    """Small messages whose rows share a timestamp skip the array when encoding: the bytes
+    must be those of the array, and the envelope range its min and max."""
+    given: Any = None
+    if stamps == "uniform":
+        given = np.full(rows, 77, dtype=np.uint64)
+    elif stamps == "varied":
+        given = np.arange(1000, 1000 + rows, dtype=np.uint64)[::-1].copy()
+    elif stamps == "strided":
+        given = np.arange(2 * rows, dtype=np.uint64)[::2] + 5
+    elif stamps == "big-endian":
+        given = np.arange(rows, dtype=">u8") + 9
+    msg = DeleteMsg(
+        msg_id=1,
+        timestamp=77,
+        collection_name="c",
+        primary_keys=list(range(rows)),
+        row_timestamps=given,
+    )
+    expected = np.asarray(msg.row_timestamps, dtype="<u8")
+    payload = encode(msg)
+    header, body, area = split_payload(payload)
+    ref = body["row_timestamps"]
+    assert area[ref["o"] : ref["o"] + ref["n"]] == expected.tobytes()
+    begin, end = (int(expected.min()), int(expected.max())) if rows else (77, 77)
+    assert (header[7], header[8]) == (begin, end)  # the envelope's begin_ts, end_ts
+    decoded = decode(payload)
+    assert isinstance(decoded, DeleteMsg)
+    assert decoded.timestamps.tolist() == expected.tolist()
+    assert encode(decoded) == payload
+
+
 # --------------------------------------------------------------------------- strict decoding
 
 

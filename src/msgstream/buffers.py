@@ -27,16 +27,29 @@ class BodyWriter:
         self._size += len(data)
         return ref
 
-    def add_array(self, array: npt.NDArray[Any], dtype: str) -> dict[str, int]:
-        """Append ``array`` as contiguous little-endian ``dtype`` bytes."""
-        target = _dtype(dtype)
-        if array.dtype == target and array.flags.c_contiguous:
-            contiguous = array  # the common case: no conversion call at all
+    def add_array(
+        self, array: npt.NDArray[Any], dtype: str, items: int | None = None
+    ) -> dict[str, int]:
+        """Append ``array`` as contiguous little-endian ``dtype`` bytes.
+
+        ``items`` is the array's size when the caller knows it already. Every attribute
+        read of a numpy array costs a little, and a one-row message is a few of them.
+        """
+        target = _DTYPES.get(dtype) or _dtype(dtype)
+        given = array.dtype
+        if given is not target and given != target:
+            array = np.ascontiguousarray(array, dtype=target)
+            items = None
+        if (array.size if items is None else items) < 64:
+            data: bytes | memoryview = array.tobytes()  # C order, whatever the layout
+        elif array.flags.c_contiguous:
+            data = array.data.cast("B")  # large: referenced until the payload is joined
         else:
-            contiguous = np.ascontiguousarray(array, dtype=target)
-        return self.add_bytes(
-            contiguous.tobytes() if contiguous.size < 64 else contiguous.data.cast("B")
-        )
+            data = array.tobytes()
+        size = self._size
+        self._chunks.append(data)
+        self._size = size + len(data)
+        return {"o": size, "n": len(data)}
 
     @property
     def size(self) -> int:

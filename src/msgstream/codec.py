@@ -40,6 +40,8 @@ VERSION = 2
 _ENVELOPE = struct.Struct("<2sBBHqQqQQII")
 ENVELOPE_SIZE = _ENVELOPE.size
 _CRC_OFFSET = ENVELOPE_SIZE - 4  # the crc is the envelope's last field
+_CRC_COVERED = struct.Struct(_ENVELOPE.format[:-1])
+"""The envelope without its crc: what ``encode`` packs before computing the crc."""
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
 
@@ -114,8 +116,9 @@ def encode(msg: TsMsg, registry: MessageRegistry = default_registry) -> bytes:
         raise CodecError(f"{_where(msg)}: body is not JSON-serialisable: {exc}") from exc
     chunks = writer.chunks()
     tail = b"".join([body, *chunks]) if chunks else body
+    begin_ts, end_ts = msg.time_range()
     try:
-        prefix = _ENVELOPE.pack(
+        prefix = _CRC_COVERED.pack(
             MAGIC,
             VERSION,
             0,
@@ -123,11 +126,10 @@ def encode(msg: TsMsg, registry: MessageRegistry = default_registry) -> bytes:
             msg.msg_id,
             msg.timestamp,
             msg.source_id,
-            msg.begin_ts,
-            msg.end_ts,
+            begin_ts,
+            end_ts,
             len(body),
-            0,
-        )[:_CRC_OFFSET]
+        )
     except struct.error as exc:
         raise CodecError(
             f"{_where(msg)}: header out of range (msg_id must fit int64, timestamp uint64, "
@@ -135,7 +137,7 @@ def encode(msg: TsMsg, registry: MessageRegistry = default_registry) -> bytes:
             f"{exc}"
         ) from exc
     crc = zlib.crc32(tail, zlib.crc32(prefix))
-    data = b"".join([prefix, crc.to_bytes(4, "little"), tail])
+    data = b"".join((prefix, crc.to_bytes(4, "little"), tail))
     msg.size = len(data)
     return data
 

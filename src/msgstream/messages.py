@@ -126,6 +126,10 @@ class TsMsg:
     def end_ts(self) -> int:
         return self.timestamp
 
+    def time_range(self) -> tuple[int, int]:
+        """``(begin_ts, end_ts)`` in one call (what the codec writes to the envelope)."""
+        return self.begin_ts, self.end_ts
+
     @property
     def is_dml(self) -> bool:
         return False
@@ -185,6 +189,7 @@ class TimeTickMsg(TsMsg):
 
 _M = TypeVar("_M", bound="TsMsg")
 U64Array = npt.NDArray[np.uint64]
+_U64_LIMIT = 1 << 64
 I64Array = npt.NDArray[np.int64]
 
 
@@ -220,6 +225,15 @@ class DmlMsg(TsMsg):
         assert self.row_timestamps is not None
         return self.row_timestamps
 
+    def _init_row_timestamps(self, rows: int, where: str) -> None:
+        given = self.row_timestamps
+        stamps = _row_timestamps(given, rows, self.timestamp, where)
+        self.row_timestamps = stamps
+        if given is None or len(given) == 0:
+            # Defaulted: every row has the message timestamp, so the range is known
+            # without reducing the array.
+            self.__dict__["_ts_span"] = (stamps, self.timestamp, self.timestamp)
+
     @property
     def is_dml(self) -> bool:
         return True
@@ -246,6 +260,20 @@ class DmlMsg(TsMsg):
             begin = end = self.timestamp
         state["_ts_span"] = (stamps, begin, end)
         return begin, end
+
+    def time_range(self) -> tuple[int, int]:
+        return self._ts_range()
+
+    def _add_row_timestamps(self, writer: BodyWriter, rows: int) -> dict[str, int]:
+        """Append the row timestamps to ``writer``. A small message whose rows share one
+        timestamp (the default, and any one-row message) writes it without the array."""
+        state = self.__dict__
+        span = state.get("_ts_span")
+        if rows < 64 and span is not None and span[0] is state.get("row_timestamps"):
+            _, begin, end = span
+            if begin == end and type(begin) is int and 0 <= begin < _U64_LIMIT:
+                return writer.add_bytes(begin.to_bytes(8, "little") * rows)
+        return writer.add_array(self.timestamps, "<u8", rows)
 
     def adopt_ts_range(self, begin_ts: int, end_ts: int) -> None:
         """Take ``begin_ts``/``end_ts`` from a trusted source (the decoded envelope)."""
@@ -291,7 +319,7 @@ class InsertMsg(DmlMsg):
         where = f"InsertMsg(msg_id={self.msg_id}, collection={self.collection_name!r})"
         self.row_ids = np.asarray(self.row_ids, dtype=np.int64)
         rows = self.row_ids.shape[0]
-        self.row_timestamps = _row_timestamps(self.row_timestamps, rows, self.timestamp, where)
+        self._init_row_timestamps(rows, where)
         for column in self.fields:
             if len(column) != rows:
                 raise ValueError(
@@ -325,12 +353,13 @@ class InsertMsg(DmlMsg):
         )
 
     def encode_body(self, writer: BodyWriter) -> dict[str, Any]:
+        rows = self.num_rows
         return {
             "collection_name": self.collection_name,
             "partition_name": self.partition_name,
-            "rows": self.num_rows,
-            "row_ids": writer.add_array(self.row_ids, "<i8"),
-            "row_timestamps": writer.add_array(self.timestamps, "<u8"),
+            "rows": rows,
+            "row_ids": writer.add_array(self.row_ids, "<i8", rows),
+            "row_timestamps": self._add_row_timestamps(writer, rows),
             "fields": [c.encode(writer) for c in self.fields],
         }
 
@@ -379,9 +408,7 @@ class DeleteMsg(DmlMsg):
             raise TypeError(f"{where}: primary keys mix str and non-str values")
         else:
             self.primary_keys = np.asarray(keys, dtype=np.int64)
-        self.row_timestamps = _row_timestamps(
-            self.row_timestamps, len(self.primary_keys), self.timestamp, where
-        )
+        self._init_row_timestamps(len(self.primary_keys), where)
 
     @property
     def num_rows(self) -> int:
@@ -406,16 +433,18 @@ class DeleteMsg(DmlMsg):
         )
 
     def encode_body(self, writer: BodyWriter) -> dict[str, Any]:
+        keys = self.primary_keys
+        rows = len(keys)
         out: dict[str, Any] = {
             "collection_name": self.collection_name,
             "partition_name": self.partition_name,
-            "rows": self.num_rows,
-            "row_timestamps": writer.add_array(self.timestamps, "<u8"),
+            "rows": rows,
+            "row_timestamps": self._add_row_timestamps(writer, rows),
         }
-        if isinstance(self.primary_keys, np.ndarray):
-            out["int_keys"] = writer.add_array(self.primary_keys, "<i8")
+        if isinstance(keys, np.ndarray):
+            out["int_keys"] = writer.add_array(keys, "<i8", rows)
         else:
-            out["str_keys"] = self.primary_keys
+            out["str_keys"] = keys
         return out
 
     @classmethod
