@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from brokers.jvm import JvmBroker
 from brokers.ports import free_port
 from conftest import kafka_config
 from msgstream import (
@@ -25,6 +26,7 @@ from msgstream import (
     SubscriptionPosition,
     TopicNotFound,
     config_from_dict,
+    encode,
     new_client,
 )
 from msgstream.backend import Client
@@ -216,6 +218,46 @@ async def test_broker_restart_loses_nothing_acknowledged(kafka_broker: Any) -> N
         assert set(acked) <= set(received)
         positions = [received.index(i) for i in acked]
         assert positions == sorted(positions)
+
+
+async def test_sends_a_frozen_broker_never_answers_fail_at_the_deadline(
+    kafka_broker: Any,
+) -> None:
+    """A hung broker (SIGSTOP: connections open, nothing answered) fails each kind of send
+    with a clear error at ``operation_timeout_s``, and the stream works once it is back."""
+    if not isinstance(kafka_broker, JvmBroker):
+        pytest.skip("only a broker the tests run themselves can be frozen")
+    known, unknown = channel_name("frozen"), channel_name("frozen-new")
+    deadline = 0.8  # three sends stay under the test broker's 4 s session timeout
+    async with MsgStream(
+        client_for(kafka_broker.bootstrap, operation_timeout_s=deadline)
+    ) as stream:
+        await stream.as_producer([known])
+        await stream.produce(MsgPack.of(delete_msg(1)))  # connected, metadata known
+        # A second client, connected, but created the topic after its producer started:
+        # its send first waits for metadata, before aiokafka holds the record.
+        fresh = MsgStream(client_for(kafka_broker.bootstrap, operation_timeout_s=deadline))
+        warm_up = await fresh.client.create_producer(known)
+        await warm_up.send(encode(delete_msg(0)))
+        await fresh.as_producer([unknown])
+        kafka_broker.pause()
+        try:
+            for sender, pack in (
+                (stream, MsgPack.of(delete_msg(2))),  # one record: waits for its ack
+                (stream, MsgPack(msgs=[delete_msg(3), delete_msg(4)])),  # a record batch
+                (fresh, MsgPack.of(delete_msg(5))),  # still fetching metadata
+            ):
+                started = time.monotonic()
+                with pytest.raises(
+                    BackendUnavailableError, match=r"not acknowledged within 0\.8 s"
+                ):
+                    await sender.produce(pack)
+                assert deadline - 0.05 <= time.monotonic() - started < deadline + 1.5
+        finally:
+            await asyncio.to_thread(kafka_broker.resume)
+        ids = await asyncio.wait_for(stream.produce(MsgPack.of(delete_msg(6))), TIMEOUT)
+        assert list(ids) == [known] and len(ids[known]) == 1
+        await fresh.close()
 
 
 async def test_send_many_spanning_several_record_batches_returns_every_offset(

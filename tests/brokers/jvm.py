@@ -96,6 +96,7 @@ class JvmBroker:
         if process is None:
             return
         if process.poll() is None:
+            process.send_signal(signal.SIGCONT)  # a paused JVM would not act on SIGTERM
             process.send_signal(signal.SIGTERM)
             try:
                 process.wait(timeout_s)
@@ -113,6 +114,18 @@ class JvmBroker:
             process.kill()
             process.wait()
         self._forget()
+
+    def pause(self) -> None:
+        """Freeze the broker (SIGSTOP): connections stay open but nothing is answered, as
+        with a hung or partitioned server. :meth:`resume` undoes it."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGCONT)
 
     def close(self) -> None:
         """Stop the broker and delete its workdir."""

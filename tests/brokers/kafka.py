@@ -383,6 +383,17 @@ class LocalKafka(JvmBroker):
                 f"Kafka's SASL listener {self.sasl_bootstrap} never opened\n{self.log_tail()}"
             )
 
+    def resume(self, timeout_s: float = 60.0) -> None:
+        """Thaw a paused broker and wait until it serves again. A pause longer than
+        ``broker.session.timeout.ms`` fences the node until its next heartbeats, so wait
+        past a few of those before asking for metadata."""
+        super().resume()
+        time.sleep(3 * int(_TEST_SETTINGS["broker.heartbeat.interval.ms"]) / 1000)
+        if not wait_until_answers(self.bootstrap, timeout_s, alive=lambda: self.running):
+            raise KafkaBrokerError(
+                f"Kafka at {self.bootstrap} did not serve again after a pause\n{self.log_tail()}"
+            )
+
     def _format_storage(self, timeout_s: float) -> None:
         """``kafka-storage format --standalone``: this node alone is the KRaft voter set."""
         process = self._spawn(

@@ -17,6 +17,7 @@ from msgstream.position import SubscriptionPosition
 from . import connect
 from .admin import KafkaAdmin
 from .consumer import KafkaConsumer
+from .deadlines import SendDeadlines
 from .failures import broker_call
 from .ids import KafkaMessageID
 from .producer import KafkaProducer
@@ -49,6 +50,7 @@ class KafkaClient:
         self.deadline_s = config.msgstream.operation_timeout_s
         self.max_message_bytes = config.msgstream.max_message_bytes
         self.admin = KafkaAdmin(config, self.deadline_s)
+        self.deadlines = SendDeadlines(self.deadline_s, self.brokers)
         self._producer: AIOKafkaProducer | None = None
         self._offsets: AIOKafkaConsumer | None = None
         self._lock = asyncio.Lock()
@@ -61,6 +63,11 @@ class KafkaClient:
 
     def _call(self, what: str) -> Any:
         return broker_call(what, self.brokers, self.deadline_s)
+
+    @property
+    def producer(self) -> AIOKafkaProducer | None:
+        """The shared producer once started (the sends' fast path), else None."""
+        return self._producer
 
     async def shared_producer(self) -> AIOKafkaProducer:
         """The one producer every channel of this client sends through (started lazily)."""
@@ -199,4 +206,5 @@ class KafkaClient:
             if stop is not None:
                 with contextlib.suppress(Exception):  # the broker may be gone: closing succeeds
                     await asyncio.wait_for(stop(), self.deadline_s)
+        self.deadlines.close()
         await self.admin.close()

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 from aiokafka import errors as kafka_errors
 
 from msgstream.backend import MessageID
-from msgstream.errors import BackendUnavailableError, MessageTooLargeError, StreamClosedError
+from msgstream.errors import MessageTooLargeError, StreamClosedError
 
+from .deadlines import PendingSend
 from .failures import translate
 from .ids import KafkaMessageID
 
@@ -23,7 +24,11 @@ what a payload may not use of the broker's ``max.message.bytes``."""
 
 
 async def _send_in_batches(
-    producer: Any, topic: str, payloads: Sequence[bytes], headers: list[tuple[str, bytes]]
+    producer: Any,
+    topic: str,
+    payloads: Sequence[bytes],
+    headers: list[tuple[str, bytes]],
+    watch: PendingSend,
 ) -> list[MessageID]:
     """Send ``payloads`` as record batches we build ourselves, then wait for them all.
 
@@ -46,6 +51,7 @@ async def _send_in_batches(
     pending.append((await producer.send_batch(batch, topic, partition=0), count))
     ids: list[MessageID] = []
     for future, records in pending:
+        watch.future = future  # the deadline now fails the batch being waited for
         base = (await future).offset
         ids.extend(KafkaMessageID(base + i) for i in range(records))
     return ids
@@ -59,6 +65,8 @@ class KafkaProducer:
         self._client = client
         self._limit = limit
         """The largest record, in bytes, this channel accepts (client and topic limits)."""
+        self._plain_limit = min(limit - RECORD_OVERHEAD, client.max_message_bytes)
+        """The largest payload that passes :meth:`_check_size` when sent without headers."""
         self._closed = False
 
     def _check_size(self, payload: bytes, headers: list[tuple[str, bytes]] | None) -> None:
@@ -70,38 +78,63 @@ class KafkaProducer:
         if framed > self._limit:
             raise MessageTooLargeError(self.channel, framed, self._limit)
 
+    def _checked_headers(
+        self, payloads: Sequence[bytes], properties: Mapping[str, str] | None
+    ) -> list[tuple[str, bytes]] | None:
+        """The properties as Kafka headers, after refusing a closed producer or a payload
+        too large for this channel."""
+        if self._closed:
+            raise StreamClosedError(f"producer of channel {self.channel!r}")
+        headers = [(k, v.encode()) for k, v in properties.items()] if properties else None
+        for payload in payloads:
+            self._check_size(payload, headers)
+        return headers
+
     async def send(self, payload: bytes, properties: Mapping[str, str] | None = None) -> MessageID:
-        return (await self.send_many((payload,), properties))[0]
+        # The latency path: one record through aiokafka's own batching, nothing more.
+        headers = None
+        if self._closed or properties or len(payload) > self._plain_limit:
+            headers = self._checked_headers((payload,), properties)
+        client = self._client
+        producer = client.producer or await client.shared_producer()
+        watch = client.deadlines.start(self.channel, 1)
+        try:
+            watch.future = await producer.send(self.channel, payload, partition=0, headers=headers)
+            return KafkaMessageID((await watch.future).offset)
+        except asyncio.CancelledError:
+            deadline_error = client.deadlines.cancelled(watch)
+            if deadline_error is None:
+                raise
+            raise deadline_error from None
+        except (kafka_errors.KafkaError, OSError) as exc:
+            raise self._failure(exc, (payload,)) from exc
+        finally:
+            watch.finished = True
 
     async def send_many(
         self, payloads: Sequence[bytes], properties: Mapping[str, str] | None = None
     ) -> list[MessageID]:
-        if self._closed:
-            raise StreamClosedError(f"producer of channel {self.channel!r}")
+        headers = self._checked_headers(payloads, properties)
         client = self._client
-        headers = [(k, v.encode()) for k, v in properties.items()] if properties else None
-        for payload in payloads:
-            self._check_size(payload, headers)
-        producer = await client.shared_producer()
-        topic = self.channel
-        deadline = client.deadline_s
+        producer = client.producer or await client.shared_producer()
+        watch = client.deadlines.start(self.channel, len(payloads))
         try:
-            async with asyncio.timeout(deadline):
-                if len(payloads) == 1:
-                    future = await producer.send(topic, payloads[0], partition=0, headers=headers)
-                    return [KafkaMessageID((await future).offset)]
-                return await _send_in_batches(producer, topic, payloads, headers or [])
-        except TimeoutError as exc:
-            raise BackendUnavailableError(
-                f"kafka at {client.brokers}: sending {len(payloads)} message(s) to channel "
-                f"{topic!r}: not acknowledged within {deadline:g} s "
-                "(msgstream.operation_timeout_s); they may still be written"
-            ) from exc
-        except kafka_errors.MessageSizeTooLargeError as exc:
-            size = max(map(len, payloads))
-            raise MessageTooLargeError(topic, size, self._limit) from exc
+            return await _send_in_batches(producer, self.channel, payloads, headers or [], watch)
+        except asyncio.CancelledError:
+            deadline_error = client.deadlines.cancelled(watch)
+            if deadline_error is None:
+                raise
+            raise deadline_error from None
         except (kafka_errors.KafkaError, OSError) as exc:
-            raise translate(exc, f"sending to channel {topic!r}", client.brokers) from exc
+            raise self._failure(exc, payloads) from exc
+        finally:
+            watch.finished = True
+
+    def _failure(self, exc: BaseException, payloads: Sequence[bytes]) -> Exception:
+        """The msgstream error for aiokafka's ``exc`` while sending ``payloads``."""
+        if isinstance(exc, kafka_errors.MessageSizeTooLargeError):
+            return MessageTooLargeError(self.channel, max(map(len, payloads)), self._limit)
+        return translate(exc, f"sending to channel {self.channel!r}", self._client.brokers)
 
     async def close(self) -> None:
         self._closed = True
