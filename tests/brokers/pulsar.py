@@ -96,6 +96,8 @@ class PulsarEndpoint(Protocol):
     admin_url: str
     restartable: bool
     valid_token: str | None
+    max_message_size: int
+    """The broker's ``maxMessageSize`` (an external broker is assumed at Pulsar's default)."""
     """A token the broker accepts (None: the broker has no token authentication)."""
 
     def forged_token(self) -> str: ...
@@ -161,6 +163,7 @@ class ExternalPulsar:
     admin_url: str
     valid_token: str | None = None
     restartable: bool = False
+    max_message_size: int = MAX_MESSAGE_SIZE
     on_close: Callable[[], None] = lambda: None
 
     def forged_token(self) -> str:

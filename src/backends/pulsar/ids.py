@@ -15,7 +15,6 @@ from msgstream.errors import ForeignMessageIdError, InvalidPositionError
 
 from .library import _pulsar
 
-"""First byte of the 9-byte ids of the other backends (tag + big-endian int64)."""
 _LEDGER_FIELD_TAG = 0x08
 """A serialised MessageIdData starts with its required field 1 (ledgerId, varint)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from msgstream.backend import MessageID
 from msgstream.errors import BackendUnavailableError, MessageTooLargeError, StreamClosedError
@@ -13,6 +13,7 @@ from msgstream.errors import BackendUnavailableError, MessageTooLargeError, Stre
 from .failures import translate
 from .ids import PulsarMessageID
 from .library import pulsar, pulsar_asyncio
+from .sending import native_producer, send_one, send_window
 from .settings import MAX_PENDING_SENDS
 
 if TYPE_CHECKING:
@@ -26,6 +27,8 @@ class PulsarProducer:
         self.channel = channel
         self._client = client
         self._inner = inner
+        self._native = native_producer(inner)
+        """The C extension's producer under ``inner`` (see :mod:`.sending`), if exposed."""
         self._closed = False
 
     def _check(self, payloads: Sequence[bytes]) -> None:
@@ -41,7 +44,10 @@ class PulsarProducer:
     async def send(self, payload: bytes, properties: Mapping[str, str] | None = None) -> MessageID:
         self._check((payload,))
         try:
-            sent = await self._inner.send(payload, dict(properties) if properties else None)
+            if self._native is not None:
+                sent = await send_one(self._native, payload, properties)
+            else:
+                sent = await self._inner.send(payload, dict(properties) if properties else None)
         except Exception as exc:
             raise self._failure(exc, (payload,)) from exc
         return PulsarMessageID.from_native(sent)
@@ -49,22 +55,29 @@ class PulsarProducer:
     async def send_many(
         self, payloads: Sequence[bytes], properties: Mapping[str, str] | None = None
     ) -> list[MessageID]:
-        """Send in order, pipelined: up to ``MAX_PENDING_SENDS`` in flight at a time."""
+        """Send in order, pipelined: windows of up to ``MAX_PENDING_SENDS`` in flight."""
         self._check(payloads)
-        if len(payloads) == 1:  # the common case of MsgStream.produce: no task, no gather
+        if len(payloads) == 1:  # the common case of MsgStream.produce: no window
             return [await self.send(payloads[0], properties)]
-        props = dict(properties) if properties else None
-        send = self._inner.send
         ids: list[MessageID] = []
         for start in range(0, len(payloads), MAX_PENDING_SENDS):
             window = payloads[start : start + MAX_PENDING_SENDS]
             try:
-                # gather starts the sends in order, so the library queues them in order.
-                sent = await asyncio.gather(*(send(p, props) for p in window))
+                sent = await self._send_window(window, properties)
             except Exception as exc:
                 raise self._failure(exc, window) from exc
             ids.extend(map(PulsarMessageID.from_native, sent))
         return ids
+
+    async def _send_window(
+        self, window: Sequence[bytes], properties: Mapping[str, str] | None
+    ) -> list[Any]:
+        if self._native is not None:
+            return await send_window(self._native, window, properties)
+        props = dict(properties) if properties else None
+        send = self._inner.send
+        # gather starts the sends in order, so the library queues them in order.
+        return await asyncio.gather(*(send(p, props) for p in window))
 
     def _failure(self, exc: Exception, payloads: Sequence[bytes]) -> Exception:
         where = self._client.service_url
