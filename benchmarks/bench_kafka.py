@@ -45,7 +45,7 @@ from report import (
     tests_on_path,
 )
 
-ROUNDS = 5
+ROUNDS = 6  # even: each side goes first in half of the rounds
 
 
 def delete(i: int) -> DeleteMsg:
@@ -62,12 +62,11 @@ async def bench_latency(config: Any, count: int) -> tuple[list[float], list[floa
     ours_topic, raw_topic = f"bench-lat-ours-{stamp}", f"bench-lat-raw-{stamp}"
     await stream.as_producer([ours_topic])
     await stream.client.create_producer(raw_topic)  # create the raw topic the same way
-    packs = [MsgPack.of(delete(i)) for i in range(count + 200)]
-    payloads = [encode(delete(i)) for i in range(count + 200)]
     raw_us, ours_us = await interleaved_latency(
         count,
-        lambda i: raw.send_and_wait(raw_topic, payloads[i], partition=0),
-        lambda i: stream.produce(packs[i]),
+        delete,
+        lambda payload: raw.send_and_wait(raw_topic, payload, partition=0),
+        stream.produce,
     )
     await raw.stop()
     await stream.close()
@@ -168,7 +167,7 @@ def main() -> int:
     parser.add_argument("--json", help="also write the figures to this JSON file")
     args = parser.parse_args()
     scale = 0.1 if args.quick else 1.0
-    latency_n = int(5000 * scale)
+    latency_n = int(10_000 * scale)
     total = int(100_000 * scale)
     with ExitStack() as stack:
         bootstrap = args.bootstrap or start_local_broker(stack)

@@ -40,7 +40,7 @@ from report import (
     tests_on_path,
 )
 
-ROUNDS = 5
+ROUNDS = 6  # even: each side goes first in half of the rounds
 
 
 def delete(i: int) -> DeleteMsg:
@@ -63,11 +63,7 @@ async def bench_latency(config: Any, count: int) -> tuple[list[float], list[floa
     raw_client, raw = await raw_producer(config, f"bench-lat-raw-{stamp}")
     stream = MsgStream(new_client(config))
     await stream.as_producer([f"bench-lat-ours-{stamp}"])
-    packs = [MsgPack.of(delete(i)) for i in range(count + 200)]
-    payloads = [encode(delete(i)) for i in range(count + 200)]
-    raw_us, ours_us = await interleaved_latency(
-        count, lambda i: raw.send(payloads[i]), lambda i: stream.produce(packs[i])
-    )
+    raw_us, ours_us = await interleaved_latency(count, delete, raw.send, stream.produce)
     await raw_client.close()
     await stream.close()
     return raw_us, ours_us
@@ -117,7 +113,7 @@ def main() -> int:
     parser.add_argument("--json", help="also write the figures to this JSON file")
     args = parser.parse_args()
     scale = 0.1 if args.quick else 1.0
-    latency_n = int(5000 * scale)
+    latency_n = int(10_000 * scale)
     total = int(50_000 * scale)
     with ExitStack() as stack:
         if args.service_url:

@@ -15,6 +15,8 @@ from typing import Any
 
 import orjson
 
+from msgstream import MsgPack, TsMsg, encode
+
 
 @dataclass
 class Row:
@@ -129,19 +131,23 @@ def broker_produce_rows(
 
 async def interleaved_latency(
     count: int,
-    raw: Callable[[int], Awaitable[object]],
-    ours: Callable[[int], Awaitable[object]],
+    message: Callable[[int], TsMsg],
+    raw: Callable[[bytes], Awaitable[object]],
+    ours: Callable[[MsgPack], Awaitable[object]],
     warm_up: int = 200,
 ) -> tuple[list[float], list[float]]:
-    """Microseconds per call of ``raw(i)`` and ``ours(i)``, sample by sample interleaved.
+    """Microseconds per call of ``raw(encode(message(i)))`` and ``ours(MsgPack.of(message(i)))``,
+    sample by sample interleaved.
 
-    Which side goes first alternates: work a producer does after its acknowledgement
-    would otherwise always land in the other side's measurement. The garbage collector is
-    off while measuring, for both alike.
+    Each input is built right before its timed call, untimed, as an application builds a
+    message and then sends it; inputs built long in advance would also time the cache
+    misses of fetching them back. Which side goes first alternates: work a producer does
+    after its acknowledgement would otherwise always land in the other side's
+    measurement. The garbage collector is off while measuring, for both alike.
     """
     for i in range(warm_up):  # connections, metadata, the broker's ledgers
-        await raw(i)
-        await ours(i)
+        await raw(encode(message(i)))
+        await ours(MsgPack.of(message(i)))
     raw_us: list[float] = []
     ours_us: list[float] = []
     clock = time.perf_counter
@@ -149,12 +155,15 @@ async def interleaved_latency(
     try:
         for i in range(count):
             for raw_side in (False, True) if i % 2 else (True, False):
-                start = clock()
                 if raw_side:
-                    await raw(i)
+                    payload = encode(message(i))
+                    start = clock()
+                    await raw(payload)
                     raw_us.append((clock() - start) * 1e6)
                 else:
-                    await ours(i)
+                    pack = MsgPack.of(message(i))
+                    start = clock()
+                    await ours(pack)
                     ours_us.append((clock() - start) * 1e6)
     finally:
         gc.enable()
