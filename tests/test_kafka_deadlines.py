@@ -26,10 +26,8 @@ async def watched_send(deadlines: SendDeadlines, record: asyncio.Future[Any] | N
         assert record is not None
         return await record
     except asyncio.CancelledError:
-        error = deadlines.cancelled(watch)
-        if error is None:
-            raise
-        raise error from None
+        deadlines.raise_if_expired(watch)
+        raise
     finally:
         watch.finished = True
 

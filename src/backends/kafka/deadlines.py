@@ -70,12 +70,12 @@ class SendDeadlines:
             "(msgstream.operation_timeout_s); they may still be written"
         )
 
-    def cancelled(self, entry: PendingSend) -> BackendUnavailableError | None:
-        """The error to raise instead of a ``CancelledError`` this watch caused, or None
-        when the cancellation came from elsewhere and must propagate."""
+    def raise_if_expired(self, entry: PendingSend) -> None:
+        """Called while handling a send's ``CancelledError``: raise the deadline's error
+        instead if this watch cancelled the send; return (the caller re-raises the
+        cancellation) if it came from elsewhere."""
         if entry.expired and entry.task.uncancel() == 0:
-            return self.error(entry)
-        return None
+            raise self.error(entry) from None
 
     def _expire(self) -> None:
         self._timer = None

@@ -102,10 +102,8 @@ class KafkaProducer:
             watch.future = await producer.send(self.channel, payload, partition=0, headers=headers)
             return KafkaMessageID((await watch.future).offset)
         except asyncio.CancelledError:
-            deadline_error = client.deadlines.cancelled(watch)
-            if deadline_error is None:
-                raise
-            raise deadline_error from None
+            client.deadlines.raise_if_expired(watch)
+            raise
         except (kafka_errors.KafkaError, OSError) as exc:
             raise self._failure(exc, (payload,)) from exc
         finally:
@@ -121,10 +119,8 @@ class KafkaProducer:
         try:
             return await _send_in_batches(producer, self.channel, payloads, headers or [], watch)
         except asyncio.CancelledError:
-            deadline_error = client.deadlines.cancelled(watch)
-            if deadline_error is None:
-                raise
-            raise deadline_error from None
+            client.deadlines.raise_if_expired(watch)
+            raise
         except (kafka_errors.KafkaError, OSError) as exc:
             raise self._failure(exc, payloads) from exc
         finally:
