@@ -29,8 +29,6 @@ from aiokafka import AIOKafkaProducer
 
 from backends.kafka.settings import producer_kwargs
 from msgstream import (
-    DeleteMsg,
-    MsgPack,
     MsgStream,
     config_from_dict,
     encode,
@@ -40,17 +38,14 @@ from report import (
     Row,
     alternating_rounds,
     broker_produce_rows,
+    delete,
     interleaved_latency,
     print_table,
+    stream_pipelined_rate,
     tests_on_path,
 )
 
 ROUNDS = 6  # even: each side goes first in half of the rounds
-
-
-def delete(i: int) -> DeleteMsg:
-    # About 100 bytes encoded: a small, realistic control-plane message.
-    return DeleteMsg(msg_id=i, timestamp=i, collection_name="c", primary_keys=[i], hash_keys=[0])
 
 
 async def bench_latency(config: Any, count: int) -> tuple[list[float], list[float]]:
@@ -87,18 +82,6 @@ async def bench_raw_pipelined(config: Any, total: int) -> float:
     elapsed = time.perf_counter() - start
     await producer.stop()
     await client.close()
-    return total / elapsed
-
-
-async def bench_ours_pipelined(config: Any, total: int) -> float:
-    topic = f"bench-tput-ours-{time.monotonic_ns()}"
-    async with MsgStream(new_client(config)) as stream:
-        await stream.as_producer([topic])
-        await stream.produce(MsgPack.of(delete(0)))
-        pack = MsgPack(msgs=[delete(i) for i in range(total)])
-        start = time.perf_counter()
-        await stream.produce(pack)
-        elapsed = time.perf_counter() - start
     return total / elapsed
 
 
@@ -178,7 +161,7 @@ def main() -> int:
         raw_rounds, our_rounds = alternating_rounds(
             ROUNDS,
             lambda: asyncio.run(bench_raw_pipelined(config, total)),
-            lambda: asyncio.run(bench_ours_pipelined(config, total)),
+            lambda: asyncio.run(stream_pipelined_rate(config, total)),
         )
         rows = broker_produce_rows(raw, ours, raw_rounds, our_rounds)
         record_size = len(encode(delete(0)))

@@ -31,21 +31,18 @@ from backends.pulsar.settings import (
     service_url,
     topic_name,
 )
-from msgstream import DeleteMsg, MsgPack, MsgStream, config_from_dict, encode, new_client
+from msgstream import MsgStream, config_from_dict, encode, new_client
 from report import (
     alternating_rounds,
     broker_produce_rows,
+    delete,
     interleaved_latency,
     print_table,
+    stream_pipelined_rate,
     tests_on_path,
 )
 
 ROUNDS = 6  # even: each side goes first in half of the rounds
-
-
-def delete(i: int) -> DeleteMsg:
-    # About 100 bytes encoded: a small, realistic control-plane message.
-    return DeleteMsg(msg_id=i, timestamp=i, collection_name="c", primary_keys=[i], hash_keys=[0])
 
 
 async def raw_producer(config: Any, channel: str) -> tuple[Any, Any]:
@@ -79,17 +76,6 @@ async def bench_raw_pipelined(config: Any, total: int) -> float:
         await asyncio.gather(*(producer.send(p) for p in window))
     elapsed = time.perf_counter() - start
     await client.close()
-    return total / elapsed
-
-
-async def bench_ours_pipelined(config: Any, total: int) -> float:
-    async with MsgStream(new_client(config)) as stream:
-        await stream.as_producer([f"bench-tput-ours-{time.monotonic_ns()}"])
-        await stream.produce(MsgPack.of(delete(0)))
-        pack = MsgPack(msgs=[delete(i) for i in range(total)])
-        start = time.perf_counter()
-        await stream.produce(pack)
-        elapsed = time.perf_counter() - start
     return total / elapsed
 
 
@@ -128,7 +114,7 @@ def main() -> int:
         raw_rounds, our_rounds = alternating_rounds(
             ROUNDS,
             lambda: asyncio.run(bench_raw_pipelined(config, total)),
-            lambda: asyncio.run(bench_ours_pipelined(config, total)),
+            lambda: asyncio.run(stream_pipelined_rate(config, total)),
         )
         rows = broker_produce_rows(raw, ours, raw_rounds, our_rounds)
     print_table(
