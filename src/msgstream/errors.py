@@ -113,3 +113,49 @@ class AuthenticationError(BackendUnavailableError):
     A subclass of :class:`BackendUnavailableError`: the broker cannot be used, and retrying
     with the same credentials will not help.
     """
+
+
+class AuthorizationError(BackendUnavailableError):
+    """The broker knows the client but refuses it this operation on this channel (an ACL or
+    a namespace permission). ``channel`` and ``operation`` ("write", "read", ...) name it."""
+
+    def __init__(self, channel: str, operation: str, detail: str = "") -> None:
+        suffix = f": {detail}" if detail else ""
+        super().__init__(f"not authorized to {operation} channel {channel!r}{suffix}")
+        self.channel = channel
+        self.operation = operation
+
+
+class StoreError(MsgStreamError):
+    """The embedded store at ``path`` cannot be used as asked. Subclasses say why."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"rocksmq store at {path!r}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+class StorePathError(StoreError):
+    """The store's path is unusable: a file, under a file, not permitted, or missing."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the store open for writing (rocksmq is single-writer)."""
+
+
+class StoreCorruptedError(StoreError):
+    """A file of the store is damaged; ``lost`` says what could not be read, when known.
+
+    Raised at open (a damaged write-ahead log or manifest) or at read (a damaged table
+    block): acknowledged data is never dropped without this error. ``msgstream doctor``
+    checks a store and, when asked, recovers what can be recovered.
+    """
+
+    def __init__(self, path: str, problem: str, lost: str = "") -> None:
+        super().__init__(path, problem + (f"; lost: {lost}" if lost else ""))
+        self.lost = lost
+
+
+class DiskFullError(StoreError, BackendUnavailableError):
+    """A write failed because the disk holding the store is full. Nothing of that write
+    was stored; the store resumes by itself once space is freed."""
