@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench bench-brokers clean
+.PHONY: install demo test lint bench bench-brokers fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,12 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest
+
+# Fuzz decode, positions and config longer than CI does (a new seed each run, printed;
+# FUZZ_SEED=... repeats one).
+FUZZ_ITERATIONS ?= 1000000
+fuzz: $(STAMP)
+	FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) $(BIN)/python tests/fuzzing.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_rocksmq.py

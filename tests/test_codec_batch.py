@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import msgstream.codec as codec
 from msgstream.codec import MessageRegistry, decode, decode_batch, encode
-from msgstream.errors import CodecError, UnknownMessageTypeError
+from msgstream.errors import CodecError, DecodeError, UnknownTypeCodeError
 from msgstream.messages import (
     BUILTIN_TYPES,
     CreatePartitionMsg,
@@ -255,7 +255,7 @@ def test_changing_the_registry_drops_its_plans() -> None:
     registry.unregister(DeleteMsg)
     assert not registry.plans
     batch = decode_batch([delete, delete], registry)
-    assert [type(e) for _, e in batch.bad] == [UnknownMessageTypeError] * 2
+    assert [type(e) for _, e in batch.bad] == [UnknownTypeCodeError] * 2
     registry.register(NoteMsg)
     assert not registry.plans
 
@@ -420,3 +420,56 @@ def test_large_payloads_are_checked_without_copies_and_still_caught() -> None:
     flipped[-7] ^= 1  # inside the vectors
     assert_batch_agrees([payload, bytes(flipped)], registry)
     assert decode_batch([bytes(flipped), payload], registry).bad[0][0] == 0
+
+
+# --- found by fuzzing (tests/fuzzing.py) -------------------------------------------------------
+
+
+def test_an_envelope_time_range_that_is_not_the_rows_is_a_decode_error() -> None:
+    """The barrier orders by the envelope's range, re-encoding writes the rows': a payload
+    whose two disagree (checksum right) is rejected, on every decode path."""
+    registry = MessageRegistry(BUILTIN_TYPES)
+    good = PLANNABLE[2]  # a Delete of 3 rows, row timestamps [35, 41, 38]
+    fields, body, area = split_payload(good)
+    lying_envelope = build_payload(
+        fields[3], orjson.dumps(body), area, msg_id=4, timestamp=40, begin_ts=35, end_ts=40
+    )
+    stamps = np.frombuffer(area, "<u8", 3, body["row_timestamps"]["o"]).copy()
+    stamps[1] = 99  # the rows' max is now 99, the envelope still says 41
+    lying_rows = rebuild(good, body, area.replace(np.array([35, 41, 38], "<u8").tobytes(),
+                                                  stamps.tobytes()))  # fmt: skip
+    expected = {
+        lying_envelope: "DeleteMsg(msg_id=4): the envelope's time range [35, 40] is not its "
+        "rows' [35, 41]",
+        lying_rows: "DeleteMsg(msg_id=4): the envelope's time range [35, 41] is not its "
+        "rows' [35, 99]",
+    }
+    for bad, message in expected.items():
+        with pytest.raises(DecodeError) as info:
+            decode(bad, registry)
+        assert str(info.value) == message
+        for _ in range(2):  # cold, then with the good payload's plan cached
+            batch = decode_batch([good, bad, good], registry)
+            assert [(i, type(e), str(e)) for i, e in batch.bad] == [(1, DecodeError, message)]
+            assert batch.msg_ids == [4, 4]
+        batch = decode_batch([bad], registry)  # the plan cached, the payload alone
+        assert [(i, str(e)) for i, e in batch.bad] == [(0, message)]
+
+
+def test_a_one_row_insert_whose_envelope_lies_about_its_timestamp_is_rejected() -> None:
+    registry = MessageRegistry(BUILTIN_TYPES)
+    good = encode(numeric_insert(9, 1))
+    fields, body, area = split_payload(good)
+    assert decode_batch([good, good], registry).bad == []
+    bad = build_payload(
+        fields[3],
+        orjson.dumps(body),
+        area,
+        msg_id=9,
+        timestamp=fields[5],
+        begin_ts=fields[7],
+        end_ts=fields[8] + 1,
+    )
+    batch = decode_batch([good, bad], registry)
+    assert [(i, type(e)) for i, e in batch.bad] == [(1, DecodeError)]
+    assert "the envelope's time range" in str(batch.bad[0][1])

@@ -717,3 +717,31 @@ def test_kafka_choices_are_checked() -> None:
         config_from_dict({"kafka": {"acks": 2}}, env=NO_ENV)
     # YAML reads `acks: 1` as an integer; it means the choice "1".
     assert config_from_dict({"kafka": {"acks": 1}}, env=NO_ENV).kafka.acks == "1"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "mq:\n  type: " + "[" * 600 + "]" * 600 + "\n",
+        "".join("  " * i + "k:\n" for i in range(600)),
+    ],
+)
+def test_yaml_nested_too_deeply_is_a_config_error(tmp_path: Path, text: str) -> None:
+    """Found by fuzzing: PyYAML parses recursively and raised RecursionError."""
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    assert info.value.key == "<file>"
+    assert str(info.value) == f"config key '<file>': {path} nests collections too deeply"
+
+
+@pytest.mark.parametrize(("section", "key"), [("mq", "type"), ("msgstream", "receive_buffer_size")])
+def test_a_deeply_nested_value_is_described_briefly(section: str, key: str) -> None:
+    value: Any = []
+    for _ in range(5000):
+        value = [value]
+    with pytest.raises(ConfigError) as info:
+        config_from_dict({section: {key: value}}, env={})
+    assert info.value.key == f"{section}.{key}"
+    assert "[[[[...]]]]" in info.value.problem
+    assert len(str(info.value)) < 300

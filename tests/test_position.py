@@ -198,3 +198,29 @@ def test_subscription_positions() -> None:
     assert SubscriptionPosition.EARLIEST != SubscriptionPosition.LATEST
     with pytest.raises(ValueError, match="'newest' is not a valid SubscriptionPosition"):
         SubscriptionPosition("newest")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[" * 1000 + "]" * 1000, "a position must be a JSON object, got [[[[...]]]]"),
+        (
+            '{"channel": ' + "[" * 1000 + "]" * 1000 + ', "msg_id": ""}',
+            "position 'channel' must be a non-empty string: {'channel': [[[...]]], 'msg_id': ''}",
+        ),
+    ],
+)
+def test_deeply_nested_json_is_an_invalid_position(text: str, message: str) -> None:
+    """Found by fuzzing: the error message's repr of 1,000 nested lists exceeded Python's
+    recursion limit (RecursionError); it is shortened now."""
+    with pytest.raises(InvalidPositionError) as info:
+        positions_from_json(text)
+    assert str(info.value) == message
+
+
+def test_a_huge_msg_id_is_shortened_in_the_error() -> None:
+    with pytest.raises(InvalidPositionError) as info:
+        MsgPosition.from_dict({"channel": "ch", "msg_id": "!" * 10**6})
+    message = str(info.value)
+    assert message.startswith("position 'msg_id' of channel 'ch' is not valid base64: '!!!")
+    assert len(message) < 200

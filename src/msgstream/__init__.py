@@ -32,6 +32,7 @@ from .errors import (
     StreamStateError,
     TopicNotFound,
     UnknownMessageTypeError,
+    UnknownTypeCodeError,
 )
 from .factory import MsgStreamFactory, new_client, new_msgstream, new_ttmsgstream
 from .messages import (
@@ -114,6 +115,7 @@ __all__ = [
     "TsoAllocator",
     "TtMsgStream",
     "UnknownMessageTypeError",
+    "UnknownTypeCodeError",
     "compose_ts",
     "config_from_dict",
     "decode",

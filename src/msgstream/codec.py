@@ -30,7 +30,7 @@ import numpy as np
 import orjson
 
 from .buffers import BodyReader, BodyWriter
-from .errors import CodecError, DecodeError, UnknownMessageTypeError
+from .errors import CodecError, DecodeError, UnknownMessageTypeError, UnknownTypeCodeError
 from .messages import BUILTIN_TYPES, USER_TYPE_MIN, DmlMsg, Header, TsMsg
 from .plans import Plan, ReadyPlan, plan_for
 from .schema import CollectionSchema, FieldData
@@ -177,7 +177,8 @@ def decode(
     registry: MessageRegistry = default_registry,
     max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> TsMsg:
-    """Parse a payload; raise ``DecodeError`` or ``UnknownMessageTypeError``."""
+    """Parse a payload; raise ``DecodeError`` if it is not one (an unregistered type code
+    raises its subclass ``UnknownTypeCodeError``, an ``UnknownMessageTypeError`` too)."""
     return _decode(data, registry, max_bytes)[0]
 
 
@@ -197,7 +198,7 @@ def _decode(data: bytes, registry: MessageRegistry, max_bytes: int) -> tuple[TsM
         raise DecodeError("checksum mismatch (corrupt or truncated payload)")
     cls = registry.lookup(msg_type)
     if cls is None:
-        raise UnknownMessageTypeError(msg_type, f"msg_id={msg_id}")
+        raise UnknownTypeCodeError(msg_type, f"msg_id={msg_id}")
     try:
         body = orjson.loads(view[ENVELOPE_SIZE:body_end])
     except orjson.JSONDecodeError as exc:
@@ -211,9 +212,28 @@ def _decode(data: bytes, registry: MessageRegistry, max_bytes: int) -> tuple[TsM
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         raise DecodeError(f"{cls.__name__} body is malformed: {exc!r}") from None
     if isinstance(msg, DmlMsg):
+        _check_ts_range(msg, begin_ts, end_ts)
         msg.adopt_ts_range(begin_ts, end_ts)
     msg.size = size
     return msg, body, body_end
+
+
+def _check_ts_range(msg: DmlMsg, begin_ts: int, end_ts: int) -> None:
+    """The envelope's time range must be the rows' (the barrier orders by the envelope,
+    re-encoding writes the rows): a payload whose two disagree is corrupt."""
+    stamps = msg.timestamps
+    rows = len(stamps)
+    if rows == 1:
+        low = high = int(stamps[0])
+    elif rows:
+        low, high = int(stamps.min()), int(stamps.max())
+    else:
+        low = high = msg.timestamp
+    if (low, high) != (begin_ts, end_ts):
+        raise DecodeError(
+            f"{type(msg).__name__}(msg_id={msg.msg_id}): the envelope's time range "
+            f"[{begin_ts}, {end_ts}] is not its rows' [{low}, {high}]"
+        )
 
 
 # --- many payloads at once ------------------------------------------------------------------
@@ -251,6 +271,8 @@ _TAIL = slice(ENVELOPE_SIZE, None)
 _need = attrgetter("need")
 _kind = attrgetter("kind")
 _ts_field = attrgetter("ts_field")
+_stamps = attrgetter("stamps")
+_stamp_rows = attrgetter("stamp_rows")
 _body_end = ENVELOPE_SIZE.__add__
 _BYTES_ONLY = {bytes}
 _COPY_LIMIT = 4096
@@ -328,6 +350,8 @@ def _decode_known(
     plans = list(map(registry.plans.get, keys, repeat(_NO_PLAN)))
     if not (np.fromiter(map(_need, plans), np.int64, count) <= sizes).all():
         return None  # a payload without a plan (_NO_PLAN needs more than any payload has)
+    if not _ts_ranges_agree(payloads, plans, env, count):
+        return None
     # The barrier orders DML by end_ts, the rest by timestamp. Most often (single-row
     # DML, ticks) they are equal and both columns are one list (never modified).
     end_ts, timestamp = env["end_ts"], env["timestamp"]
@@ -338,6 +362,25 @@ def _decode_known(
         ts = np.where(by_end, end_ts, timestamp).tolist()
     kinds = bytearray(map(_kind, plans))
     return DecodedBatch(plans, ts, kinds, env["msg_id"].tolist(), stamps, env["source_id"].tolist())
+
+
+def _ts_ranges_agree(payloads: Sequence[bytes], plans: list[Plan], env: Any, count: int) -> bool:
+    """Whether every DML row's envelope time range is the min/max of its row timestamps
+    (as :func:`_check_ts_range` checks on a full decode), in a few C-level passes."""
+    rows = np.fromiter(map(_stamp_rows, plans), np.int64, count)
+    most = rows.max()
+    if not most:
+        return True
+    stamps = np.frombuffer(b"".join(map(_part, payloads, map(_stamps, plans))), "<u8")
+    if rows.min() == most:  # all DML with as many rows (the usual batch): one row each
+        by_row = stamps.reshape(count, most)
+        low, high = (by_row[:, 0], by_row[:, 0]) if most == 1 else (by_row.min(1), by_row.max(1))
+        return bool((low == env["begin_ts"]).all() and (high == env["end_ts"]).all())
+    has = rows > 0
+    starts = (np.cumsum(rows) - rows)[has]
+    low = np.minimum.reduceat(stamps, starts)
+    high = np.maximum.reduceat(stamps, starts)
+    return bool((low == env["begin_ts"][has]).all() and (high == env["end_ts"][has]).all())
 
 
 def _decode_each(
@@ -376,6 +419,7 @@ def _decode_one(
             and head[0] == MAGIC
             and head[1] == VERSION
             and zlib.crc32(payload[_TAIL], zlib.crc32(payload[_HEAD])) == head[10]
+            and plan.ts_range_agrees(payload, head[7], head[8])
         ):
             return head, plan, head[plan.ts_field]
     msg, body, body_end = _decode(payload, registry, max_bytes)

@@ -36,6 +36,7 @@ from typing import Any, ClassVar, Literal
 
 import yaml
 
+from msgstream.brief import brief
 from msgstream.errors import ConfigError
 
 __all__ = [
@@ -229,7 +230,7 @@ def _check(spec: _FieldSpec, value: object) -> Any:
             if isinstance(value, str):
                 close = difflib.get_close_matches(value, spec.choices, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(key, f"invalid value {value!r}: must be one of {allowed}{hint}")
+            raise ConfigError(key, f"invalid value {brief(value)}: must be one of {allowed}{hint}")
         return value
     if spec.kind is dict:
         return _check_mapping(key, value)
@@ -283,7 +284,8 @@ def _check_mapping(key: str, value: object) -> dict[str, Any]:
 
 
 def _describe(value: object) -> str:
-    return f"{value!r} ({type(value).__name__})"
+    # Bounded: a document may nest deeper than a plain repr can recurse, or be huge.
+    return f"{brief(value)} ({type(value).__name__})"
 
 
 _TRUE = frozenset({"true", "1", "yes"})
@@ -855,6 +857,8 @@ def load_config(
             raise ConfigError("<file>", f"{fspath} is not UTF-8 text: {exc}") from exc
         except yaml.YAMLError as exc:
             raise ConfigError("<file>", f"invalid YAML in {fspath}: {exc}") from exc
+        except RecursionError:  # PyYAML parses nested collections recursively
+            raise ConfigError("<file>", f"{fspath} nests collections too deeply") from None
         if data is None:  # empty file
             data = {}
         if not isinstance(data, Mapping):

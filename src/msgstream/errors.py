@@ -37,6 +37,15 @@ class UnknownMessageTypeError(CodecError):
         self.type_code = type_code
 
 
+class UnknownTypeCodeError(DecodeError, UnknownMessageTypeError):
+    """Bytes read from a channel carry a message type code nobody registered.
+
+    Both a :class:`DecodeError` (whatever comes from bytes fails with one) and an
+    :class:`UnknownMessageTypeError` (readers count these apart: the payload is sound,
+    but this process lacks the type, e.g. a newer producer's).
+    """
+
+
 class TopicNotFound(MsgStreamError):
     """A channel (topic) does not exist on the broker."""
 

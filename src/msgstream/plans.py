@@ -57,6 +57,7 @@ TIME_TICK = TimeTickMsg.MSG_TYPE
 DML_TYPES = frozenset({InsertMsg.MSG_TYPE, DeleteMsg.MSG_TYPE})
 
 _new = object.__new__
+_NO_STAMPS = slice(0, 0)
 _U8 = np.dtype("<u8")
 _I8 = np.dtype("<i8")
 
@@ -76,13 +77,26 @@ class Plan:
     the range of its rows, else ``timestamp`` (5).
     """
 
-    __slots__ = ("code", "kind", "need", "ts_field")
+    __slots__ = ("code", "kind", "need", "stamp_rows", "stamps", "ts_field")
 
     def __init__(self, code: int, need: int) -> None:
         self.code = code
         self.kind = kind_of(code)
         self.need = need
         self.ts_field = 8 if self.kind == KIND_DML else 5
+        self.stamps = _NO_STAMPS
+        """Where a payload of this plan holds its row timestamps (DML plans)."""
+        self.stamp_rows = 0
+        """How many row timestamps that is."""
+
+    def ts_range_agrees(self, payload: bytes, begin_ts: int, end_ts: int) -> bool:
+        """Whether ``payload``'s row timestamps span exactly ``[begin_ts, end_ts]`` (its
+        envelope's range); True for a plan without row timestamps."""
+        rows = self.stamp_rows
+        if not rows:
+            return True
+        stamps = np.frombuffer(payload[self.stamps], _U8, rows)
+        return (int(stamps.min()), int(stamps.max())) == (begin_ts, end_ts)
 
     def build(
         self, msg_id: int, timestamp: int, source_id: int, payload: bytes, at: Any, where: Where
@@ -190,6 +204,8 @@ class _DmlPlan(Plan):
         self.partition = partition
         self.rows = rows
         self.stamps_at = stamps_at
+        self.stamps = slice(stamps_at, stamps_at + rows * 8)
+        self.stamp_rows = rows
 
     def build(
         self, msg_id: int, timestamp: int, source_id: int, payload: bytes, at: Any, where: Where

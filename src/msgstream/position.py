@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from .brief import brief
 from .errors import InvalidPositionError
 from .tso import MAX_TIMESTAMP
 
@@ -48,21 +49,25 @@ class MsgPosition(NamedTuple):
     @classmethod
     def from_dict(cls, data: Any) -> MsgPosition:
         if not isinstance(data, dict):
-            raise InvalidPositionError(f"a position must be a JSON object, got {data!r}")
+            raise InvalidPositionError(f"a position must be a JSON object, got {brief(data)}")
         try:
             channel = data["channel"]
             raw_id = data["msg_id"]
         except KeyError as exc:
-            raise InvalidPositionError(f"position {data!r} lacks the key {exc.args[0]!r}") from None
+            raise InvalidPositionError(
+                f"position {brief(data)} lacks the key {exc.args[0]!r}"
+            ) from None
         if not isinstance(channel, str) or not channel:
-            raise InvalidPositionError(f"position 'channel' must be a non-empty string: {data!r}")
+            raise InvalidPositionError(
+                f"position 'channel' must be a non-empty string: {brief(data)}"
+            )
         if not isinstance(raw_id, str):
-            raise InvalidPositionError(f"position 'msg_id' must be a base64 string: {data!r}")
+            raise InvalidPositionError(f"position 'msg_id' must be a base64 string: {brief(data)}")
         try:
             msg_id = base64.b64decode(raw_id, validate=True)
         except (binascii.Error, ValueError):
             raise InvalidPositionError(
-                f"position 'msg_id' of channel {channel!r} is not valid base64: {raw_id!r}"
+                f"position 'msg_id' of channel {channel!r} is not valid base64: {brief(raw_id)}"
             ) from None
         timestamp = data.get("timestamp", 0)
         group = data.get("msg_group", "")
@@ -73,10 +78,10 @@ class MsgPosition(NamedTuple):
         ):
             raise InvalidPositionError(
                 f"position 'timestamp' of channel {channel!r} must be an int >= 0 "
-                f"(unsigned 64-bit): {timestamp!r}"
+                f"(unsigned 64-bit): {brief(timestamp)}"
             )
         if not isinstance(group, str):
-            raise InvalidPositionError(f"position 'msg_group' must be a string: {group!r}")
+            raise InvalidPositionError(f"position 'msg_group' must be a string: {brief(group)}")
         return cls(channel=channel, msg_id=msg_id, msg_group=group, timestamp=timestamp)
 
     def to_json(self) -> str:

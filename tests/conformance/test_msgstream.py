@@ -198,7 +198,7 @@ async def test_unknown_message_type_is_skipped_and_counted(backend: BackendHarne
         await consumer.as_consumer([channel], "sub", EARLIEST)
         assert [m.msg_id for m in await take(consumer, 2)] == [1, 3]
         assert consumer.read_stats.unknown_types == 1
-        assert bad == [(b"MS", "UnknownMessageTypeError")]
+        assert bad == [(b"MS", "UnknownTypeCodeError")]
         await consumer.as_producer([backend.channel()])
         with pytest.raises(UnknownMessageTypeError, match="AuditMsg"):
             await consumer.produce(MsgPack.of(audit))
