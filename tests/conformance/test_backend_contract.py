@@ -294,3 +294,41 @@ async def test_oversized_message_names_size_and_limit(backend: BackendHarness) -
         await producer.send(b"x" * (limit + 1))
     assert (info.value.size, info.value.limit, info.value.channel) == (limit + 1, limit, channel)
     assert str(limit) in str(info.value)
+
+
+async def test_reading_an_empty_channel_from_earliest_waits_without_spinning(
+    backend: BackendHarness,
+) -> None:
+    """A read position below the channel's first id with nothing stored after it: the
+    consumer must wait on an event (the loop watch fails a busy loop), then deliver."""
+    client = backend.client()
+    channel = backend.channel()
+    producer = await client.create_producer(channel)
+    consumer = await client.subscribe(channel, "sub", UNKNOWN)
+    await consumer.seek_to_earliest()
+    await assert_nothing_pending(consumer, wait=0.3)
+    await consumer.seek(client.earliest_message_id(), inclusive=True)
+    pending = asyncio.ensure_future(consumer.receive())
+    await asyncio.sleep(0.2)
+    assert not pending.done()
+    sent = await producer.send(b"first")
+    message = await asyncio.wait_for(pending, TIMEOUT)
+    assert (message.payload, message.msg_id) == (b"first", sent)
+
+
+async def test_seek_past_the_channel_end_is_refused(backend: BackendHarness) -> None:
+    """A position past the end would silently swallow the next messages: refused with an
+    error naming the channel, the requested id and the end. (The short channel is made
+    first so that, on Pulsar too, the long channel's ids sort after it.)"""
+    client = backend.client()
+    short, long = backend.channel("short"), backend.channel("long")
+    short_producer = await client.create_producer(short)
+    short_ids = await short_producer.send_many(payloads(2))
+    long_ids = await (await client.create_producer(long)).send_many(payloads(10))
+    consumer = await client.subscribe(short, "sub", UNKNOWN)
+    with pytest.raises(InvalidPositionError, match=rf"{short}.*past the channel's end"):
+        await consumer.seek(long_ids[-1], inclusive=True)
+    await consumer.seek(short_ids[-1], inclusive=False)  # right at the end: fine, waits
+    await assert_nothing_pending(consumer)
+    await short_producer.send(b"next")
+    assert await receive_n(consumer, 1) == [b"next"]

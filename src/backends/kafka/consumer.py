@@ -147,13 +147,20 @@ class KafkaConsumer:
 
     async def seek(self, msg_id: MessageID, inclusive: bool) -> None:
         self._check_open()
-        target = KafkaMessageID.of(msg_id).offset + (0 if inclusive else 1)
-        await self._seek_offset(max(target, 0))
+        offset = KafkaMessageID.of(msg_id).offset
+        await self._seek_offset(max(offset + (0 if inclusive else 1), 0), requested=offset)
 
-    async def _seek_offset(self, target: int) -> None:
+    async def _seek_offset(self, target: int, requested: int | None = None) -> None:
+        """Read from offset ``target`` next. A ``requested`` position (a user's seek) past
+        the end is refused: the consumer would silently skip the next messages sent."""
         partition = self._partition
         async with self._call("seeking"):
             end = (await self._inner.end_offsets([partition]))[partition]
+            if requested is not None and target > end:
+                raise InvalidPositionError(
+                    f"cannot seek channel {self.channel!r} to offset {requested}: past the "
+                    f"channel's end (the next message will get offset {end})"
+                )
             # Kafka cannot wait at an offset beyond the end: wait at the end and skip up to it.
             self._inner.seek(partition, min(target, end))
             self._skip_below = target

@@ -202,6 +202,8 @@ class PulsarConsumer:
         self._buffer.clear()
         self._error = None
         at_start = target.key <= EARLIEST.key
+        if not at_start:
+            await self._refuse_past_end(target, inclusive)
         async with self._call(f"seeking to {target}"):
             # Seeking to the earliest id is a real seek (never skipped, whatever the
             # subscription's position): the broker moves to the first message it still has.
@@ -209,6 +211,19 @@ class PulsarConsumer:
         self._floor = target.key
         self._floor_inclusive = inclusive or at_start
         self._positioned = True
+
+    async def _refuse_past_end(self, target: PulsarMessageID, inclusive: bool) -> None:
+        """A position past the last message would silently skip the next messages sent.
+        (Pulsar cannot name the id the next message will get, so an inclusive seek must
+        name a stored message too.)"""
+        last = await self.get_latest_msg_id()
+        if last is None or target.key > PulsarMessageID.of(last).key:
+            where = "it is empty" if last is None else f"its last message is {last}"
+            raise InvalidPositionError(
+                f"cannot seek channel {self.channel!r} to {target} "
+                f"({'inclusive' if inclusive else 'exclusive'}): past the channel's end "
+                f"({where})"
+            )
 
     async def seek_to_earliest(self) -> None:
         await self.seek(EARLIEST, inclusive=True)

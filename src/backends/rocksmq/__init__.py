@@ -66,20 +66,15 @@ def open_client(
     retention_interval_s: float = 60.0,
     compaction_interval_s: float = 3600.0,
 ) -> LocalClient:
-    """A client of the store at ``path`` (created if missing unless read-only)."""
+    """A client of the store at ``path`` (created if missing unless read-only or
+    ``options.create`` is off). A path that cannot hold a store raises a
+    :class:`~msgstream.errors.StoreError` naming it."""
     options = options or RocksOptions()
     path = os.path.abspath(path)
     key = (path, options.read_only)
     shared = _OPEN.get(key)
     if shared is None:
-        if not options.read_only:
-            os.makedirs(path, exist_ok=True)
-        try:
-            store = RocksStore(path, options)
-        except Exception as exc:
-            raise BackendUnavailableError(
-                f"cannot open the rocksmq store at {path!r}: {exc}"
-            ) from exc
+        store = RocksStore(path, options)  # errors name the path (failures.store_error)
         shared = _OPEN[key] = _Shared(
             store, intervals=(retention_interval_s, compaction_interval_s)
         )
