@@ -155,6 +155,8 @@ class RocksStore(LogStore):
         check_store_path(path, create=self.options.create and not self.read_only)
         self._full = False
         """A write hit a full disk: RocksDB refuses every write after that until reopened."""
+        self._lost: StoreError | None = None
+        """Why the store is unusable, when reopening it after a full disk failed."""
         self._db = self._open_db()
         self._write_options = WriteOptions()
         self._write_options.sync = self.options.sync
@@ -194,18 +196,25 @@ class RocksStore(LogStore):
 
     def _revive(self) -> None:
         """Reopen the store after a full disk, once there is room again (RocksDB keeps
-        failing every write with the first error until then). Called under the lock."""
+        failing every write with the first error until then; rocksdict cannot call its
+        ``Resume``). Opening replays the WAL into a table file, so it needs about the
+        WAL's size free: short of that the store stays open for reads. Under the lock."""
         free = _free_bytes(self.path)
-        if free < _REVIVE_MIN_FREE:
+        needed = _REVIVE_MIN_FREE + _wal_bytes(self.path)
+        if free < needed:
             raise DiskFullError(
                 self.path,
-                f"the disk holding the store is still full ({free} bytes free); writes "
-                "resume by themselves once space is freed",
+                f"the disk holding the store is still full ({free} bytes free, about "
+                f"{needed} needed to reopen); writes resume by themselves once space is freed",
             )
         with contextlib.suppress(Exception):
             self._db.close()
-        self._db = self._open_db()
-        self._load()
+        try:
+            self._db = self._open_db()
+            self._load()
+        except Exception as exc:
+            self._lost = store_error(self.path, exc, "reopening the store after a full disk")
+            raise self._lost from exc
         self._full = False
         log.warning(
             "rocksmq store at %s reopened after its disk was full; writes resume", self.path
@@ -213,6 +222,7 @@ class RocksStore(LogStore):
 
     def _put(self, key: bytes, value: bytes, doing: str) -> None:
         with self._lock:
+            self._check_open()
             if self._full:
                 self._revive()
             try:
@@ -222,6 +232,7 @@ class RocksStore(LogStore):
 
     def _write(self, batch: WriteBatch, doing: str) -> None:
         with self._lock:
+            self._check_open()
             if self._full:
                 self._revive()
             try:
@@ -295,6 +306,8 @@ class RocksStore(LogStore):
     def _check_open(self) -> None:
         if self._closed:
             raise StreamClosedError(f"rocksmq store at {self.path!r}")
+        if self._lost is not None:
+            raise self._lost
 
     def _cid(self, channel: str) -> int:
         try:
@@ -495,6 +508,7 @@ class RocksStore(LogStore):
         return StoredBatch(ids, payloads, properties, next_id)
 
     def first_id(self, channel: str) -> int | None:
+        self._check_open()
         cid = self._cid(channel)
         it = self._db.iter()
         it.seek(_CID_PREFIX.pack(b"M", cid))
@@ -514,6 +528,7 @@ class RocksStore(LogStore):
         volatile = self._volatile_subs.get((channel, name))
         if volatile is not None:
             return volatile
+        self._check_open()
         cid = self._cids.get(channel)
         if cid is None:
             return None
@@ -536,6 +551,7 @@ class RocksStore(LogStore):
         )
 
     def list_subscriptions(self, channel: str) -> list[StoredSubscription]:
+        self._check_open()
         cid = self._cid(channel)
         subs = []
         for key, value in self._scan(_CID_PREFIX.pack(b"S", cid)):
@@ -631,6 +647,16 @@ class RocksStore(LogStore):
         self._put(page_key(cid, page.first_id), _PAGE.pack(last, page.size, now), "closing a page")
         self._open_pages[cid] = _OpenPage(last + 1)
 
+    def flush(self) -> None:
+        """Write the memtables to table files (RocksDB otherwise keeps them in the WAL)."""
+        self._check_open()
+        if not self.read_only:
+            with self._lock:
+                try:
+                    self._db.flush()
+                except Exception as exc:
+                    raise self._failed(exc, "flushing the store") from exc
+
     def compact(self) -> None:
         """Reclaim the disk space of deleted ranges."""
         self._check_open()
@@ -672,6 +698,14 @@ class RocksStore(LogStore):
 
 def page_key(cid: int, first_id: int) -> bytes:
     return _CID_PREFIX.pack(b"P", cid) + first_id.to_bytes(8, "big", signed=True)
+
+
+def _wal_bytes(path: str) -> int:
+    try:
+        with os.scandir(path) as entries:
+            return sum(e.stat().st_size for e in entries if e.name.endswith(".log"))
+    except OSError:
+        return 0
 
 
 def _free_bytes(path: str) -> int:
