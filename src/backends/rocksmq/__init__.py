@@ -38,7 +38,9 @@ class _Shared:
 _OPEN: dict[tuple[str, bool], _Shared] = {}
 
 
-def options_from_config(config: Config, *, read_only: bool = False) -> RocksOptions:
+def options_from_config(
+    config: Config, *, read_only: bool = False, create: bool = True
+) -> RocksOptions:
     section = config.rocksmq
     return RocksOptions(
         sync=section.sync,
@@ -55,6 +57,7 @@ def options_from_config(config: Config, *, read_only: bool = False) -> RocksOpti
             else int(section.subscription_idle_expiry_s * 1000)
         ),
         read_only=read_only,
+        create=create,
     )
 
 
@@ -143,11 +146,11 @@ async def _maintain(shared: _Shared) -> None:
                 log.exception("rocksmq retention round failed at %s", shared.store.path)
 
 
-def new_client(config: Config, *, read_only: bool = False) -> LocalClient:
+def new_client(config: Config, *, read_only: bool = False, create: bool = True) -> LocalClient:
     section = config.rocksmq
     return open_client(
         config.rocksmq_path(),
-        options_from_config(config, read_only=read_only),
+        options_from_config(config, read_only=read_only, create=create),
         max_message_bytes=config.msgstream.max_message_bytes,
         retention_interval_s=section.retention_check_interval_s,
         compaction_interval_s=section.compaction_interval_s,
