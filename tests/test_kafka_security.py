@@ -324,3 +324,76 @@ async def test_group_read_denied_by_an_acl_fails_the_subscription(acls: KafkaSec
         message
     )
     assert subname in message.rpartition("GroupAuthorizationFailedError")[2]
+
+
+# ------------------------------------------------------------------- without a broker
+
+
+def test_every_authorization_refusal_code_maps_to_an_authorization_error() -> None:
+    """The one table: each of Kafka's "not authorized" codes (29, 30, 31, 53, 65) names
+    the channel, the operation and the refused resource; other codes are not refusals."""
+    from backends.kafka.failures import refusal_of_code
+
+    resources = {29: "topic", 30: "consumer group", 31: "cluster", 53: "transactional id"}
+    resources[65] = "delegation token"
+    for code, resource in resources.items():
+        refused = refusal_of_code(code, "", "creating topic 't'", "h:1", "t", "create")
+        assert refused is not None
+        assert (refused.channel, refused.operation) == ("t", "create")
+        assert str(refused).startswith(
+            f"not authorized to create channel 't': kafka at h:1: creating topic 't': "
+            f"the broker's ACLs deny it on the {resource} ("
+        )
+    for code in (0, 3, 36, 58):
+        assert refusal_of_code(code, "", "creating topic 't'", "h:1", "t", "create") is None
+
+
+def test_a_refusal_concerning_no_single_channel_names_any_channel() -> None:
+    from aiokafka.errors import ClusterAuthorizationFailedError
+
+    from backends.kafka.failures import translate
+
+    refused = translate(ClusterAuthorizationFailedError(), "listing topics", "h:1")
+    assert isinstance(refused, AuthorizationError)
+    assert (refused.channel, refused.operation) == ("*", "use")
+
+
+def test_security_of_an_external_broker_comes_from_the_environment() -> None:
+    from brokers.kafka import from_environment
+
+    bare = from_environment({"MSGSTREAM_TEST_KAFKA": "k:9092"})
+    assert bare is not None and bare.security == KafkaSecurity()
+    users = "nowrite:a,noread:b,nogroup:c"
+    full = from_environment(
+        {
+            "MSGSTREAM_TEST_KAFKA": "k:9092",
+            "MSGSTREAM_TEST_KAFKA_SASL": "k:9094",
+            "MSGSTREAM_TEST_KAFKA_SSL": "k:9093",
+            "MSGSTREAM_TEST_KAFKA_SASL_SSL": "k:9095",
+            "MSGSTREAM_TEST_KAFKA_CAFILE": "/ca.pem",
+            "MSGSTREAM_TEST_KAFKA_SCRAM_USERS": users,
+            "MSGSTREAM_TEST_KAFKA_ACLS": "1",
+        }
+    )
+    assert full is not None
+    assert full.security == KafkaSecurity(
+        ssl_bootstrap="k:9093",
+        sasl_ssl_bootstrap="k:9095",
+        ca_file="/ca.pem",
+        scram_bootstrap="k:9094",
+        scram_users={"nowrite": "a", "noread": "b", "nogroup": "c"},
+        acls=True,
+    )
+    # TLS without the CA to verify it, and ACLs without their users, are not offered.
+    partial = from_environment(
+        {
+            "MSGSTREAM_TEST_KAFKA": "k:9092",
+            "MSGSTREAM_TEST_KAFKA_SASL": "k:9094",
+            "MSGSTREAM_TEST_KAFKA_SSL": "k:9093",
+            "MSGSTREAM_TEST_KAFKA_SCRAM_USERS": "carol:x",
+            "MSGSTREAM_TEST_KAFKA_ACLS": "1",
+        }
+    )
+    assert partial is not None
+    assert (partial.security.ssl_bootstrap, partial.security.acls) == (None, False)
+    assert partial.security.scram_bootstrap == "k:9094"
