@@ -12,6 +12,7 @@ Against an external broker the parts it does not offer are skipped (see
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Mapping
@@ -231,6 +232,7 @@ async def _install_acls(bootstrap: str) -> None:
             if wanted <= seen or time.monotonic() > deadline:
                 assert wanted <= seen, f"ACLs not visible: {answer}"
                 return
+            await asyncio.sleep(0.05)
     finally:
         conn.close()
 
