@@ -19,7 +19,7 @@ from msgstream.config import Config
 from msgstream.errors import BackendUnavailableError
 
 from . import connect
-from .failures import broker_call
+from .failures import ANY_CHANNEL, broker_call, refusal_of_code
 from .settings import admin_kwargs
 
 _TOPIC_ALREADY_EXISTS = 36
@@ -38,8 +38,9 @@ class KafkaAdmin:
         self._lock = asyncio.Lock()
         self._known_topics: set[str] = set()
 
-    def _call(self, what: str) -> Any:
-        return broker_call(what, self._brokers, self._deadline)
+    def _call(self, what: str, topic: str | None = None, operation: str = "describe") -> Any:
+        """A broker call; an ACL refusal names ``operation`` on ``topic`` (else any)."""
+        return broker_call(what, self._brokers, self._deadline, topic, operation)
 
     async def _admin(self) -> AIOKafkaAdminClient:
         async with self._lock:
@@ -74,11 +75,15 @@ class KafkaAdmin:
         configs = {k: str(v) for k, v in section.topic_config.items()}
         new = NewTopic(topic, 1, section.replication_factor, topic_configs=configs)
         admin = await self._admin()
-        async with self._call(f"creating topic {topic!r}"):
+        what = f"creating topic {topic!r}"
+        async with self._call(what, topic, "create"):
             response = await admin.create_topics([new])
         for name, code, *message in response.topic_errors:
             if code not in (0, _TOPIC_ALREADY_EXISTS):
                 detail = message[0] if message else ""
+                refused = refusal_of_code(code, detail, what, self._brokers, name, "create")
+                if refused is not None:
+                    raise refused
                 raise BackendUnavailableError(
                     f"kafka at {self._brokers}: creating topic {name!r} failed: "
                     f"error code {code} {detail}".rstrip()
@@ -89,7 +94,7 @@ class KafkaAdmin:
     async def _wait_until_visible(self, topic: str) -> None:
         """A created topic takes a moment to reach every broker's metadata."""
         admin = await self._admin()
-        async with self._call(f"waiting for topic {topic!r}"):
+        async with self._call(f"waiting for topic {topic!r}", topic):
             while True:
                 described = await admin.describe_topics([topic])
                 if any(t["error_code"] == 0 and t["partitions"] for t in described):
@@ -98,11 +103,15 @@ class KafkaAdmin:
 
     async def delete_topic(self, topic: str) -> None:
         admin = await self._admin()
-        async with self._call(f"deleting topic {topic!r}"):
+        what = f"deleting topic {topic!r}"
+        async with self._call(what, topic, "delete"):
             response = await admin.delete_topics([topic])
         self._known_topics.discard(topic)
         for name, code, *_ in response.topic_error_codes:
             if code not in (0, _UNKNOWN_TOPIC):
+                refused = refusal_of_code(code, "", what, self._brokers, name, "delete")
+                if refused is not None:
+                    raise refused
                 raise BackendUnavailableError(
                     f"kafka at {self._brokers}: deleting topic {name!r} failed: error code {code}"
                 )
@@ -112,7 +121,7 @@ class KafkaAdmin:
         admin = await self._admin()
         resource = ConfigResource(ConfigResourceType.TOPIC, topic, {"max.message.bytes": None})
         try:
-            async with self._call(f"reading the config of topic {topic!r}"):
+            async with self._call(f"reading the config of topic {topic!r}", topic):
                 responses = await admin.describe_configs([resource])
         except BackendUnavailableError:
             return None
@@ -133,19 +142,21 @@ class KafkaAdmin:
         """The offset ``group`` committed on ``topic`` (the next one it will read)."""
         admin = await self._admin()
         partition = TopicPartition(topic, 0)
-        async with self._call(f"reading offsets of subscription {group!r}"):
+        async with self._call(f"reading offsets of subscription {group!r}", topic):
             offsets = await admin.list_consumer_group_offsets(group, partitions=[partition])
         found = offsets.get(partition)
         return None if found is None or found.offset < 0 else int(found.offset)
 
-    async def delete_group(self, group: str) -> None:
+    async def delete_group(self, group: str, channel: str | None = None) -> None:
         """Forget a subscription's committed offsets (its consumers must be closed).
+        ``channel``: the one an ACL refusal names (a group may span channels).
 
         aiokafka has no public call for DeleteGroups, so the request goes through the
         admin client's request sender to the group's coordinator.
         """
         admin = await self._admin()
-        async with self._call(f"deleting subscription {group!r}"):
+        what = f"deleting subscription {group!r}"
+        async with self._call(what, channel, "delete"):
             coordinator = await admin.find_coordinator(group)
             response = await admin._send_request(DeleteGroupsRequest([group]), coordinator)
         for name, code in response.results:
@@ -153,6 +164,11 @@ class KafkaAdmin:
                 raise BackendUnavailableError(
                     f"kafka: subscription {name!r} still has live consumers; close them first"
                 )
+            refused = refusal_of_code(
+                code, "", what, self._brokers, channel or ANY_CHANNEL, "delete"
+            )
+            if refused is not None:
+                raise refused
             if code not in (0, _GROUP_ID_NOT_FOUND):
                 raise BackendUnavailableError(
                     f"kafka at {self._brokers}: deleting subscription {name!r} failed: "

@@ -62,10 +62,14 @@ class KafkaConsumer:
         self._closed = False
 
     def _call(self, what: str) -> Any:
+        """A broker call of this consumer: an ACL refusal is one to read the channel (its
+        topic, or its subscription's consumer group)."""
         return broker_call(
             f"{what} (channel {self.channel!r}, subscription {self.subname!r})",
             self._client.brokers,
             self._client.deadline_s,
+            self.channel,
+            "read",
         )
 
     async def start(self, start_at: str) -> None:
@@ -138,7 +142,7 @@ class KafkaConsumer:
                 await self._fetch()
             except (kafka_errors.KafkaError, OSError) as exc:
                 what = f"reading channel {self.channel!r} (subscription {self.subname!r})"
-                raise translate(exc, what, self._client.brokers) from exc
+                raise translate(exc, what, self._client.brokers, self.channel, "read") from exc
 
     def receive_nowait(self, max_messages: int) -> list[ConsumedMessage]:
         self._check_open()
