@@ -13,7 +13,7 @@ from typing import Any
 from .. import __version__
 from ..config import Config, load_config
 from ..errors import BackendUnavailableError, MsgStreamError
-from . import consume, demo, ingest, inspection, produce
+from . import consume, demo, doctor, ingest, inspection, produce
 from .common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -70,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_parser(sub, common)
     consume.add_parser(sub, common)
     inspection.add_parser(sub, common)
+    doctor.add_parser(sub, common)
     ingest.add_parser(sub, common)
     demo.add_parser(sub, common)
     return parser
