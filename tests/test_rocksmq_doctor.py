@@ -135,3 +135,20 @@ def test_a_damaged_table_block_is_located_then_read_past(
     producer = asyncio.run(client.create_producer("ch"))
     assert int(asyncio.run(producer.send(b"new"))) == 20_001  # type: ignore[call-overload]
     asyncio.run(client.close())
+
+
+def test_inspect_on_a_damaged_store_fails_instead_of_showing_it_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "store"
+    produce_and_kill(path, sync=False, min_acks=3000)
+    wal = biggest(path, ".log")
+    damage(wal, wal.stat().st_size // 2, b"\xde\xad\xbe\xef" * 64)
+    config = tmp_path / "msgstream.yaml"
+    config.write_text(f"rocksmq:\n  path: {path}\n", encoding="utf-8")
+    assert main(["inspect", "--config", str(config)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith(f"error: rocksmq store at '{path}': opening the store found damage")
+    assert line.endswith("to see what is damaged and what can be recovered")
