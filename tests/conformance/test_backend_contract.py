@@ -15,6 +15,7 @@ from msgstream import (
     StreamStateError,
     SubscriptionPosition,
     TopicNotFound,
+    cooperate,
 )
 from msgstream.backend import Consumer
 
@@ -332,3 +333,31 @@ async def test_seek_past_the_channel_end_is_refused(backend: BackendHarness) -> 
     await assert_nothing_pending(consumer)
     await short_producer.send(b"next")
     assert await receive_n(consumer, 1) == [b"next"]
+
+
+async def test_draining_a_backlog_lets_other_tasks_run(
+    backend: BackendHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receive served from a buffer completes inline; a drain loop must still yield (here
+    on every call: the time slice is set to 0, so the test does not depend on speed)."""
+    monkeypatch.setattr(cooperate, "SLICE_S", 0.0)
+    client = backend.client()
+    channel = backend.channel()
+    producer = await client.create_producer(channel)
+    await producer.send_many(payloads(600))
+    consumer = await client.subscribe(channel, "sub", EARLIEST)
+    turns = 0
+
+    async def other_task() -> None:
+        nonlocal turns
+        while True:
+            await asyncio.sleep(0)
+            turns += 1
+
+    task = asyncio.ensure_future(other_task())
+    await asyncio.sleep(0)
+    started = turns
+    received = [(await consumer.receive()).payload for _ in range(600)]  # no wait_for: it yields
+    task.cancel()
+    assert received == payloads(600)
+    assert turns - started >= 300  # at least every other receive let it run

@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka import errors as kafka_errors
 
 from msgstream.backend import ConsumedMessage, MessageID
+from msgstream.cooperate import cooperate
 from msgstream.errors import InvalidPositionError, StreamClosedError, StreamStateError
 
 from . import connect
@@ -134,6 +135,7 @@ class KafkaConsumer:
 
     async def receive(self) -> ConsumedMessage:
         while True:
+            await cooperate()  # a buffered message is served inline: yield now and then
             self._check_open()
             if self._buffer:
                 return self._buffer.popleft()

@@ -26,6 +26,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from msgstream.backend import ConsumedMessage, MessageID
+from msgstream.cooperate import cooperate
 from msgstream.errors import (
     BackendUnavailableError,
     InvalidPositionError,
@@ -165,6 +166,7 @@ class PulsarConsumer:
 
     async def receive(self) -> ConsumedMessage:
         while True:
+            await cooperate()  # a buffered message is served inline: yield now and then
             self._check_open()
             self._check_positioned()
             if self._buffer:
