@@ -13,6 +13,7 @@ restarts it on the same data and ports. No Docker path: the point is to kill pro
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -179,8 +180,10 @@ class LocalKafkaCluster:
             node.kill()
 
     def close(self) -> None:
-        for node in self.nodes.values():
-            node.close()
+        """Kill every node and delete the cluster's files. Not a clean stop: a node
+        shutting down cleanly waits for the quorum the other nodes just left."""
+        self.kill()
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
     def kill_node(self, node_id: int) -> None:
         """SIGKILL one node: the broker and its controller vanish without a goodbye."""
