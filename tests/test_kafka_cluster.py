@@ -120,28 +120,33 @@ async def produce_through_failover(
     *,
     before: int = 100,
     after: int = 100,
+    batch: int = 1,
 ) -> Failover:
-    """Send Deletes 1, 2, ... to ``channel`` one after another; once ``before`` are
+    """Send Deletes 1, 2, ... to ``channel`` one after another, ``batch`` per pack (more
+    than one goes through the batched send path); once ``before`` are
     acknowledged, SIGKILL the partition's leader (the sends go on meanwhile), and stop
-    ``after`` acknowledgements later. A send the cluster cannot take must fail with
+    ``after`` acknowledgements after it is dead. A send the cluster cannot take must fail with
     :class:`BackendUnavailableError`; anything else fails the test."""
     await asyncio.to_thread(cluster.wait_fully_replicated, channel)
     failover = Failover(leader=await asyncio.to_thread(cluster.leader_of, channel))
     warmed_up = asyncio.Event()
+    killed: int | None = None
+    """Acknowledgements counted when the leader was gone."""
 
     async def send_all() -> None:
         last_ack = time.monotonic()
-        for i in range(1, SENTINEL):
+        for first in range(1, SENTINEL, batch):
+            ids = range(first, first + batch)
             started = time.monotonic()
             try:
-                await stream.produce(MsgPack.of(delete_msg(i)))
+                await stream.produce(MsgPack(msgs=[delete_msg(i) for i in ids]))
             except BackendUnavailableError as exc:
-                failover.failed.append(i)
+                failover.failed.extend(ids)
                 failover.errors.append(str(exc))
                 if failover.killed_at is not None and failover.first_error_s is None:
                     failover.first_error_s = time.monotonic() - failover.killed_at
             else:
-                failover.acked.append(i)
+                failover.acked.extend(ids)
                 if failover.killed_at is not None:  # measure the failover only
                     gap = time.monotonic() - max(last_ack, failover.killed_at)
                     failover.longest_gap_s = max(failover.longest_gap_s, gap)
@@ -149,15 +154,16 @@ async def produce_through_failover(
             if failover.killed_at is not None:
                 waited = time.monotonic() - max(started, failover.killed_at)
                 failover.longest_wait_s = max(failover.longest_wait_s, waited)
-            if len(failover.acked) == before:
+            if len(failover.acked) >= before:
                 warmed_up.set()
-            if len(failover.acked) >= before + after:
+            if killed is not None and len(failover.acked) >= killed + after:
                 return
 
     sender = asyncio.create_task(send_all())
     await asyncio.wait_for(warmed_up.wait(), WAIT)
     failover.killed_at = time.monotonic()
     await asyncio.to_thread(cluster.kill_node, failover.leader)
+    killed = len(failover.acked)
     await asyncio.wait_for(sender, WAIT)
     return failover
 
@@ -214,12 +220,14 @@ async def test_a_reading_consumer_carries_on_through_a_leader_kill(
         await producer.as_producer([channel])
         await consumer.as_consumer([channel], "during", EARLIEST)
         reader = asyncio.create_task(read_until_sentinel(consumer))
-        failover = await produce_through_failover(cluster, producer, channel)
+        failover = await produce_through_failover(
+            cluster, producer, channel, before=300, after=300, batch=10
+        )
         restart = asyncio.create_task(asyncio.to_thread(cluster.restart_node, failover.leader))
         await producer.produce(MsgPack.of(delete_msg(SENTINEL)))
         received = await asyncio.wait_for(reader, WAIT)
     await restart
-    print(failover.report("consume while producing, 20 s deadline", received))
+    print(failover.report("consume while producing packs of 10, 20 s deadline", received))
     check_every_acknowledged_in_order(failover, received)
     assert received == failover.acked  # nothing failed, nothing twice, nothing skipped
 
