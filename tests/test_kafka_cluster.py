@@ -83,6 +83,65 @@ def cluster_client(cluster: LocalKafkaCluster, deadline_s: float, **kafka: Any) 
     )
 
 
+def test_nodes_share_one_quorum_and_differ_only_in_identity(tmp_path: Path) -> None:
+    cluster = LocalKafkaCluster(tmp_path)  # not started: only its configuration
+    configs = []
+    for node in cluster.nodes.values():
+        pairs = [line.split("=", 1) for line in node._server_properties().splitlines()]
+        keys = [key for key, _ in pairs]
+        assert len(keys) == len(set(keys)), keys  # no key set twice
+        configs.append(dict(pairs))
+    assert [c["node.id"] for c in configs] == ["1", "2", "3"]
+    voters = ",".join(f"{i}@127.0.0.1:{n.controller_port}" for i, n in cluster.nodes.items())
+    assert {c["controller.quorum.voters"] for c in configs} == {voters}
+    assert all("controller.quorum.bootstrap.servers" not in c for c in configs)
+    assert {(c["default.replication.factor"], c["min.insync.replicas"]) for c in configs} == {
+        ("3", "2")
+    }
+    ports = [p for n in cluster.nodes.values() for p in (n.port, n.sasl_port, n.controller_port)]
+    assert len(set(ports)) == 9
+
+
+async def test_topics_get_three_replicas_and_need_two_in_sync(
+    cluster: LocalKafkaCluster,
+) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    channel = channel_name("cluster-defaults")
+    # min.insync.replicas is not in the topic's config: it comes from the cluster.
+    async with MsgStream(client_for(cluster.bootstrap, replication_factor=3)) as stream:
+        await stream.as_producer([channel])
+        await stream.produce(MsgPack.of(delete_msg(1)))
+    state = await asyncio.to_thread(cluster.wait_fully_replicated, channel)
+    assert sorted(state.replicas) == [1, 2, 3]
+    admin = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    await admin.start()
+    try:
+        [response] = await admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, channel)]
+        )
+    finally:
+        await admin.close()
+    [(_, _, _, _, entries)] = response.resources
+    assert {e[0]: e[1] for e in entries}["min.insync.replicas"] == "2"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="aiokafka's NewTopic refuses replication_factor -1 without replica assignments, "
+    "so kafka.replication_factor: -1 ('broker default') raises its raw IllegalArgumentError",
+)
+async def test_replication_factor_minus_one_takes_the_cluster_default(
+    cluster: LocalKafkaCluster,
+) -> None:
+    channel = channel_name("cluster-default-rf")
+    async with MsgStream(client_for(cluster.bootstrap, replication_factor=-1)) as stream:
+        await stream.as_producer([channel])
+    state = await asyncio.to_thread(cluster.wait_fully_replicated, channel)
+    assert sorted(state.replicas) == [1, 2, 3]
+
+
 @dataclass
 class Failover:
     """What a producer saw while the partition leader was killed."""
