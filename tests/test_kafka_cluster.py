@@ -340,6 +340,7 @@ async def test_ttmsgstream_delivers_each_message_once_across_a_leader_kill(
         while end_ts < emitter.last_tick:
             pack = await asyncio.wait_for(anext(consumer), WAIT)
             end_ts = pack.end_ts
+            assert all(m.position is not None for m in pack.msgs)
             got.extend((m.position.channel, m.msg_id) for m in pack.msgs if m.position)
         dropped = consumer.barrier.stats.duplicates_dropped
     await producer.close()
