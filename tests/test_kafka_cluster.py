@@ -127,11 +127,6 @@ async def test_topics_get_three_replicas_and_need_two_in_sync(
     assert {e[0]: e[1] for e in entries}["min.insync.replicas"] == "2"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="aiokafka's NewTopic refuses replication_factor -1 without replica assignments, "
-    "so kafka.replication_factor: -1 ('broker default') raises its raw IllegalArgumentError",
-)
 async def test_replication_factor_minus_one_takes_the_cluster_default(
     cluster: LocalKafkaCluster,
 ) -> None:

@@ -37,6 +37,7 @@ class KafkaAdmin:
         self._client: AIOKafkaAdminClient | None = None
         self._lock = asyncio.Lock()
         self._known_topics: set[str] = set()
+        self._default_replication: int | None = None
 
     def _call(self, what: str, topic: str | None = None, operation: str = "describe") -> Any:
         """A broker call; an ACL refusal names ``operation`` on ``topic`` (else any)."""
@@ -73,7 +74,7 @@ class KafkaAdmin:
             return
         section = self._config.kafka
         configs = {k: str(v) for k, v in section.topic_config.items()}
-        new = NewTopic(topic, 1, section.replication_factor, topic_configs=configs)
+        new = NewTopic(topic, 1, await self._replication_factor(), topic_configs=configs)
         admin = await self._admin()
         what = f"creating topic {topic!r}"
         async with self._call(what, topic, "create"):
@@ -115,6 +116,30 @@ class KafkaAdmin:
                 raise BackendUnavailableError(
                     f"kafka at {self._brokers}: deleting topic {name!r} failed: error code {code}"
                 )
+
+    async def _replication_factor(self) -> int:
+        """``kafka.replication_factor``, where -1 means the brokers' own
+        ``default.replication.factor``: aiokafka's ``NewTopic`` refuses -1 itself, so the
+        value is read from a broker once (1, Kafka's default, if it does not say)."""
+        wanted = self._config.kafka.replication_factor
+        if wanted != -1:
+            return wanted
+        if self._default_replication is None:
+            admin = await self._admin()
+            async with self._call("reading the brokers' default.replication.factor"):
+                cluster = await admin.describe_cluster()
+                node = min(int(b["node_id"]) for b in cluster["brokers"])
+                wanted_key = {"default.replication.factor": None}
+                resource = ConfigResource(ConfigResourceType.BROKER, str(node), wanted_key)
+                responses = await admin.describe_configs([resource])
+            found = 1
+            for response in responses:
+                for _code, _message, _type, _name, entries, *_ in response.resources:
+                    for name, value, *_ in entries:
+                        if name == "default.replication.factor" and value is not None:
+                            found = int(value)
+            self._default_replication = found
+        return self._default_replication
 
     async def max_message_bytes(self, topic: str) -> int | None:
         """The topic's ``max.message.bytes``, or None when the broker does not say."""
