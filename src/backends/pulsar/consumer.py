@@ -28,13 +28,12 @@ from typing import TYPE_CHECKING, Any
 from msgstream.backend import ConsumedMessage, MessageID
 from msgstream.cooperate import cooperate
 from msgstream.errors import (
-    BackendUnavailableError,
     InvalidPositionError,
     StreamClosedError,
     StreamStateError,
 )
 
-from .failures import broker_call
+from .failures import broker_call, translate
 from .ids import EARLIEST, PulsarMessageID
 from .library import _pulsar, pulsar, pulsar_asyncio
 
@@ -99,6 +98,8 @@ class PulsarConsumer:
             f"{what} (channel {self.channel!r}, subscription {self.subname!r})",
             self._client.service_url,
             self._client.deadline_s,
+            channel=self.channel,
+            operation="read",
         )
 
     # ---------------------------------------------------------------------- receiving
@@ -128,9 +129,13 @@ class PulsarConsumer:
             if woke_up:
                 self._refill(PREFETCH)
         else:
-            self._error = BackendUnavailableError(
-                f"pulsar at {self._client.service_url}: reading channel {self.channel!r} "
-                f"(subscription {self.subname!r}) failed: {result}"
+            what = f"reading channel {self.channel!r} (subscription {self.subname!r})"
+            self._error = translate(
+                pulsar_asyncio.PulsarException(result),
+                what,
+                self._client.service_url,
+                channel=self.channel,
+                operation="read",
             )
         waiter = self._waiter
         if waiter is not None and not waiter.done():
