@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import orjson
 import pytest
 
 from msgstream import (
+    Config,
     DataType,
     InsertMsg,
     SubscriptionPosition,
@@ -312,7 +314,10 @@ def test_inspect_without_admin_api(cli: Cli, monkeypatch: pytest.MonkeyPatch) ->
         async def close(self) -> None:
             await self.inner.close()
 
-    monkeypatch.setattr(inspection, "new_client", lambda cfg: Bare(new_client(cfg)))
+    async def bare_client(cfg: Config) -> Bare:
+        return Bare(new_client(cfg))
+
+    monkeypatch.setattr(inspection, "open_client", bare_client)
     code, _, err = cli("inspect")
     assert code == 2
     assert "backend 'bare' has no admin API" in err
@@ -426,3 +431,49 @@ def test_consume_warns_about_a_channel_that_does_not_exist(cli: Cli) -> None:
     code, _, err = cli("consume", "--channel", "typo-channel", "--idle-timeout", "0.2")
     assert code == 0
     assert "warning: channel 'typo-channel' does not exist yet" in err
+
+
+# --------------------------------------------------------------------------- store faults
+
+
+def test_inspect_never_creates_a_store(tmp_path: Path, cli: Cli) -> None:
+    typo = tmp_path / "typo"
+    config_file = tmp_path / "typo.yaml"
+    config_file.write_text(f"rocksmq:\n  path: {typo}\n", encoding="utf-8")
+    code, out, err = Cli(config_file, cli.capsys)("inspect")
+    assert code == 1
+    assert err.strip().splitlines()[-1] == (
+        f"error: rocksmq store at '{typo}': no rocksmq store here (nothing was created; "
+        "check the path)"
+    )
+    assert out == ""
+    assert not typo.exists()
+
+
+def test_an_unusable_store_path_exits_1_with_one_line(tmp_path: Path, cli: Cli) -> None:
+    file = tmp_path / "file"
+    file.write_text("x", encoding="utf-8")
+    config_file = tmp_path / "file.yaml"
+    config_file.write_text(f"rocksmq:\n  path: {file}\n", encoding="utf-8")
+    code, _, err = Cli(config_file, cli.capsys)("produce", "--channel", "a", "--count", "1")
+    assert code == 1
+    (line,) = err.strip().splitlines()
+    assert line == (
+        f"error: rocksmq store at '{file}': this is a file, not a directory (rocksmq.path "
+        "names a directory)"
+    )
+
+
+def test_an_unreachable_broker_exits_1(tmp_path: Path, cli: Cli) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config_file = tmp_path / "kafka.yaml"
+    config_file.write_text(
+        f"mq:\n  type: kafka\nkafka:\n  brokers: 127.0.0.1:{port}\n"
+        "msgstream:\n  operation_timeout_s: 1\n",
+        encoding="utf-8",
+    )
+    code, _, err = Cli(config_file, cli.capsys)("produce", "--channel", "a", "--count", "1")
+    assert code == 1
+    assert err.strip().splitlines()[-1].startswith(f"error: kafka at 127.0.0.1:{port}")

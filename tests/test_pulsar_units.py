@@ -6,17 +6,28 @@ import base64
 import hashlib
 import hmac
 import json
+import ssl
+import urllib.error
 
 import pytest
 
 pytest.importorskip("pulsar")
 
+from backends.pulsar.admin import _is_refused_permission
+from backends.pulsar.failures import is_untrusted_certificate, translate
 from backends.pulsar.handshake import connect_frame, refusal
 from backends.pulsar.ids import EARLIEST, PulsarMessageID
 from backends.pulsar.settings import admin_url, service_url
 from brokers.pulsar import from_environment, mint_token
-from msgstream import ConfigError, ForeignMessageIdError, InvalidPositionError
+from msgstream import (
+    AuthenticationError,
+    BackendUnavailableError,
+    ConfigError,
+    ForeignMessageIdError,
+    InvalidPositionError,
+)
 from msgstream.config import PulsarConfig
+from msgstream.errors import AuthorizationError
 
 
 def test_ids_round_trip_through_pulsars_serialisation_and_order() -> None:
@@ -90,3 +101,48 @@ def test_broker_from_environment() -> None:
         "http://h:8080",
         None,
     )
+
+
+def test_refusals_and_untrusted_certificates_are_named() -> None:
+    import pulsar
+    import pulsar.asyncio
+
+    where = "pulsar://b:6650"
+    refused = pulsar.asyncio.PulsarException(
+        pulsar.Result.AuthorizationError, "Client is not authorized to Produce"
+    )
+    error = translate(refused, "creating a producer", where, channel="ch", operation="write")
+    assert isinstance(error, AuthorizationError)
+    assert (error.channel, error.operation) == ("ch", "write")
+    assert str(error) == (
+        "not authorized to write channel 'ch': pulsar at pulsar://b:6650: creating a producer: "
+        "Client is not authorized to Produce"
+    )
+    # Without a channel to name, a refusal stays an authentication failure.
+    assert type(translate(refused, "x", where)) is AuthenticationError
+    # The synchronous API's exception class for the same result.
+    sync = pulsar.exceptions.AuthorizationError("no lookup")
+    error = translate(sync, "subscribing", where, channel="ch", operation="read")
+    assert isinstance(error, AuthorizationError)
+    assert str(error).endswith("subscribing: no lookup")
+
+    untrusted = pulsar.asyncio.PulsarException(
+        pulsar.Result.ConnectError, "Handshake failed: certificate verify failed (SSL routines)"
+    )
+    error = translate(untrusted, "creating a producer", where)
+    assert type(error) is BackendUnavailableError
+    assert "set pulsar.tls_trust_certs_file to the CA (PEM) that signed it" in str(error)
+    refused_connection = pulsar.asyncio.PulsarException(pulsar.Result.ConnectError, "refused")
+    assert "tls_trust_certs_file" not in str(translate(refused_connection, "x", where))
+    wrapped = urllib.error.URLError(
+        ssl.SSLCertVerificationError(
+            1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"
+        )
+    )
+    assert is_untrusted_certificate(wrapped)
+    assert not is_untrusted_certificate(urllib.error.URLError(ConnectionRefusedError()))
+
+    assert _is_refused_permission(401, "Unauthorized to validateTopicOperation for operation")
+    assert _is_refused_permission(403, "Forbidden")
+    assert not _is_refused_permission(401, "Authentication required")
+    assert not _is_refused_permission(404, "Topic not found")

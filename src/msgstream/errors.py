@@ -135,7 +135,7 @@ class AuthorizationError(BackendUnavailableError):
         self.operation = operation
 
 
-class StoreError(MsgStreamError):
+class StoreError(BackendUnavailableError):
     """The embedded store at ``path`` cannot be used as asked. Subclasses say why."""
 
     def __init__(self, path: str, problem: str) -> None:
@@ -165,6 +165,6 @@ class StoreCorruptedError(StoreError):
         self.lost = lost
 
 
-class DiskFullError(StoreError, BackendUnavailableError):
+class DiskFullError(StoreError):
     """A write failed because the disk holding the store is full. Nothing of that write
     was stored; the store resumes by itself once space is freed."""

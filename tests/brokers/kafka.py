@@ -4,13 +4,18 @@
 
 1. ``MSGSTREAM_TEST_KAFKA=host:port``: a broker someone already runs (not restartable;
    SASL only when ``MSGSTREAM_TEST_KAFKA_SASL=host:port`` and
-   ``MSGSTREAM_TEST_KAFKA_SASL_USERS=user:password[,user:password]`` are set too);
+   ``MSGSTREAM_TEST_KAFKA_SASL_USERS=user:password[,user:password]`` are set too; TLS,
+   SCRAM and ACLs only as :func:`security_from_environment` describes);
 2. the official ``apache/kafka`` image through testcontainers, when a Docker daemon answers
-   (no SASL listener);
+   (no SASL listener, no TLS, no authorizer);
 3. :class:`LocalKafka`: the broker's jars from Maven Central (see ``maven.py``) run as one
-   local JVM in KRaft combined mode, with PLAINTEXT, SASL_PLAINTEXT (PLAIN) and CONTROLLER
-   listeners on free loopback ports. It can be stopped, killed and started again on the same
-   data directory and ports, which a broker-restart test needs.
+   local JVM in KRaft combined mode, with PLAINTEXT, SASL_PLAINTEXT (PLAIN and
+   SCRAM-SHA-512), SSL, SASL_SSL and CONTROLLER listeners on free loopback ports, and
+   KRaft's ``StandardAuthorizer`` (see :data:`SCRAM_USERS`). It can be stopped, killed and
+   started again on the same data directory and ports, which a broker-restart test needs.
+
+Every endpoint has a ``security`` attribute (:class:`KafkaSecurity`) saying which of the
+TLS, SCRAM and ACL listeners and settings it offers; the security tests skip what is absent.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any, Protocol, TypeVar
 from .jvm import JvmBroker, docker_available, first_available
 from .maven import resolve_classpath
 from .ports import free_port, wait_for_port
+from .tls import BrokerCertificates, broker_certificates
 
 KAFKA_VERSION = "4.3.1"
 """Newest 4.x whose artifacts are complete on Maven Central (4.4.0 lacks kafka-tools-api)."""
@@ -43,6 +49,26 @@ MESSAGE_MAX_BYTES = 1_048_588
 
 SASL_USERS: Mapping[str, str] = {"alice": "alice-secret", "bob": "bob-secret"}
 """Users the local broker's SASL_PLAINTEXT listener accepts with mechanism PLAIN."""
+
+SCRAM_USERS: Mapping[str, str] = {
+    "carol": "carol-scram-secret",
+    "nowrite": "nowrite-scram-secret",
+    "noread": "noread-scram-secret",
+    "nogroup": "nogroup-scram-secret",
+}
+"""SCRAM-SHA-512 users the local broker stores (created when its storage is formatted),
+accepted on the SASL_PLAINTEXT and SASL_SSL listeners. ``nowrite``, ``noread`` and
+``nogroup`` are for ACL tests, which deny them writing topics, reading topics and reading
+consumer groups under a prefix of their choosing; ``carol`` is an ordinary user."""
+
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+SUPER_USER = "User:ANONYMOUS"
+"""The principal of the PLAINTEXT, SSL (no client certificate) and CONTROLLER listeners: a
+super user, so the broker's own traffic and every existing plaintext test pass the
+authorizer untouched. Resources without any ACL stay open to everyone
+(``allow.everyone.if.no.acl.found``); ACL tests add ALLOW and DENY rules under their own
+prefix."""
 
 LOG4J_CONFIG = Path(__file__).with_name("log4j2-kafka.xml")
 
@@ -60,10 +86,36 @@ JVM_OPTIONS = (
 ENV_BOOTSTRAP = "MSGSTREAM_TEST_KAFKA"
 ENV_SASL_BOOTSTRAP = "MSGSTREAM_TEST_KAFKA_SASL"
 ENV_SASL_USERS = "MSGSTREAM_TEST_KAFKA_SASL_USERS"
+ENV_SSL_BOOTSTRAP = "MSGSTREAM_TEST_KAFKA_SSL"
+ENV_SASL_SSL_BOOTSTRAP = "MSGSTREAM_TEST_KAFKA_SASL_SSL"
+ENV_CAFILE = "MSGSTREAM_TEST_KAFKA_CAFILE"
+ENV_SCRAM_USERS = "MSGSTREAM_TEST_KAFKA_SCRAM_USERS"
+ENV_ACLS = "MSGSTREAM_TEST_KAFKA_ACLS"
 
 
 class KafkaBrokerError(RuntimeError):
     """A test Kafka broker could not be provided, started or stopped."""
+
+
+@dataclass(frozen=True)
+class KafkaSecurity:
+    """The secured ways into a broker, for the security tests (absent parts are None/empty).
+
+    ``ssl_bootstrap``: an SSL listener (server certificate only) whose certificate
+    ``ca_file`` (PEM) verifies for the host in the address; ``sasl_ssl_bootstrap``: SASL over
+    TLS with the same certificate; ``scram_bootstrap``: a SASL_PLAINTEXT listener accepting
+    SCRAM-SHA-512 for ``scram_users`` (also accepted on ``sasl_ssl_bootstrap``); ``acls``:
+    the broker runs ``StandardAuthorizer`` with ``allow.everyone.if.no.acl.found=true``,
+    the plaintext principal is a super user (so it may create ACLs), and ``scram_users``
+    includes the ACL test users of :data:`SCRAM_USERS`.
+    """
+
+    ssl_bootstrap: str | None = None
+    sasl_ssl_bootstrap: str | None = None
+    ca_file: str | None = None
+    scram_bootstrap: str | None = None
+    scram_users: Mapping[str, str] = field(default_factory=dict)
+    acls: bool = False
 
 
 class KafkaEndpoint(Protocol):
@@ -167,6 +219,7 @@ class ExternalKafka:
     message_max_bytes: int = MESSAGE_MAX_BYTES
     restartable: bool = False
     on_close: Callable[[], None] = lambda: None
+    security: KafkaSecurity = field(default_factory=KafkaSecurity)
 
     def start(self, timeout_s: float = 60.0) -> None:
         if not wait_until_answers(self.bootstrap, timeout_s):
@@ -183,14 +236,12 @@ class ExternalKafka:
         self.on_close()
 
 
-def _parse_users(spec: str) -> dict[str, str]:
+def _parse_users(spec: str, variable: str = ENV_SASL_USERS) -> dict[str, str]:
     users: dict[str, str] = {}
     for entry in filter(None, (part.strip() for part in spec.split(","))):
         user, sep, password = entry.partition(":")
         if not sep or not user:
-            raise KafkaBrokerError(
-                f"{ENV_SASL_USERS} entry {entry!r} is not of the form user:password"
-            )
+            raise KafkaBrokerError(f"{variable} entry {entry!r} is not of the form user:password")
         users[user] = password
     return users
 
@@ -204,7 +255,46 @@ def from_environment(environ: Mapping[str, str]) -> ExternalKafka | None:
     users = _parse_users(environ.get(ENV_SASL_USERS, ""))
     if sasl_bootstrap is None or not users:
         sasl_bootstrap, users = None, {}
-    return ExternalKafka(bootstrap=bootstrap, sasl_bootstrap=sasl_bootstrap, sasl_users=users)
+    return ExternalKafka(
+        bootstrap=bootstrap,
+        sasl_bootstrap=sasl_bootstrap,
+        sasl_users=users,
+        security=security_from_environment(environ),
+    )
+
+
+def security_from_environment(environ: Mapping[str, str]) -> KafkaSecurity:
+    """What an external broker offers for the security tests, from the environment:
+
+    - ``MSGSTREAM_TEST_KAFKA_SSL=host:port``: an SSL listener, and
+      ``MSGSTREAM_TEST_KAFKA_CAFILE=path``: the PEM CA that verifies its certificate;
+    - ``MSGSTREAM_TEST_KAFKA_SASL_SSL=host:port``: a SASL_SSL listener (same CA);
+    - ``MSGSTREAM_TEST_KAFKA_SCRAM_USERS=user:password[,...]``: SCRAM-SHA-512 users accepted
+      on ``MSGSTREAM_TEST_KAFKA_SASL`` and on the SASL_SSL listener;
+    - ``MSGSTREAM_TEST_KAFKA_ACLS=1``: the broker runs ``StandardAuthorizer`` with
+      ``allow.everyone.if.no.acl.found=true``, the plaintext listener's principal is a super
+      user, and the SCRAM users include ``nowrite``, ``noread`` and ``nogroup``.
+
+    TLS needs the CA file; anything not set is absent, and its tests skip.
+    """
+    ca_file = environ.get(ENV_CAFILE, "").strip() or None
+    ssl_bootstrap = environ.get(ENV_SSL_BOOTSTRAP, "").strip() or None
+    sasl_ssl_bootstrap = environ.get(ENV_SASL_SSL_BOOTSTRAP, "").strip() or None
+    if ca_file is None:
+        ssl_bootstrap = sasl_ssl_bootstrap = None
+    scram_users = _parse_users(environ.get(ENV_SCRAM_USERS, ""), ENV_SCRAM_USERS)
+    scram_bootstrap = environ.get(ENV_SASL_BOOTSTRAP, "").strip() or None
+    acl_users = {"nowrite", "noread", "nogroup"}
+    return KafkaSecurity(
+        ssl_bootstrap=ssl_bootstrap,
+        sasl_ssl_bootstrap=sasl_ssl_bootstrap,
+        ca_file=ca_file,
+        scram_bootstrap=scram_bootstrap if scram_users else None,
+        scram_users=scram_users,
+        acls=environ.get(ENV_ACLS, "").strip().lower() in {"1", "true", "yes"}
+        and scram_bootstrap is not None
+        and acl_users <= scram_users.keys(),
+    )
 
 
 # ----------------------------------------------------------------------------- Docker path
@@ -333,18 +423,41 @@ class LocalKafka(JvmBroker):
         workdir: Path,
         *,
         sasl_users: Mapping[str, str] = SASL_USERS,
+        scram_users: Mapping[str, str] = SCRAM_USERS,
         message_max_bytes: int = MESSAGE_MAX_BYTES,
         java: str = "java",
     ) -> None:
         super().__init__(workdir, java=java)
         self.properties_path = workdir / "server.properties"
         self.sasl_users: Mapping[str, str] = dict(sasl_users)
+        self.scram_users: Mapping[str, str] = dict(scram_users)
         self.message_max_bytes = message_max_bytes
-        self.port, self.sasl_port, self.controller_port = _distinct_free_ports(3)
+        (
+            self.port,
+            self.sasl_port,
+            self.controller_port,
+            self.ssl_port,
+            self.sasl_ssl_port,
+        ) = _distinct_free_ports(5)
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.sasl_bootstrap: str | None = f"127.0.0.1:{self.sasl_port}"
         self.cluster_id = new_cluster_id()
         self._classpath: list[Path] | None = None
+        self._certificates: BrokerCertificates | None = None
+
+    @property
+    def security(self) -> KafkaSecurity:
+        """The SSL and SASL_SSL listeners (once started: the CA is made then), SCRAM on
+        the SASL listeners, and the authorizer."""
+        certificates = self._certificates
+        return KafkaSecurity(
+            ssl_bootstrap=f"127.0.0.1:{self.ssl_port}" if certificates else None,
+            sasl_ssl_bootstrap=f"127.0.0.1:{self.sasl_ssl_port}" if certificates else None,
+            ca_file=str(certificates.ca_file) if certificates else None,
+            scram_bootstrap=self.sasl_bootstrap,
+            scram_users=self.scram_users,
+            acls=True,
+        )
 
     # ------------------------------------------------------------------------- lifecycle
 
@@ -358,6 +471,11 @@ class LocalKafka(JvmBroker):
             return
         deadline = time.monotonic() + timeout_s
         self.logs_dir.mkdir(parents=True, exist_ok=True)
+        if self._certificates is None:
+            try:
+                self._certificates = broker_certificates(self.java)
+            except Exception as exc:
+                raise KafkaBrokerError(f"no TLS certificate for the broker: {exc}") from exc
         self.properties_path.write_text(self._server_properties())
         if not (self.data_dir / "meta.properties").exists():
             self._format_storage(timeout_s)
@@ -375,13 +493,16 @@ class LocalKafka(JvmBroker):
                 f"Kafka {KAFKA_VERSION} at {self.bootstrap} (workdir {self.workdir}) {what} "
                 f"before answering a metadata request\n{self.log_tail()}"
             )
-        if self.sasl_bootstrap and not wait_for_port(
-            "127.0.0.1", self.sasl_port, max(1.0, deadline - time.monotonic())
+        for name, port in (
+            ("SASL", self.sasl_port),
+            ("SSL", self.ssl_port),
+            ("SASL_SSL", self.sasl_ssl_port),
         ):
-            self.kill()
-            raise KafkaBrokerError(
-                f"Kafka's SASL listener {self.sasl_bootstrap} never opened\n{self.log_tail()}"
-            )
+            if not wait_for_port("127.0.0.1", port, max(1.0, deadline - time.monotonic())):
+                self.kill()
+                raise KafkaBrokerError(
+                    f"Kafka's {name} listener 127.0.0.1:{port} never opened\n{self.log_tail()}"
+                )
 
     def resume(self, timeout_s: float = 60.0) -> None:
         """Thaw a paused broker and wait until it serves again. A pause longer than
@@ -395,7 +516,12 @@ class LocalKafka(JvmBroker):
             )
 
     def _format_storage(self, timeout_s: float) -> None:
-        """``kafka-storage format --standalone``: this node alone is the KRaft voter set."""
+        """``kafka-storage format --standalone``: this node alone is the KRaft voter set.
+        The SCRAM users are created here, as the first metadata records of the cluster."""
+        scram = [
+            f"--add-scram=SCRAM-SHA-512=[name={user},password={password}]"
+            for user, password in self.scram_users.items()
+        ]
         process = self._spawn(
             "kafka.tools.StorageTool",
             "format",
@@ -404,6 +530,7 @@ class LocalKafka(JvmBroker):
             "--config",
             str(self.properties_path),
             "--standalone",
+            *scram,
             heap=TOOL_HEAP,
             log="format.log",
         )
@@ -434,12 +561,6 @@ class LocalKafka(JvmBroker):
             raise KafkaBrokerError(str(exc)) from exc
 
     def _server_properties(self) -> str:
-        jaas = " ".join(
-            [
-                "org.apache.kafka.common.security.plain.PlainLoginModule required",
-                *(f'user_{user}="{password}"' for user, password in self.sasl_users.items()),
-            ]
-        )
         settings: dict[str, str] = {
             "process.roles": "broker,controller",
             "node.id": "1",
@@ -447,24 +568,62 @@ class LocalKafka(JvmBroker):
             "listeners": (
                 f"PLAINTEXT://127.0.0.1:{self.port},"
                 f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
+                f"SSL://127.0.0.1:{self.ssl_port},"
+                f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port},"
                 f"CONTROLLER://127.0.0.1:{self.controller_port}"
             ),
             "advertised.listeners": (
-                f"PLAINTEXT://127.0.0.1:{self.port},SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"
+                f"PLAINTEXT://127.0.0.1:{self.port},SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
+                f"SSL://127.0.0.1:{self.ssl_port},SASL_SSL://127.0.0.1:{self.sasl_ssl_port}"
             ),
             "listener.security.protocol.map": (
-                "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
+                "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,"
+                "CONTROLLER:PLAINTEXT"
             ),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": f"{jaas};",
+            **self._security_settings(),
             "log.dirs": str(self.data_dir),
             **_TEST_SETTINGS,
             "message.max.bytes": str(self.message_max_bytes),
         }
         return "".join(f"{key}={_escape_property(value)}\n" for key, value in settings.items())
+
+    def _security_settings(self) -> dict[str, str]:
+        """SASL (PLAIN and SCRAM-SHA-512) on both SASL listeners, the TLS keystore for both
+        TLS listeners, and the authorizer (see :data:`SUPER_USER`)."""
+        plain = " ".join(
+            [
+                "org.apache.kafka.common.security.plain.PlainLoginModule required",
+                *(f'user_{user}="{password}"' for user, password in self.sasl_users.items()),
+            ]
+        )
+        scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        mechanisms = "PLAIN,SCRAM-SHA-512"
+        settings = {"sasl.enabled.mechanisms": mechanisms}
+        for listener in ("sasl_plaintext", "sasl_ssl"):
+            settings[f"listener.name.{listener}.sasl.enabled.mechanisms"] = mechanisms
+            settings[f"listener.name.{listener}.plain.sasl.jaas.config"] = f"{plain};"
+            settings[f"listener.name.{listener}.scram-sha-512.sasl.jaas.config"] = scram
+        certificates = self._certificates
+        if certificates is not None:
+            settings.update(
+                {
+                    "ssl.keystore.type": "PKCS12",
+                    "ssl.keystore.location": str(certificates.keystore),
+                    "ssl.keystore.password": certificates.password,
+                    "ssl.key.password": certificates.password,
+                    "ssl.client.auth": "none",
+                }
+            )
+        settings.update(
+            {
+                "authorizer.class.name": AUTHORIZER,
+                "allow.everyone.if.no.acl.found": "true",
+                "super.users": SUPER_USER,
+            }
+        )
+        return settings
 
 
 def _escape_property(value: str) -> str:
@@ -501,13 +660,16 @@ __all__: Sequence[str] = [
     "KAFKA_VERSION",
     "MESSAGE_MAX_BYTES",
     "SASL_USERS",
+    "SCRAM_USERS",
     "ExternalKafka",
     "KafkaBrokerError",
     "KafkaEndpoint",
+    "KafkaSecurity",
     "LocalKafka",
     "answers_metadata",
     "docker_available",
     "from_environment",
     "kafka_classpath",
     "provide",
+    "security_from_environment",
 ]

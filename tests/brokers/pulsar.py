@@ -13,6 +13,11 @@
    (no ZooKeeper), one in-process bookie, no functions worker, small caches, loopback ports.
    It accepts tokens signed with its own secret key *and* clients without credentials
    (``anonymousUserRole``), so one broker serves every test including the wrong-token one.
+   Authorization is on, with the anonymous role and the valid token's role super-users (so
+   tests that ignore security are unaffected); ``role_token(role)`` mints a token for any
+   other role, which has only the permissions a test grants it. Besides plain ports it
+   listens over TLS (``tls_service_url``, ``tls_admin_url``) with a certificate signed by a
+   CA made at first start (``ca_cert``; see ``pulsar_tls.py``).
    It can be stopped and started again on the same data directory and ports.
 """
 
@@ -37,6 +42,7 @@ from urllib.parse import urlsplit
 from .jvm import JvmBroker, first_available
 from .maven import resolve_classpath
 from .ports import free_port, wait_for_port
+from .pulsar_tls import CertificateError, TestCertificates, make_certificates
 
 PULSAR_VERSION = "4.0.7"
 """Newest 4.0 LTS whose artifacts are complete on Maven Central (4.0.8 lacks
@@ -99,8 +105,20 @@ class PulsarEndpoint(Protocol):
     max_message_size: int
     """The broker's ``maxMessageSize`` (an external broker is assumed at Pulsar's default)."""
     """A token the broker accepts (None: the broker has no token authentication)."""
+    tls_service_url: str | None
+    """``pulsar+ssl://`` address of the same broker (None: no TLS listener)."""
+    tls_admin_url: str | None
+    ca_cert: Path | None
+    """The CA (PEM) that signed the broker's TLS certificate."""
+    tls_problem: str | None
+    """Why there is no TLS listener, when there is none."""
 
     def forged_token(self) -> str: ...
+
+    def role_token(self, role: str) -> str | None:
+        """A valid token for ``role``, which has no permission unless granted (None: this
+        broker does not enforce authorization, or its key is unknown)."""
+        ...
 
     def start(self, timeout_s: float = ...) -> None: ...
 
@@ -165,10 +183,17 @@ class ExternalPulsar:
     restartable: bool = False
     max_message_size: int = MAX_MESSAGE_SIZE
     on_close: Callable[[], None] = lambda: None
+    tls_service_url: str | None = None
+    tls_admin_url: str | None = None
+    ca_cert: Path | None = None
+    tls_problem: str | None = "a broker not started by the tests: its TLS setup is unknown"
 
     def forged_token(self) -> str:
         """A well-formed token signed with a random key: a token-checking broker refuses it."""
         return mint_token(secrets.token_bytes(32), "msgstream-test")
+
+    def role_token(self, role: str) -> str | None:
+        return None
 
     def start(self, timeout_s: float = 60.0) -> None:
         if not wait_until_ready(self.admin_url, timeout_s):
@@ -257,6 +282,9 @@ class LocalPulsar(JvmBroker):
 
     restartable = True
     LOG_NAME = "pulsar.log"
+    ADMIN_ROLE = "msgstream-test"
+    SUPER_USER_ROLES = ("anonymous", ADMIN_ROLE)
+    """Every client that presents no token, or ``valid_token``, may do anything."""
 
     def __init__(self, workdir: Path, *, java: str = "java") -> None:
         super().__init__(workdir, java=java)
@@ -267,7 +295,14 @@ class LocalPulsar(JvmBroker):
         self.service_url = f"pulsar://127.0.0.1:{self.broker_port}"
         self.admin_url = f"http://127.0.0.1:{self.web_port}"
         self.secret_key = secrets.token_bytes(32)
-        self.valid_token: str | None = mint_token(self.secret_key, "msgstream-test")
+        self.valid_token: str | None = mint_token(self.secret_key, self.ADMIN_ROLE)
+        self.tls_broker_port = free_port()
+        self.tls_web_port = free_port()
+        self.tls_service_url: str | None = None
+        self.tls_admin_url: str | None = None
+        self.ca_cert: Path | None = None
+        self.tls_problem: str | None = "not started yet"
+        self._certificates: TestCertificates | None = None
         self.max_message_size = MAX_MESSAGE_SIZE
         self.boot_seconds: list[float] = []
         """How long each start took, first (cold) to last."""
@@ -276,6 +311,25 @@ class LocalPulsar(JvmBroker):
     def forged_token(self) -> str:
         """A well-formed token signed with a random key: the broker must refuse it."""
         return mint_token(secrets.token_bytes(32), "msgstream-test")
+
+    def role_token(self, role: str) -> str | None:
+        """A token this broker accepts for ``role`` (only super-users have permissions
+        nobody granted)."""
+        return mint_token(self.secret_key, role)
+
+    def _prepare_tls(self) -> None:
+        """Make the CA and the broker certificate once; without them, no TLS listener."""
+        if self._certificates is not None:
+            return
+        try:
+            self._certificates = make_certificates(self.workdir / "tls")
+        except (CertificateError, OSError, subprocess.SubprocessError) as exc:
+            self.tls_problem = f"no TLS certificates for the broker: {exc}"
+            return
+        self.tls_service_url = f"pulsar+ssl://127.0.0.1:{self.tls_broker_port}"
+        self.tls_admin_url = f"https://127.0.0.1:{self.tls_web_port}"
+        self.ca_cert = self._certificates.ca_cert
+        self.tls_problem = None
 
     # ------------------------------------------------------------------------- lifecycle
 
@@ -290,12 +344,15 @@ class LocalPulsar(JvmBroker):
         started = time.monotonic()
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._prepare_tls()
         self.conf_path.write_text(self._standalone_conf())
         process = self._spawn()
         self._adopt(process)
         ready = wait_until_ready(self.admin_url, timeout_s, alive=lambda: self.running)
         if ready:
             ready = wait_for_port("127.0.0.1", self.broker_port, 10.0)
+        if ready and self.tls_service_url is not None:
+            ready = wait_for_port("127.0.0.1", self.tls_broker_port, 10.0)
         if not ready:
             code = process.poll()
             self.kill()
@@ -355,7 +412,9 @@ class LocalPulsar(JvmBroker):
             ),
             "tokenSecretKey": f"data:;base64,{secret}",
             "anonymousUserRole": "anonymous",
-            "authorizationEnabled": "false",
+            # Authorization on; the anonymous and the valid token's roles are super-users.
+            "authorizationEnabled": "true",
+            "superUserRoles": ",".join(self.SUPER_USER_ROLES),
             # Topics: non-partitioned, created on first use, never deleted behind a test.
             "allowAutoTopicCreation": "true",
             "allowAutoTopicCreationType": "non-partitioned",
@@ -387,6 +446,20 @@ class LocalPulsar(JvmBroker):
             "numJournalCallbackThreads": "1",
             "journalMaxGroupWaitMSec": "1",
         }
+        certs = self._certificates
+        if certs is not None:
+            # Both protocols over TLS too; clients need not present a certificate.
+            settings |= {
+                "brokerServicePortTls": str(self.tls_broker_port),
+                "webServicePortTls": str(self.tls_web_port),
+                "tlsCertificateFilePath": str(certs.server_cert),
+                "tlsKeyFilePath": str(certs.server_key),
+                "tlsTrustCertsFilePath": str(certs.ca_cert),
+                "tlsRequireTrustedClientCertOnConnect": "false",
+                "tlsAllowInsecureConnection": "false",
+                # Jetty leases threads per connector: a second one does not start with 4.
+                "numHttpServerThreads": "6",
+            }
         return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 

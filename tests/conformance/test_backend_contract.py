@@ -15,6 +15,7 @@ from msgstream import (
     StreamStateError,
     SubscriptionPosition,
     TopicNotFound,
+    cooperate,
 )
 from msgstream.backend import Consumer
 
@@ -294,3 +295,69 @@ async def test_oversized_message_names_size_and_limit(backend: BackendHarness) -
         await producer.send(b"x" * (limit + 1))
     assert (info.value.size, info.value.limit, info.value.channel) == (limit + 1, limit, channel)
     assert str(limit) in str(info.value)
+
+
+async def test_reading_an_empty_channel_from_earliest_waits_without_spinning(
+    backend: BackendHarness,
+) -> None:
+    """A read position below the channel's first id with nothing stored after it: the
+    consumer must wait on an event (the loop watch fails a busy loop), then deliver."""
+    client = backend.client()
+    channel = backend.channel()
+    producer = await client.create_producer(channel)
+    consumer = await client.subscribe(channel, "sub", UNKNOWN)
+    await consumer.seek_to_earliest()
+    await assert_nothing_pending(consumer, wait=0.3)
+    await consumer.seek(client.earliest_message_id(), inclusive=True)
+    pending = asyncio.ensure_future(consumer.receive())
+    await asyncio.sleep(0.2)
+    assert not pending.done()
+    sent = await producer.send(b"first")
+    message = await asyncio.wait_for(pending, TIMEOUT)
+    assert (message.payload, message.msg_id) == (b"first", sent)
+
+
+async def test_seek_past_the_channel_end_is_refused(backend: BackendHarness) -> None:
+    """A position past the end would silently swallow the next messages: refused with an
+    error naming the channel, the requested id and the end. (The short channel is made
+    first so that, on Pulsar too, the long channel's ids sort after it.)"""
+    client = backend.client()
+    short, long = backend.channel("short"), backend.channel("long")
+    short_producer = await client.create_producer(short)
+    short_ids = await short_producer.send_many(payloads(2))
+    long_ids = await (await client.create_producer(long)).send_many(payloads(10))
+    consumer = await client.subscribe(short, "sub", UNKNOWN)
+    with pytest.raises(InvalidPositionError, match=rf"{short}.*past the channel's end"):
+        await consumer.seek(long_ids[-1], inclusive=True)
+    await consumer.seek(short_ids[-1], inclusive=False)  # right at the end: fine, waits
+    await assert_nothing_pending(consumer)
+    await short_producer.send(b"next")
+    assert await receive_n(consumer, 1) == [b"next"]
+
+
+async def test_draining_a_backlog_lets_other_tasks_run(
+    backend: BackendHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receive served from a buffer completes inline; a drain loop must still yield (here
+    on every call: the time slice is set to 0, so the test does not depend on speed)."""
+    monkeypatch.setattr(cooperate, "SLICE_S", 0.0)
+    client = backend.client()
+    channel = backend.channel()
+    producer = await client.create_producer(channel)
+    await producer.send_many(payloads(600))
+    consumer = await client.subscribe(channel, "sub", EARLIEST)
+    turns = 0
+
+    async def other_task() -> None:
+        nonlocal turns
+        while True:
+            await asyncio.sleep(0)
+            turns += 1
+
+    task = asyncio.ensure_future(other_task())
+    await asyncio.sleep(0)
+    started = turns
+    received = [(await consumer.receive()).payload for _ in range(600)]  # no wait_for: it yields
+    task.cancel()
+    assert received == payloads(600)
+    assert turns - started >= 300  # at least every other receive let it run

@@ -19,7 +19,7 @@ from msgstream.config import Config
 from msgstream.errors import BackendUnavailableError
 
 from . import connect
-from .failures import broker_call
+from .failures import ANY_CHANNEL, broker_call, refusal_of_code
 from .settings import admin_kwargs
 
 _TOPIC_ALREADY_EXISTS = 36
@@ -37,9 +37,11 @@ class KafkaAdmin:
         self._client: AIOKafkaAdminClient | None = None
         self._lock = asyncio.Lock()
         self._known_topics: set[str] = set()
+        self._default_replication: int | None = None
 
-    def _call(self, what: str) -> Any:
-        return broker_call(what, self._brokers, self._deadline)
+    def _call(self, what: str, topic: str | None = None, operation: str = "describe") -> Any:
+        """A broker call; an ACL refusal names ``operation`` on ``topic`` (else any)."""
+        return broker_call(what, self._brokers, self._deadline, topic, operation)
 
     async def _admin(self) -> AIOKafkaAdminClient:
         async with self._lock:
@@ -72,13 +74,17 @@ class KafkaAdmin:
             return
         section = self._config.kafka
         configs = {k: str(v) for k, v in section.topic_config.items()}
-        new = NewTopic(topic, 1, section.replication_factor, topic_configs=configs)
+        new = NewTopic(topic, 1, await self._replication_factor(), topic_configs=configs)
         admin = await self._admin()
-        async with self._call(f"creating topic {topic!r}"):
+        what = f"creating topic {topic!r}"
+        async with self._call(what, topic, "create"):
             response = await admin.create_topics([new])
         for name, code, *message in response.topic_errors:
             if code not in (0, _TOPIC_ALREADY_EXISTS):
                 detail = message[0] if message else ""
+                refused = refusal_of_code(code, detail, what, self._brokers, name, "create")
+                if refused is not None:
+                    raise refused
                 raise BackendUnavailableError(
                     f"kafka at {self._brokers}: creating topic {name!r} failed: "
                     f"error code {code} {detail}".rstrip()
@@ -89,7 +95,7 @@ class KafkaAdmin:
     async def _wait_until_visible(self, topic: str) -> None:
         """A created topic takes a moment to reach every broker's metadata."""
         admin = await self._admin()
-        async with self._call(f"waiting for topic {topic!r}"):
+        async with self._call(f"waiting for topic {topic!r}", topic):
             while True:
                 described = await admin.describe_topics([topic])
                 if any(t["error_code"] == 0 and t["partitions"] for t in described):
@@ -98,21 +104,49 @@ class KafkaAdmin:
 
     async def delete_topic(self, topic: str) -> None:
         admin = await self._admin()
-        async with self._call(f"deleting topic {topic!r}"):
+        what = f"deleting topic {topic!r}"
+        async with self._call(what, topic, "delete"):
             response = await admin.delete_topics([topic])
         self._known_topics.discard(topic)
         for name, code, *_ in response.topic_error_codes:
             if code not in (0, _UNKNOWN_TOPIC):
+                refused = refusal_of_code(code, "", what, self._brokers, name, "delete")
+                if refused is not None:
+                    raise refused
                 raise BackendUnavailableError(
                     f"kafka at {self._brokers}: deleting topic {name!r} failed: error code {code}"
                 )
+
+    async def _replication_factor(self) -> int:
+        """``kafka.replication_factor``, where -1 means the brokers' own
+        ``default.replication.factor``: aiokafka's ``NewTopic`` refuses -1 itself, so the
+        value is read from a broker once (1, Kafka's default, if it does not say)."""
+        wanted = self._config.kafka.replication_factor
+        if wanted != -1:
+            return wanted
+        if self._default_replication is None:
+            admin = await self._admin()
+            async with self._call("reading the brokers' default.replication.factor"):
+                cluster = await admin.describe_cluster()
+                node = min(int(b["node_id"]) for b in cluster["brokers"])
+                wanted_key = {"default.replication.factor": None}
+                resource = ConfigResource(ConfigResourceType.BROKER, str(node), wanted_key)
+                responses = await admin.describe_configs([resource])
+            found = 1
+            for response in responses:
+                for _code, _message, _type, _name, entries, *_ in response.resources:
+                    for name, value, *_ in entries:
+                        if name == "default.replication.factor" and value is not None:
+                            found = int(value)
+            self._default_replication = found
+        return self._default_replication
 
     async def max_message_bytes(self, topic: str) -> int | None:
         """The topic's ``max.message.bytes``, or None when the broker does not say."""
         admin = await self._admin()
         resource = ConfigResource(ConfigResourceType.TOPIC, topic, {"max.message.bytes": None})
         try:
-            async with self._call(f"reading the config of topic {topic!r}"):
+            async with self._call(f"reading the config of topic {topic!r}", topic):
                 responses = await admin.describe_configs([resource])
         except BackendUnavailableError:
             return None
@@ -133,19 +167,21 @@ class KafkaAdmin:
         """The offset ``group`` committed on ``topic`` (the next one it will read)."""
         admin = await self._admin()
         partition = TopicPartition(topic, 0)
-        async with self._call(f"reading offsets of subscription {group!r}"):
+        async with self._call(f"reading offsets of subscription {group!r}", topic):
             offsets = await admin.list_consumer_group_offsets(group, partitions=[partition])
         found = offsets.get(partition)
         return None if found is None or found.offset < 0 else int(found.offset)
 
-    async def delete_group(self, group: str) -> None:
+    async def delete_group(self, group: str, channel: str | None = None) -> None:
         """Forget a subscription's committed offsets (its consumers must be closed).
+        ``channel``: the one an ACL refusal names (a group may span channels).
 
         aiokafka has no public call for DeleteGroups, so the request goes through the
         admin client's request sender to the group's coordinator.
         """
         admin = await self._admin()
-        async with self._call(f"deleting subscription {group!r}"):
+        what = f"deleting subscription {group!r}"
+        async with self._call(what, channel, "delete"):
             coordinator = await admin.find_coordinator(group)
             response = await admin._send_request(DeleteGroupsRequest([group]), coordinator)
         for name, code in response.results:
@@ -153,6 +189,11 @@ class KafkaAdmin:
                 raise BackendUnavailableError(
                     f"kafka: subscription {name!r} still has live consumers; close them first"
                 )
+            refused = refusal_of_code(
+                code, "", what, self._brokers, channel or ANY_CHANNEL, "delete"
+            )
+            if refused is not None:
+                raise refused
             if code not in (0, _GROUP_ID_NOT_FOUND):
                 raise BackendUnavailableError(
                     f"kafka at {self._brokers}: deleting subscription {name!r} failed: "

@@ -61,8 +61,8 @@ class KafkaClient:
         if self._closed:
             raise StreamClosedError("kafka client")
 
-    def _call(self, what: str) -> Any:
-        return broker_call(what, self.brokers, self.deadline_s)
+    def _call(self, what: str, channel: str | None = None, operation: str = "use") -> Any:
+        return broker_call(what, self.brokers, self.deadline_s, channel, operation)
 
     @property
     def producer(self) -> AIOKafkaProducer | None:
@@ -152,7 +152,7 @@ class KafkaClient:
         await self.check_topic_valid(channel)
         reader = await self._offsets_reader()
         partition = TopicPartition(channel, 0)
-        async with self._call(f"reading the offsets of channel {channel!r}"):
+        async with self._call(f"reading the offsets of channel {channel!r}", channel, "describe"):
             first = (await reader.beginning_offsets([partition]))[partition]
             end = (await reader.end_offsets([partition]))[partition]
         return first, end
@@ -192,7 +192,7 @@ class KafkaClient:
         which may span channels: this deletes the group (its consumers must be closed)."""
         self.check_open()
         validate_subscription_name(subname)
-        await self.admin.delete_group(subname)
+        await self.admin.delete_group(subname, channel)
 
     async def close(self) -> None:
         if self._closed:

@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka import errors as kafka_errors
 
 from msgstream.backend import ConsumedMessage, MessageID
+from msgstream.cooperate import cooperate
 from msgstream.errors import InvalidPositionError, StreamClosedError, StreamStateError
 
 from . import connect
@@ -62,10 +63,14 @@ class KafkaConsumer:
         self._closed = False
 
     def _call(self, what: str) -> Any:
+        """A broker call of this consumer: an ACL refusal is one to read the channel (its
+        topic, or its subscription's consumer group)."""
         return broker_call(
             f"{what} (channel {self.channel!r}, subscription {self.subname!r})",
             self._client.brokers,
             self._client.deadline_s,
+            self.channel,
+            "read",
         )
 
     async def start(self, start_at: str) -> None:
@@ -130,6 +135,7 @@ class KafkaConsumer:
 
     async def receive(self) -> ConsumedMessage:
         while True:
+            await cooperate()  # a buffered message is served inline: yield now and then
             self._check_open()
             if self._buffer:
                 return self._buffer.popleft()
@@ -138,7 +144,7 @@ class KafkaConsumer:
                 await self._fetch()
             except (kafka_errors.KafkaError, OSError) as exc:
                 what = f"reading channel {self.channel!r} (subscription {self.subname!r})"
-                raise translate(exc, what, self._client.brokers) from exc
+                raise translate(exc, what, self._client.brokers, self.channel, "read") from exc
 
     def receive_nowait(self, max_messages: int) -> list[ConsumedMessage]:
         self._check_open()
@@ -147,13 +153,20 @@ class KafkaConsumer:
 
     async def seek(self, msg_id: MessageID, inclusive: bool) -> None:
         self._check_open()
-        target = KafkaMessageID.of(msg_id).offset + (0 if inclusive else 1)
-        await self._seek_offset(max(target, 0))
+        offset = KafkaMessageID.of(msg_id).offset
+        await self._seek_offset(max(offset + (0 if inclusive else 1), 0), requested=offset)
 
-    async def _seek_offset(self, target: int) -> None:
+    async def _seek_offset(self, target: int, requested: int | None = None) -> None:
+        """Read from offset ``target`` next. A ``requested`` position (a user's seek) past
+        the end is refused: the consumer would silently skip the next messages sent."""
         partition = self._partition
         async with self._call("seeking"):
             end = (await self._inner.end_offsets([partition]))[partition]
+            if requested is not None and target > end:
+                raise InvalidPositionError(
+                    f"cannot seek channel {self.channel!r} to offset {requested}: past the "
+                    f"channel's end (the next message will get offset {end})"
+                )
             # Kafka cannot wait at an offset beyond the end: wait at the end and skip up to it.
             self._inner.seek(partition, min(target, end))
             self._skip_below = target

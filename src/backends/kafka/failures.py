@@ -1,15 +1,21 @@
-"""Turn aiokafka's exceptions into msgstream's typed errors, naming the channel and broker."""
+"""Turn aiokafka's exceptions into msgstream's typed errors, naming the channel and broker.
+
+This is the Kafka backend's one table of failures: every call to the broker goes through
+:func:`broker_call` or :func:`translate`, and a broker error code in a response goes through
+:func:`refusal_of_code`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 from aiokafka import errors as kafka_errors
 
 from msgstream.errors import (
     AuthenticationError,
+    AuthorizationError,
     BackendUnavailableError,
     MsgStreamError,
     TopicNotFound,
@@ -23,11 +29,45 @@ AUTH_ERRORS: tuple[type[BaseException], ...] = (
     kafka_errors.IllegalSaslStateError,
 )
 
+AUTHORIZATION_ERRORS: Mapping[type[kafka_errors.KafkaError], str] = {
+    kafka_errors.TopicAuthorizationFailedError: "topic",
+    kafka_errors.GroupAuthorizationFailedError: "consumer group",
+    kafka_errors.ClusterAuthorizationFailedError: "cluster",
+    kafka_errors.TransactionalIdAuthorizationFailed: "transactional id",
+    kafka_errors.DelegationTokenAuthorizationFailed: "delegation token",
+}
+"""The broker's "not authorized" answers (ACLs), and the kind of resource each one names.
+None of them is retriable: aiokafka fails the call on the first such answer."""
 
-def translate(exc: BaseException, what: str, brokers: str) -> MsgStreamError:
-    """The msgstream error for ``exc`` raised while doing ``what``."""
+ANY_CHANNEL = "*"
+"""The channel an :class:`AuthorizationError` names when the refused call concerned no
+single channel (listing topics or consumer groups)."""
+
+
+def _refused_resource(exc: BaseException) -> str | None:
+    for kind, resource in AUTHORIZATION_ERRORS.items():
+        if isinstance(exc, kind):
+            return resource
+    return None
+
+
+def translate(
+    exc: BaseException,
+    what: str,
+    brokers: str,
+    channel: str | None = None,
+    operation: str = "use",
+) -> MsgStreamError:
+    """The msgstream error for ``exc`` raised while doing ``what``.
+
+    ``channel`` and ``operation`` ("write", "read", "create", ...) are what an ACL refusal
+    names: the broker refused ``operation`` on ``channel`` (or on its consumer group).
+    """
     if isinstance(exc, MsgStreamError):
         return exc
+    resource = _refused_resource(exc)
+    if resource is not None:
+        return _refusal(exc, resource, what, brokers, channel, operation)
     if isinstance(exc, AUTH_ERRORS) or "authentication" in str(exc).lower():
         return AuthenticationError(f"kafka at {brokers}: {what}: authentication failed: {exc}")
     if isinstance(exc, TimeoutError | kafka_errors.KafkaTimeoutError):
@@ -37,9 +77,39 @@ def translate(exc: BaseException, what: str, brokers: str) -> MsgStreamError:
     return BackendUnavailableError(f"kafka at {brokers}: {what}: {type(exc).__name__}: {exc}")
 
 
+def refusal_of_code(
+    code: int, detail: str, what: str, brokers: str, channel: str, operation: str
+) -> AuthorizationError | None:
+    """The error for a broker error ``code`` found in a response (not raised by aiokafka)
+    when it is an authorization refusal; None for any other code."""
+    kind = kafka_errors.for_code(code)
+    resource = AUTHORIZATION_ERRORS.get(kind)
+    if resource is None:
+        return None
+    return _refusal(kind(detail) if detail else kind(), resource, what, brokers, channel, operation)
+
+
+def _refusal(
+    exc: BaseException, resource: str, what: str, brokers: str, channel: str | None, operation: str
+) -> AuthorizationError:
+    return AuthorizationError(
+        channel or ANY_CHANNEL,
+        operation,
+        f"kafka at {brokers}: {what}: the broker's ACLs deny it on the {resource} "
+        f"({type(exc).__name__}: {exc})",
+    )
+
+
 @contextlib.asynccontextmanager
-async def broker_call(what: str, brokers: str, deadline_s: float) -> AsyncIterator[None]:
-    """Run the body within ``deadline_s``; raise a msgstream error on any broker failure."""
+async def broker_call(
+    what: str,
+    brokers: str,
+    deadline_s: float,
+    channel: str | None = None,
+    operation: str = "use",
+) -> AsyncIterator[None]:
+    """Run the body within ``deadline_s``; raise a msgstream error on any broker failure
+    (an ACL refusal names ``operation`` on ``channel``)."""
     try:
         async with asyncio.timeout(deadline_s):
             yield
@@ -53,7 +123,7 @@ async def broker_call(what: str, brokers: str, deadline_s: float) -> AsyncIterat
             f"kafka at {brokers}: {what}: unknown topic or partition"
         ) from exc
     except (kafka_errors.KafkaError, OSError) as exc:
-        raise translate(exc, what, brokers) from exc
+        raise translate(exc, what, brokers, channel, operation) from exc
 
 
 def topic_missing(channel: str) -> TopicNotFound:

@@ -130,7 +130,8 @@ class KafkaProducer:
         """The msgstream error for aiokafka's ``exc`` while sending ``payloads``."""
         if isinstance(exc, kafka_errors.MessageSizeTooLargeError):
             return MessageTooLargeError(self.channel, max(map(len, payloads)), self._limit)
-        return translate(exc, f"sending to channel {self.channel!r}", self._client.brokers)
+        what = f"sending to channel {self.channel!r}"
+        return translate(exc, what, self._client.brokers, self.channel, "write")
 
     async def close(self) -> None:
         self._closed = True

@@ -20,6 +20,7 @@ from msgstream.backend import (
     tagged_id_owner,
 )
 from msgstream.channels import validate_channel_name, validate_subscription_name
+from msgstream.cooperate import cooperate
 from msgstream.errors import (
     BackendUnavailableError,
     ForeignMessageIdError,
@@ -172,6 +173,7 @@ class LocalProducer:
                 f"{self.channel!r} failed: {exc}"
             ) from exc
         store.notify(self.channel)
+        await cooperate()  # the append completed inline: let other tasks run now and then
         return list(map(_new_int, repeat(client.id_type), ids))
 
     async def close(self) -> None:
@@ -209,6 +211,7 @@ class LocalConsumer:
     def _fill(self, limit: int) -> None:
         records = self._store.read(self.channel, self._read_from(), limit)
         if not records:
+            self._skip_deleted()
             return
         id_type = self._client.id_type
         channel = self.channel
@@ -219,12 +222,20 @@ class LocalConsumer:
         )
         self._next_read = records[-1].msg_id + 1
 
+    def _skip_deleted(self) -> None:
+        """After a read found nothing: nothing is stored from the read position up to the
+        channel's end, so the next message is at least ``first_readable``. Without this,
+        a position below it (an empty channel read from id 0, messages deleted by
+        retention) would look readable forever and ``receive`` would spin."""
+        assert self._next_read is not None
+        self._next_read = max(self._next_read, self._store.first_readable(self.channel))
+
     async def receive(self) -> ConsumedMessage:
         while True:
+            await cooperate()  # a buffered message is served inline: yield now and then
             self._check_open()
-            if self._buffer:
-                return self._buffer.popleft()
-            self._fill(PREFETCH)
+            if not self._buffer:
+                self._fill(PREFETCH)
             if self._buffer:
                 return self._buffer.popleft()
             assert self._next_read is not None
@@ -246,6 +257,7 @@ class LocalConsumer:
             return ConsumedBatch.of(self.channel, [self._buffer.popleft() for _ in range(count)])
         stored = self._store.read_batch(self.channel, self._read_from(), max_messages)
         if stored is None:
+            self._skip_deleted()
             return ConsumedBatch(self.channel, [], [], _no_message)
         self._next_read = stored.next_id
         tag = self._client.id_type.tag
@@ -275,10 +287,24 @@ class LocalConsumer:
         return self._client.message_id_from_bytes(msg_id.to_bytes())
 
     async def seek(self, msg_id: MessageID, inclusive: bool) -> None:
+        """Read from ``msg_id`` (``inclusive``) or after it next. A position before the
+        first retained message starts there; one past the channel's end is refused (it
+        would silently swallow the messages sent until the end reached it)."""
         self._check_open()
-        target = int(self._own_id(msg_id))
+        own = self._own_id(msg_id)
+        store, channel = self._store, self.channel
+        target = int(own) if inclusive else int(own) + 1
+        end = store.next_id(channel)
+        if target > end:
+            last = store.last_id(channel)
+            raise InvalidPositionError(
+                f"cannot seek channel {channel!r} to MessageID {int(own)} "
+                f"({'inclusive' if inclusive else 'exclusive'}): past the channel's end "
+                + ("(it is empty" if last is None else f"(its last message is id {last}")
+                + f"; the next message will get id {end})"
+            )
         self._buffer.clear()
-        self._next_read = max(target if inclusive else target + 1, 0)
+        self._next_read = max(target, store.first_readable(channel))
         if self._store.get_subscription(self.channel, self.subname) is None:
             self._store.put_subscription(self.channel, self.subname, self._next_read)
 

@@ -108,6 +108,11 @@ class LogStore(ABC):
     def next_id(self, channel: str) -> int:
         """The id the next append will get."""
 
+    def first_readable(self, channel: str) -> int:
+        """The smallest id a read can still return: ids below it were deleted by retention,
+        and every id from it up to :meth:`next_id` is stored. Reads start no earlier."""
+        return FIRST_ID
+
     # --- subscriptions --------------------------------------------------------------
     @abstractmethod
     def get_subscription(self, channel: str, name: str) -> StoredSubscription | None: ...

@@ -19,6 +19,7 @@ import anyio
 from msgstream.config import Config
 from msgstream.errors import AuthenticationError, BackendUnavailableError, TopicNotFound
 
+from .failures import UNTRUSTED_HINT, is_untrusted_certificate, not_authorized
 from .ids import PulsarMessageID
 from .settings import admin_token, admin_url, operation_timeout_s, tls_context
 
@@ -96,6 +97,11 @@ class PulsarAdmin:
             reason = _reason(exc)
             if exc.code == 404 and channel is not None and "subscription" not in path:
                 raise TopicNotFound(channel, "pulsar") from None
+            if channel is not None and _is_refused_permission(exc.code, reason):
+                operation = "delete" if method == "DELETE" else "read"
+                raise not_authorized(
+                    channel, operation, self.url, f"{method} {path}", f"HTTP {exc.code}: {reason}"
+                ) from None
             if exc.code in (401, 403):
                 raise AuthenticationError(
                     f"pulsar admin at {self.url}: {method} {path or '/'}: "
@@ -106,11 +112,22 @@ class PulsarAdmin:
                 f"HTTP {exc.code}: {reason}"
             ) from None
         except (OSError, ValueError) as exc:  # URLError, timeouts, refused connections
+            if is_untrusted_certificate(exc):
+                raise BackendUnavailableError(
+                    f"pulsar admin at {self.url}: {method} {path or '/'}: {UNTRUSTED_HINT} ({exc})"
+                ) from exc
             raise BackendUnavailableError(
                 f"pulsar admin at {self.url} (pulsar.admin_url) cannot be reached: "
                 f"{method} {path or '/'}: {exc}"
             ) from exc
         return json.loads(body) if body.strip() else None
+
+
+def _is_refused_permission(code: int, reason: str) -> bool:
+    """A known role without the permission. Pulsar answers 401 for both a refused identity
+    ("Authentication required") and a refused operation ("Unauthorized to ..."), 403 for
+    some refused operations."""
+    return code == 403 or (code == 401 and reason.startswith("Unauthorized to"))
 
 
 def _reason(error: urllib.error.HTTPError) -> str:

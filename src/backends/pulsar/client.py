@@ -65,8 +65,12 @@ class PulsarClient:
         if self.closed:
             raise StreamClosedError("pulsar client")
 
-    def _call(self, what: str) -> Any:
-        return broker_call(what, self.service_url, self.deadline_s)
+    def _call(self, what: str, channel: str, operation: str) -> Any:
+        """A broker call on ``channel`` needing the ``operation`` permission ("write" to
+        produce, "read" to consume): a refusal is an ``AuthorizationError`` naming both."""
+        return broker_call(
+            what, self.service_url, self.deadline_s, channel=channel, operation=operation
+        )
 
     def topic(self, channel: str) -> str:
         return topic_name(self.config.pulsar, channel)
@@ -87,7 +91,7 @@ class PulsarClient:
         self.check_open()
         validate_channel_name(channel)
         await self._check_credentials()
-        async with self._call(f"creating a producer on channel {channel!r}"):
+        async with self._call(f"creating a producer on channel {channel!r}", channel, "write"):
             inner = await self._inner.create_producer(
                 self.topic(channel), **producer_kwargs(self.config)
             )
@@ -101,7 +105,7 @@ class PulsarClient:
         """A library consumer on ``subname``; an existing subscription keeps its position."""
         self.check_open()
         await self._check_credentials()
-        async with self._call(f"subscribing {subname!r} to channel {channel!r}"):
+        async with self._call(f"subscribing {subname!r} to channel {channel!r}", channel, "read"):
             return await self._inner.subscribe(
                 self.topic(channel),
                 subname,

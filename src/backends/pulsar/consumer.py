@@ -26,14 +26,14 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from msgstream.backend import ConsumedMessage, MessageID
+from msgstream.cooperate import cooperate
 from msgstream.errors import (
-    BackendUnavailableError,
     InvalidPositionError,
     StreamClosedError,
     StreamStateError,
 )
 
-from .failures import broker_call
+from .failures import broker_call, translate
 from .ids import EARLIEST, PulsarMessageID
 from .library import _pulsar, pulsar, pulsar_asyncio
 
@@ -98,6 +98,8 @@ class PulsarConsumer:
             f"{what} (channel {self.channel!r}, subscription {self.subname!r})",
             self._client.service_url,
             self._client.deadline_s,
+            channel=self.channel,
+            operation="read",
         )
 
     # ---------------------------------------------------------------------- receiving
@@ -127,9 +129,13 @@ class PulsarConsumer:
             if woke_up:
                 self._refill(PREFETCH)
         else:
-            self._error = BackendUnavailableError(
-                f"pulsar at {self._client.service_url}: reading channel {self.channel!r} "
-                f"(subscription {self.subname!r}) failed: {result}"
+            what = f"reading channel {self.channel!r} (subscription {self.subname!r})"
+            self._error = translate(
+                pulsar_asyncio.PulsarException(result),
+                what,
+                self._client.service_url,
+                channel=self.channel,
+                operation="read",
             )
         waiter = self._waiter
         if waiter is not None and not waiter.done():
@@ -165,6 +171,7 @@ class PulsarConsumer:
 
     async def receive(self) -> ConsumedMessage:
         while True:
+            await cooperate()  # a buffered message is served inline: yield now and then
             self._check_open()
             self._check_positioned()
             if self._buffer:
@@ -202,6 +209,8 @@ class PulsarConsumer:
         self._buffer.clear()
         self._error = None
         at_start = target.key <= EARLIEST.key
+        if not at_start:
+            await self._refuse_past_end(target, inclusive)
         async with self._call(f"seeking to {target}"):
             # Seeking to the earliest id is a real seek (never skipped, whatever the
             # subscription's position): the broker moves to the first message it still has.
@@ -209,6 +218,19 @@ class PulsarConsumer:
         self._floor = target.key
         self._floor_inclusive = inclusive or at_start
         self._positioned = True
+
+    async def _refuse_past_end(self, target: PulsarMessageID, inclusive: bool) -> None:
+        """A position past the last message would silently skip the next messages sent.
+        (Pulsar cannot name the id the next message will get, so an inclusive seek must
+        name a stored message too.)"""
+        last = await self.get_latest_msg_id()
+        if last is None or target.key > PulsarMessageID.of(last).key:
+            where = "it is empty" if last is None else f"its last message is {last}"
+            raise InvalidPositionError(
+                f"cannot seek channel {self.channel!r} to {target} "
+                f"({'inclusive' if inclusive else 'exclusive'}): past the channel's end "
+                f"({where})"
+            )
 
     async def seek_to_earliest(self) -> None:
         await self.seek(EARLIEST, inclusive=True)

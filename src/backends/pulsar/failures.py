@@ -1,4 +1,12 @@
-"""Turn the Pulsar client's failures into msgstream's typed errors, naming what and where."""
+"""Turn the Pulsar client's failures into msgstream's typed errors, naming what and where.
+
+The broker says ``AuthorizationError`` when a known role lacks a permission (produce,
+consume, lookup) on the topic's namespace; the library reports it at once (it does not
+retry it), and it becomes msgstream's :class:`AuthorizationError` naming the channel and
+the operation ("write" for producing, "read" for subscribing and reading). A TLS
+certificate the client does not trust is a ``ConnectError`` from the library and an
+``SSLCertVerificationError`` from the admin API; both name ``pulsar.tls_trust_certs_file``.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,7 @@ from collections.abc import AsyncIterator
 
 from msgstream.errors import (
     AuthenticationError,
+    AuthorizationError,
     BackendUnavailableError,
     MsgStreamError,
     TopicNotFound,
@@ -22,6 +31,12 @@ _AUTH_RESULTS = frozenset(
         pulsar.Result.ErrorGettingAuthenticationData,
     }
 )
+_UNTRUSTED = "certificate verify failed"
+"""What OpenSSL's message says, in the library's ConnectError and in Python's ssl errors."""
+UNTRUSTED_HINT = (
+    "the broker's TLS certificate is not trusted: set pulsar.tls_trust_certs_file to the "
+    "CA (PEM) that signed it"
+)
 
 
 def result_of(exc: BaseException) -> pulsar.Result | None:
@@ -35,11 +50,45 @@ def result_of(exc: BaseException) -> pulsar.Result | None:
     return None
 
 
-def translate(exc: BaseException, what: str, where: str) -> MsgStreamError:
-    """The msgstream error for ``exc``, raised while doing ``what`` against ``where``."""
+def not_authorized(
+    channel: str, operation: str, where: str, what: str, reason: str
+) -> AuthorizationError:
+    """The broker refused a permission on ``channel``: msgstream's ``AuthorizationError``."""
+    return AuthorizationError(
+        channel, operation, f"pulsar at {where}: {what}: {reason or 'refused by the broker'}"
+    )
+
+
+def is_untrusted_certificate(exc: BaseException) -> bool:
+    """True if ``exc`` (or what it wraps) is a TLS certificate this client does not trust."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if _UNTRUSTED in str(seen):
+            return True
+        seen = getattr(seen, "reason", None) if isinstance(seen, OSError) else None
+        if not isinstance(seen, BaseException):
+            return False
+    return False
+
+
+def translate(
+    exc: BaseException,
+    what: str,
+    where: str,
+    *,
+    channel: str | None = None,
+    operation: str | None = None,
+) -> MsgStreamError:
+    """The msgstream error for ``exc``, raised while doing ``what`` against ``where``.
+
+    ``channel`` and ``operation`` name what a refused permission refused ("write",
+    "read"); without them a refusal is reported as failed authentication.
+    """
     if isinstance(exc, MsgStreamError):
         return exc
     result = result_of(exc)
+    if result == pulsar.Result.AuthorizationError and channel is not None:
+        return not_authorized(channel, operation or "use", where, what, _library_reason(exc))
     if result in _AUTH_RESULTS:
         return AuthenticationError(f"pulsar at {where}: {what}: authentication failed ({exc})")
     if result == pulsar.Result.Timeout or isinstance(exc, TimeoutError):
@@ -47,13 +96,31 @@ def translate(exc: BaseException, what: str, where: str) -> MsgStreamError:
             f"pulsar at {where}: {what}: timed out ({exc or 'no answer'})"
         )
     if result == pulsar.Result.ConnectError:
+        if is_untrusted_certificate(exc):
+            return BackendUnavailableError(
+                f"pulsar at {where}: {what}: cannot connect: {UNTRUSTED_HINT} ({exc})"
+            )
         return BackendUnavailableError(f"pulsar at {where}: {what}: cannot connect ({exc})")
     return BackendUnavailableError(f"pulsar at {where}: {what}: {type(exc).__name__}: {exc}")
 
 
+def _library_reason(exc: BaseException) -> str:
+    """The broker's own words, when the library passed them on ("" when it did not)."""
+    words = [a for a in getattr(exc, "args", ()) if isinstance(a, str) and a]
+    return words[-1] if words else ""
+
+
 @contextlib.asynccontextmanager
-async def broker_call(what: str, where: str, deadline_s: float) -> AsyncIterator[None]:
-    """Run the body within ``deadline_s``; raise a msgstream error on any broker failure."""
+async def broker_call(
+    what: str,
+    where: str,
+    deadline_s: float,
+    *,
+    channel: str | None = None,
+    operation: str | None = None,
+) -> AsyncIterator[None]:
+    """Run the body within ``deadline_s``; raise a msgstream error on any broker failure
+    (``channel`` and ``operation``: see :func:`translate`)."""
     try:
         async with asyncio.timeout(deadline_s):
             yield
@@ -63,7 +130,7 @@ async def broker_call(what: str, where: str, deadline_s: float) -> AsyncIterator
             "(msgstream.operation_timeout_s, pulsar.operation_timeout_s)"
         ) from exc
     except (pulsar_asyncio.PulsarException, pulsar.PulsarException, OSError) as exc:
-        raise translate(exc, what, where) from exc
+        raise translate(exc, what, where, channel=channel, operation=operation) from exc
 
 
 def topic_missing(channel: str) -> TopicNotFound:

@@ -97,7 +97,13 @@ class PulsarProducer:
                 f"{self._client.config.msgstream.operation_timeout_s:g} s "
                 "(msgstream.operation_timeout_s); they may still be written"
             )
-        return translate(exc, f"sending to channel {self.channel!r}", where)
+        return translate(
+            exc,
+            f"sending to channel {self.channel!r}",
+            where,
+            channel=self.channel,
+            operation="write",
+        )
 
     def _limit(self) -> int:
         return min(self._client.max_message_bytes, self._client.config.pulsar.max_message_size)

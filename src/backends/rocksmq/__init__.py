@@ -38,7 +38,9 @@ class _Shared:
 _OPEN: dict[tuple[str, bool], _Shared] = {}
 
 
-def options_from_config(config: Config, *, read_only: bool = False) -> RocksOptions:
+def options_from_config(
+    config: Config, *, read_only: bool = False, create: bool = True
+) -> RocksOptions:
     section = config.rocksmq
     return RocksOptions(
         sync=section.sync,
@@ -55,6 +57,7 @@ def options_from_config(config: Config, *, read_only: bool = False) -> RocksOpti
             else int(section.subscription_idle_expiry_s * 1000)
         ),
         read_only=read_only,
+        create=create,
     )
 
 
@@ -66,20 +69,15 @@ def open_client(
     retention_interval_s: float = 60.0,
     compaction_interval_s: float = 3600.0,
 ) -> LocalClient:
-    """A client of the store at ``path`` (created if missing unless read-only)."""
+    """A client of the store at ``path`` (created if missing unless read-only or
+    ``options.create`` is off). A path that cannot hold a store raises a
+    :class:`~msgstream.errors.StoreError` naming it."""
     options = options or RocksOptions()
     path = os.path.abspath(path)
     key = (path, options.read_only)
     shared = _OPEN.get(key)
     if shared is None:
-        if not options.read_only:
-            os.makedirs(path, exist_ok=True)
-        try:
-            store = RocksStore(path, options)
-        except Exception as exc:
-            raise BackendUnavailableError(
-                f"cannot open the rocksmq store at {path!r}: {exc}"
-            ) from exc
+        store = RocksStore(path, options)  # errors name the path (failures.store_error)
         shared = _OPEN[key] = _Shared(
             store, intervals=(retention_interval_s, compaction_interval_s)
         )
@@ -148,11 +146,11 @@ async def _maintain(shared: _Shared) -> None:
                 log.exception("rocksmq retention round failed at %s", shared.store.path)
 
 
-def new_client(config: Config, *, read_only: bool = False) -> LocalClient:
+def new_client(config: Config, *, read_only: bool = False, create: bool = True) -> LocalClient:
     section = config.rocksmq
     return open_client(
         config.rocksmq_path(),
-        options_from_config(config, read_only=read_only),
+        options_from_config(config, read_only=read_only, create=create),
         max_message_bytes=config.msgstream.max_message_bytes,
         retention_interval_s=section.retention_check_interval_s,
         compaction_interval_s=section.compaction_interval_s,

@@ -13,9 +13,20 @@ Key layout (all big-endian, so a channel's messages are one sequential range)::
 The ``L`` mark keeps ids from being reused once retention has deleted every message of
 a channel (the next id is otherwise derived from the last message or page on open).
 
+    b"H" + cid u32 + first id    -> last id i64: ids lost to damage, recorded by a repair
+
 A send is one WriteBatch (ids allocated under a lock), acknowledged once RocksDB has
 written it to the WAL (fsynced too with ``sync=True``). Messages are grouped into pages
 for retention; the open page of a channel is rebuilt from its messages on open.
+
+Durability: with ``sync=False`` an acknowledged message survives a crash of the process
+(the WAL write is in the kernel) but not of the machine; with ``sync=True`` it survives
+power loss too. A torn last WAL record (the write a power loss interrupted, never
+acknowledged under ``sync=True``) is dropped on open; any other damage to the WAL fails
+the open with :class:`StoreCorruptedError` instead of RocksDB's default of silently
+dropping everything after it. Every read checks that the ids it returns are all the ids
+the channel holds in that range, so a damaged table block, which makes RocksDB's
+iterator stop early without an error, is reported rather than read past.
 """
 
 from __future__ import annotations
@@ -36,9 +47,23 @@ from types import MappingProxyType
 from typing import cast
 
 import orjson
-from rocksdict import AccessType, Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+from rocksdict import (
+    AccessType,
+    DBRecoveryMode,
+    Options,
+    Rdict,
+    ReadOptions,
+    WriteBatch,
+    WriteOptions,
+)
 
-from msgstream.errors import StreamClosedError, TopicNotFound
+from msgstream.errors import (
+    DiskFullError,
+    StoreCorruptedError,
+    StoreError,
+    StreamClosedError,
+    TopicNotFound,
+)
 
 from ..local.store import (
     FIRST_ID,
@@ -49,6 +74,7 @@ from ..local.store import (
     StoredSubscription,
     now_ms,
 )
+from .failures import check_store_path, store_error
 from .retention import Page, RetentionPolicy, expired_pages
 
 log = logging.getLogger(__name__)
@@ -104,6 +130,15 @@ class RocksOptions:
     read_only: bool = False
     poll_interval_s: float = 0.05
     """How often a read-only store looks for the writer's new messages."""
+    create: bool = True
+    """Create a missing store (writable opens only; ``msgstream inspect`` never creates)."""
+    recovery: str = "tolerate_corrupted_tail_records"
+    """RocksDB's WAL recovery mode (a ``DBRecoveryMode`` name). Only ``msgstream doctor
+    --repair`` opens with another one, to recover past damage."""
+
+
+_REVIVE_MIN_FREE = 1 << 20
+"""Free bytes needed before a store that hit a full disk is reopened."""
 
 
 class RocksStore(LogStore):
@@ -116,37 +151,115 @@ class RocksStore(LogStore):
         self.read_only = self.options.read_only
         self._lock = threading.RLock()
         self._secondary_dir: tempfile.TemporaryDirectory[str] | None = None
-        db_options = Options(raw_mode=True)
-        if self.read_only:
-            # rocksdict creates a missing directory even for a secondary: check first.
-            if not os.path.isfile(os.path.join(path, "CURRENT")):
-                raise FileNotFoundError(f"no rocksmq store at {path!r}")
-            self._secondary_dir = tempfile.TemporaryDirectory(prefix="msgstream-secondary-")
-            db_options.set_max_open_files(-1)
-            access = AccessType.secondary(self._secondary_dir.name)
-            self._db = Rdict(path, db_options, access_type=access)
-        else:
-            db_options.create_if_missing(True)
-            self._db = Rdict(path, db_options)
+        # rocksdict creates a missing directory even for a secondary: check first.
+        check_store_path(path, create=self.options.create and not self.read_only)
+        self._full = False
+        """A write hit a full disk: RocksDB refuses every write after that until reopened."""
+        self._lost: StoreError | None = None
+        """Why the store is unusable, when reopening it after a full disk failed."""
+        self._db = self._open_db()
         self._write_options = WriteOptions()
         self._write_options.sync = self.options.sync
         self._closed = False
         self._open_consumers: dict[tuple[str, str], int] = {}
         self._volatile_subs: dict[tuple[str, str], StoredSubscription] = {}
-        self._load()
+        try:
+            self._load()
+        except Exception as exc:
+            self._db.close()
+            raise store_error(path, exc, "loading the store's index") from exc
+
+    def _open_db(self) -> Rdict:
+        db_options = Options(raw_mode=True)
+        db_options.set_paranoid_checks(True)
+        db_options.set_wal_recovery_mode(getattr(DBRecoveryMode, self.options.recovery)())
+        try:
+            if self.read_only:
+                assert self._secondary_dir is None
+                self._secondary_dir = tempfile.TemporaryDirectory(prefix="msgstream-secondary-")
+                db_options.set_max_open_files(-1)
+                access = AccessType.secondary(self._secondary_dir.name)
+                return Rdict(self.path, db_options, access_type=access)
+            db_options.create_if_missing(self.options.create)
+            return Rdict(self.path, db_options)
+        except Exception as exc:
+            if self._secondary_dir is not None:
+                self._secondary_dir.cleanup()
+            raise store_error(self.path, exc, "opening the store") from exc
+
+    def _failed(self, exc: Exception, doing: str) -> StoreError:
+        """The error for a failed write; after a full disk, the next write reopens."""
+        error = store_error(self.path, exc, doing)
+        if isinstance(error, DiskFullError):
+            self._full = True
+        return error
+
+    def _revive(self) -> None:
+        """Reopen the store after a full disk, once there is room again (RocksDB keeps
+        failing every write with the first error until then; rocksdict cannot call its
+        ``Resume``). Opening replays the WAL into a table file, so it needs about the
+        WAL's size free: short of that the store stays open for reads. Under the lock."""
+        free = _free_bytes(self.path)
+        needed = _REVIVE_MIN_FREE + _wal_bytes(self.path)
+        if free < needed:
+            raise DiskFullError(
+                self.path,
+                f"the disk holding the store is still full ({free} bytes free, about "
+                f"{needed} needed to reopen); writes resume by themselves once space is freed",
+            )
+        with contextlib.suppress(Exception):
+            self._db.close()
+        try:
+            self._db = self._open_db()
+            self._load()
+        except Exception as exc:
+            self._lost = store_error(self.path, exc, "reopening the store after a full disk")
+            raise self._lost from exc
+        self._full = False
+        log.warning(
+            "rocksmq store at %s reopened after its disk was full; writes resume", self.path
+        )
+
+    def _put(self, key: bytes, value: bytes, doing: str) -> None:
+        with self._lock:
+            self._check_open()
+            if self._full:
+                self._revive()
+            try:
+                self._db.put(key, value, self._write_options)
+            except Exception as exc:
+                raise self._failed(exc, doing) from exc
+
+    def _write(self, batch: WriteBatch, doing: str) -> None:
+        with self._lock:
+            self._check_open()
+            if self._full:
+                self._revive()
+            try:
+                self._db.write(batch, self._write_options)
+            except Exception as exc:
+                raise self._failed(exc, doing) from exc
 
     # --- loading ----------------------------------------------------------------------
     def _load(self) -> None:
         """(Re)build the in-memory indexes: channels, next ids and open pages."""
         self._cids: dict[str, int] = {}
         self._next: dict[int, int] = {}
+        self._floor: dict[int, int] = {}
+        self._holes: dict[int, list[tuple[int, int]]] = {}
         self._open_pages: dict[int, _OpenPage] = {}
         for key, value in self._scan(b"C"):
             cid, _ = _CHANNEL.unpack(value)
             self._cids[key[1:].decode()] = cid
         raw_next = self._db.get(b"N")
         self._next_cid = _U32.unpack(raw_next)[0] if raw_next else 1
+        for key, value in self._scan(b"H"):
+            first = int.from_bytes(key[5:13], "big", signed=True)
+            self._holes.setdefault(_U32.unpack(key[1:5])[0], []).append(
+                (first, _I64.unpack(value)[0])
+            )
         for cid in self._cids.values():
+            self._floor[cid] = self._deleted_below(cid)
             self._next[cid] = self._find_next_id(cid)
             if self.read_only:
                 continue  # no appends nor retention: skip the scan of the open page
@@ -159,10 +272,11 @@ class RocksStore(LogStore):
     def _find_next_id(self, cid: int) -> int:
         it = self._db.iter()
         it.seek_for_prev(_msg_key(cid, _MAX_ID))
+        holes_end = max((last + 1 for _, last in self._holes.get(cid, ())), default=FIRST_ID)
         if it.valid() and it.key()[:5] == _CID_PREFIX.pack(b"M", cid):
-            return int.from_bytes(it.key()[5:13], "big", signed=True) + 1
+            return max(int.from_bytes(it.key()[5:13], "big", signed=True) + 1, holes_end)
         pages = self._pages(cid)
-        return pages[-1].last_id + 1 if pages else self._deleted_below(cid)
+        return max(pages[-1].last_id + 1 if pages else self._deleted_below(cid), holes_end)
 
     def _deleted_below(self, cid: int) -> int:
         """The id below which retention deleted everything (FIRST_ID if it never ran)."""
@@ -192,6 +306,8 @@ class RocksStore(LogStore):
     def _check_open(self) -> None:
         if self._closed:
             raise StreamClosedError(f"rocksmq store at {self.path!r}")
+        if self._lost is not None:
+            raise self._lost
 
     def _cid(self, channel: str) -> int:
         try:
@@ -214,10 +330,11 @@ class RocksStore(LogStore):
             batch = WriteBatch(raw_mode=True)
             batch.put(b"C" + channel.encode(), _CHANNEL.pack(cid, now_ms()))
             batch.put(b"N", _U32.pack(cid + 1))
-            self._db.write(batch, self._write_options)
+            self._write(batch, f"creating channel {channel!r}")
             self._next_cid = cid + 1
             self._cids[channel] = cid
             self._next[cid] = FIRST_ID
+            self._floor[cid] = FIRST_ID
             self._open_pages[cid] = _OpenPage(FIRST_ID)
 
     def list_channels(self) -> list[str]:
@@ -231,16 +348,20 @@ class RocksStore(LogStore):
                 return
             batch = WriteBatch(raw_mode=True)
             batch.delete(b"C" + channel.encode())
-            for tag in (b"M", b"P", b"S", b"L"):
+            for tag in (b"M", b"P", b"S", b"L", b"H"):
                 batch.delete_range(_CID_PREFIX.pack(tag, cid), _CID_PREFIX.pack(tag, cid + 1))
-            self._db.write(batch, self._write_options)
+            self._write(batch, f"deleting channel {channel!r}")
             self._next.pop(cid, None)
+            self._floor.pop(cid, None)
+            self._holes.pop(cid, None)
             self._open_pages.pop(cid, None)
 
     # --- records ----------------------------------------------------------------------
     def append(self, channel: str, payloads: Sequence[bytes], properties: Properties) -> list[int]:
         self._check_open()
         with self._lock:
+            if self._full:
+                self._revive()
             cid = self._cid(channel)
             first = self._next[cid]
             count = len(payloads)
@@ -254,7 +375,12 @@ class RocksStore(LogStore):
             page = self._open_pages[cid]
             closing = page.size + size >= self.options.page_size
             if count == 1 and not closing:  # one put is atomic too, and cheaper than a batch
-                self._db.put(_MSG_KEY.pack(b"M", cid, first, flag), values[0], self._write_options)
+                try:
+                    self._db.put(
+                        _MSG_KEY.pack(b"M", cid, first, flag), values[0], self._write_options
+                    )
+                except Exception as exc:
+                    raise self._failed(exc, f"writing to channel {channel!r}") from exc
             else:
                 # Keys are built by a C-level map(); the loop only calls put().
                 ids = range(first, last + 1)
@@ -267,7 +393,7 @@ class RocksStore(LogStore):
                     batch.put(
                         page_key(cid, page.first_id), _PAGE.pack(last, page.size + size, now_ms())
                     )
-                self._db.write(batch, self._write_options)
+                self._write(batch, f"writing {count} message(s) to channel {channel!r}")
             self._next[cid] = last + 1
             if closing:
                 self._open_pages[cid] = _OpenPage(last + 1)
@@ -278,11 +404,18 @@ class RocksStore(LogStore):
     def _flat_items(self, channel: str, from_id: int, limit: int) -> list[bytes]:
         """Up to ``limit`` messages of ``channel`` from ``from_id`` on, as one flat list
         ``[key, value, key, value, ...]``: each (key, value) pair the iterator makes is
-        dropped as soon as it is read, and no Python code runs per message."""
+        dropped as soon as it is read, and no Python code runs per message.
+
+        Every id from ``from_id`` (or the retention floor) up to the channel's end is
+        stored, so the read is checked in O(1): first id, last id and count must agree,
+        and a short read must reach the end. RocksDB's iterator stops without an error
+        at a damaged block; that check turns it into :class:`StoreCorruptedError`.
+        """
         self._check_open()
         cid = self._cid(channel)
-        start = max(from_id, 0)
-        if start >= self._next.get(cid, FIRST_ID):
+        end = self._next.get(cid, FIRST_ID)  # before the iterator: it sees at least this
+        start = max(from_id, self._floor.get(cid, FIRST_ID))
+        if start >= end:
             return []
         # ``bounds`` must outlive the iteration: RocksDB keeps a pointer to the bound.
         bounds = ReadOptions()
@@ -291,7 +424,52 @@ class RocksStore(LogStore):
         pairs = cast(Iterator[tuple[bytes, bytes]], items)
         flat = list(chain.from_iterable(itertools.islice(pairs, limit)))
         del items, pairs, bounds
+        got = len(flat) >> 1
+        if got:
+            first = int.from_bytes(flat[0][5:13], "big", signed=True)
+            last = int.from_bytes(flat[-2][5:13], "big", signed=True)
+            if first == start and last - first + 1 == got and (got == limit or last + 1 >= end):
+                return flat
+        self._check_gaps(channel, cid, flat[0::2], start, end, short=got < limit)
         return flat
+
+    def _check_gaps(
+        self, channel: str, cid: int, keys: list[bytes], start: int, end: int, *, short: bool
+    ) -> None:
+        """The slow path of :meth:`_flat_items`: ids missing from a read are fine only
+        below the retention floor (read again from the store: retention may have run
+        meanwhile) or inside holes a repair recorded; anything else is damage."""
+        ids = [int.from_bytes(key[5:13], "big", signed=True) for key in keys]
+        bounds = [start - 1, *ids] + ([end] if short else [])
+        floor = self._deleted_below(cid)
+        holes = self._holes.get(cid, [])
+        for before, after in itertools.pairwise(bounds):
+            missing_from, missing_to = max(before + 1, floor), after - 1
+            for hole_first, hole_last in holes:
+                if hole_first <= missing_from <= hole_last:
+                    missing_from = hole_last + 1
+            if missing_from <= missing_to:
+                raise self._unreadable(channel, cid, missing_from, missing_to)
+
+    def _unreadable(self, channel: str, cid: int, first: int, last: int) -> StoreCorruptedError:
+        it = self._db.iter()
+        it.seek(_msg_key(cid, first))
+        try:
+            it.status()
+            why = "missing from the store"
+        except Exception as exc:
+            why = " ".join(str(exc).split())
+        lost = f"channel {channel!r} ids {first}..{last}"
+        return StoreCorruptedError(
+            self.path,
+            f"{lost} cannot be read ({why}); run `msgstream doctor {self.path}` to see what "
+            "is damaged and what can be recovered",
+            lost=lost,
+        )
+
+    def first_readable(self, channel: str) -> int:
+        cid = self._cids.get(channel)
+        return FIRST_ID if cid is None else self._floor.get(cid, FIRST_ID)
 
     def read(self, channel: str, from_id: int, limit: int) -> list[Record]:
         flat = self._flat_items(channel, from_id, limit)
@@ -330,6 +508,7 @@ class RocksStore(LogStore):
         return StoredBatch(ids, payloads, properties, next_id)
 
     def first_id(self, channel: str) -> int | None:
+        self._check_open()
         cid = self._cid(channel)
         it = self._db.iter()
         it.seek(_CID_PREFIX.pack(b"M", cid))
@@ -349,6 +528,7 @@ class RocksStore(LogStore):
         volatile = self._volatile_subs.get((channel, name))
         if volatile is not None:
             return volatile
+        self._check_open()
         cid = self._cids.get(channel)
         if cid is None:
             return None
@@ -364,9 +544,14 @@ class RocksStore(LogStore):
             self._volatile_subs[(channel, name)] = StoredSubscription(name, next_id, now_ms())
             return
         cid = self._cid(channel)
-        self._db.put(self._sub_key(cid, name), _SUB.pack(next_id, now_ms()), self._write_options)
+        self._put(
+            self._sub_key(cid, name),
+            _SUB.pack(next_id, now_ms()),
+            f"saving subscription {name!r} of channel {channel!r}",
+        )
 
     def list_subscriptions(self, channel: str) -> list[StoredSubscription]:
+        self._check_open()
         cid = self._cid(channel)
         subs = []
         for key, value in self._scan(_CID_PREFIX.pack(b"S", cid)):
@@ -378,7 +563,9 @@ class RocksStore(LogStore):
         self._check_open()
         cid = self._cids.get(channel)
         if cid is not None:
-            self._db.delete(self._sub_key(cid, name), self._write_options)
+            batch = WriteBatch(raw_mode=True)
+            batch.delete(self._sub_key(cid, name))
+            self._write(batch, f"deleting subscription {name!r} of channel {channel!r}")
 
     # --- open consumers pin their subscriptions against idle expiry -------------------------
     def consumer_opened(self, channel: str, name: str) -> None:
@@ -421,7 +608,8 @@ class RocksStore(LogStore):
                 for page in doomed:
                     batch.delete(page_key(cid, page.first_id))
                 batch.put(_CID_PREFIX.pack(b"L", cid), _I64.pack(doomed[-1].last_id + 1))
-                self._db.write(batch, self._write_options)
+                self._write(batch, f"retention on channel {channel!r}")
+                self._floor[cid] = max(self._floor.get(cid, FIRST_ID), doomed[-1].last_id + 1)
                 deleted += doomed[-1].last_id + 1 - doomed[0].first_id
                 log.info(
                     "rocksmq retention: channel %r deleted ids %d..%d (%d pages)",
@@ -438,7 +626,9 @@ class RocksStore(LogStore):
         for sub in self.list_subscriptions(channel):
             pinned = (channel, sub.name) in self._open_consumers
             if expiry >= 0 and not pinned and now - sub.last_active_ms > expiry:
-                self._db.delete(self._sub_key(cid, sub.name), self._write_options)
+                expire = WriteBatch(raw_mode=True)
+                expire.delete(self._sub_key(cid, sub.name))
+                self._write(expire, f"expiring subscription {sub.name!r}")
                 log.warning(
                     "rocksmq: subscription %r on channel %r idle for %d ms; expired",
                     sub.name,
@@ -454,10 +644,18 @@ class RocksStore(LogStore):
         last = self._next[cid] - 1
         if last < page.first_id:
             return
-        self._db.put(
-            page_key(cid, page.first_id), _PAGE.pack(last, page.size, now), self._write_options
-        )
+        self._put(page_key(cid, page.first_id), _PAGE.pack(last, page.size, now), "closing a page")
         self._open_pages[cid] = _OpenPage(last + 1)
+
+    def flush(self) -> None:
+        """Write the memtables to table files (RocksDB otherwise keeps them in the WAL)."""
+        self._check_open()
+        if not self.read_only:
+            with self._lock:
+                try:
+                    self._db.flush()
+                except Exception as exc:
+                    raise self._failed(exc, "flushing the store") from exc
 
     def compact(self) -> None:
         """Reclaim the disk space of deleted ranges."""
@@ -500,3 +698,19 @@ class RocksStore(LogStore):
 
 def page_key(cid: int, first_id: int) -> bytes:
     return _CID_PREFIX.pack(b"P", cid) + first_id.to_bytes(8, "big", signed=True)
+
+
+def _wal_bytes(path: str) -> int:
+    try:
+        with os.scandir(path) as entries:
+            return sum(e.stat().st_size for e in entries if e.name.endswith(".log"))
+    except OSError:
+        return 0
+
+
+def _free_bytes(path: str) -> int:
+    try:
+        stats = os.statvfs(path)
+    except OSError:
+        return 0
+    return stats.f_bavail * stats.f_frsize

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from ..backend import Client, MessageID, SubscriptionInfo
 from ..config import Config, resolve_backend
-from ..errors import BackendUnavailableError
+from ..errors import StoreLockedError
 from ..factory import new_client
 from .common import CliError, Subparsers, channel_name, getattr_any, stdout_console
 from .output import dumps, format_message_id
@@ -63,17 +63,18 @@ class ChannelView:
 
 
 async def open_client(config: Config) -> Client:
-    """A client of the configured backend. An embedded store that another process holds
-    open (RocksDB allows one writer) is opened read-only instead."""
-    try:
+    """A client of the configured backend. An embedded store is never created here (a
+    mistyped path is an error), and one that another process holds open (RocksDB allows
+    one writer) is opened read-only instead."""
+    if resolve_backend(config) != "rocksmq":
         return new_client(config)
-    except BackendUnavailableError:
-        if resolve_backend(config) != "rocksmq":
-            raise
-        module = importlib.import_module("backends.rocksmq")
+    module = importlib.import_module("backends.rocksmq")
+    try:
+        client: Client = module.new_client(config, create=False)
+    except StoreLockedError:
         log.info("rocksmq store is in use by another process; opening it read-only")
-        client: Client = module.new_client(config, read_only=True)
-        return client
+        client = module.new_client(config, read_only=True)
+    return client
 
 
 async def collect(client: Client, channels: list[str] | None) -> list[ChannelView]:

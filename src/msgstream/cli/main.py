@@ -12,8 +12,8 @@ from typing import Any
 
 from .. import __version__
 from ..config import Config, load_config
-from ..errors import MsgStreamError
-from . import consume, demo, ingest, inspection, produce
+from ..errors import BackendUnavailableError, MsgStreamError
+from . import consume, demo, doctor, ingest, inspection, produce
 from .common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -55,8 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="msgstream",
         description=(
             "Produce to, consume from and inspect msgstream channels, ingest them into "
-            "Parquet through Spark, or run the self-checking demo. Exit codes: 0 ok, 1 a "
-            "check failed, 2 usage or configuration error, 130 interrupted."
+            "Parquet through Spark, check an embedded store, or run the self-checking demo. "
+            "Exit codes: 0 ok; 1 a runtime failure (a broker that cannot be reached or "
+            "refuses, a full disk, a damaged or locked store) or a failed check; 2 a usage "
+            "or configuration error (bad option, config key, position or channel name); "
+            "130 interrupted."
         ),
     )
     parser.add_argument("--version", action="version", version=f"msgstream {__version__}")
@@ -67,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_parser(sub, common)
     consume.add_parser(sub, common)
     inspection.add_parser(sub, common)
+    doctor.add_parser(sub, common)
     ingest.add_parser(sub, common)
     demo.add_parser(sub, common)
     return parser
@@ -99,6 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             config = load_config(args.config)  # --config, else $MSGSTREAM_CONFIG, else defaults
             return asyncio.run(handler(config, args))
+        except BackendUnavailableError as exc:  # the command was right; the world was not
+            print(f"error: {_one_line(exc)}", file=sys.stderr, flush=True)
+            return EXIT_FAILED
         except (MsgStreamError, CliError) as exc:
             print(f"error: {_one_line(exc)}", file=sys.stderr, flush=True)
             return EXIT_USAGE

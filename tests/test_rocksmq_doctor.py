@@ -1,0 +1,154 @@
+"""``msgstream doctor``: a read-only check that names the damage, and a repair that keeps
+everything readable, records what was lost, and leaves a store that reads without error."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from backends.rocksmq import RocksStore, open_client
+from msgstream import StoreCorruptedError, SubscriptionPosition
+from msgstream.cli.main import main
+from test_rocksmq_durability import CHANNELS, produce_and_kill
+from test_rocksmq_faults import biggest, damage
+
+EARLIEST = SubscriptionPosition.EARLIEST
+
+
+def fingerprint(path: Path) -> dict[str, str]:
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(path.iterdir())
+        if p.is_file() and not p.name.startswith("LOG")
+    }
+
+
+def doctor(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, object]]:
+    code = main(["doctor", *args, "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def channel_report(report: dict[str, object], name: str) -> dict[str, object]:
+    channels = report["channels"]
+    assert isinstance(channels, list)
+    (found,) = [c for c in channels if c["channel"] == name]
+    assert isinstance(found, dict)
+    return found
+
+
+async def read_all(path: Path, channel: str) -> list[tuple[int, bytes]]:
+    client = open_client(str(path))
+    try:
+        consumer = await client.subscribe(channel, "check", EARLIEST)
+        out = []
+        while batch := consumer.receive_nowait(10_000):
+            out += [(int(m.msg_id), m.payload) for m in batch]  # type: ignore[call-overload]
+        return out
+    finally:
+        await client.close()
+
+
+def test_a_healthy_store_is_reported_healthy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "store"
+    store = RocksStore(str(path))
+    store.ensure_channel("a")
+    store.append("a", [b"x"] * 5, {})
+    store.put_subscription("a", "s", 3)
+    store.close()
+    code, report = doctor(capsys, str(path))
+    assert code == 0
+    assert report["healthy"] is True and report["problems"] == []
+    a = channel_report(report, "a")
+    assert (a["messages"], a["first_id"], a["end_id"], a["lost"]) == (5, 1, 6, [])
+
+
+def test_a_damaged_wal_is_named_then_repaired(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "store"
+    produce_and_kill(path, sync=False, min_acks=3000)
+    wal = biggest(path, ".log")
+    damage(wal, wal.stat().st_size // 2, b"\xde\xad\xbe\xef" * 64)
+    before = fingerprint(path)
+
+    code, report = doctor(capsys, str(path))
+    assert code == 1
+    assert report["healthy"] is False
+    (problem,) = report["problems"]  # type: ignore[misc]
+    assert problem.startswith(f"write-ahead log ({wal.name}): Corruption: ")
+    assert fingerprint(path) == before  # the check wrote nothing
+    readable = {c: channel_report(report, c)["messages"] for c in CHANNELS}
+
+    code, repaired = doctor(capsys, str(path), "--repair")
+    assert code == 0
+    backup = Path(str(repaired["backup"]))
+    assert backup.name.startswith("store.damaged-") and fingerprint(backup) == before
+    for channel in CHANNELS:
+        records = asyncio.run(read_all(path, channel))
+        assert len(records) == readable[channel]
+        assert all(payload == f"{channel}:{i - 1}".encode() for i, payload in records)
+    code, again = doctor(capsys, str(path))  # lost ids are now known holes, not damage
+    assert (code, again["healthy"], again["problems"]) == (0, True, [])
+
+
+def test_a_damaged_table_block_is_located_then_read_past(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "store"
+    store = RocksStore(str(path))
+    store.ensure_channel("ch")
+    payloads = [b"%06d" % i + os.urandom(94) for i in range(20_000)]
+    for start in range(0, len(payloads), 1000):
+        store.append("ch", payloads[start : start + 1000], {})
+    store.flush()
+    store.close()
+    table = biggest(path, ".sst")
+    damage(table, table.stat().st_size // 3, b"\0" * 64)
+
+    code, report = doctor(capsys, str(path))
+    assert code == 1
+    (problem,) = report["problems"]  # type: ignore[misc]
+    assert "block checksum mismatch" in problem and table.name in problem
+    ch = channel_report(report, "ch")
+    ((first, last),) = ch["lost"]  # type: ignore[misc]
+    assert 1 < first <= last < 20_000
+    assert ch["messages"] == 20_000 - (last - first + 1)
+    assert ch["end_id"] == 20_001
+
+    with pytest.raises(StoreCorruptedError, match=rf"ids {first}\.\.20000 cannot be read"):
+        asyncio.run(read_all(path, "ch"))
+    assert main(["doctor", str(path), "--repair"]) == 0
+    capsys.readouterr()
+    records = asyncio.run(read_all(path, "ch"))
+    assert [i for i, _ in records] == [*range(1, first), *range(last + 1, 20_001)]
+    assert all(payload == payloads[i - 1] for i, payload in records)
+
+    client = open_client(str(path))  # lost ids are never handed out again
+    producer = asyncio.run(client.create_producer("ch"))
+    assert int(asyncio.run(producer.send(b"new"))) == 20_001  # type: ignore[call-overload]
+    asyncio.run(client.close())
+
+
+def test_inspect_on_a_damaged_store_fails_instead_of_showing_it_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "store"
+    produce_and_kill(path, sync=False, min_acks=3000)
+    wal = biggest(path, ".log")
+    damage(wal, wal.stat().st_size // 2, b"\xde\xad\xbe\xef" * 64)
+    config = tmp_path / "msgstream.yaml"
+    config.write_text(f"rocksmq:\n  path: {path}\n", encoding="utf-8")
+    assert main(["inspect", "--config", str(config)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith(f"error: rocksmq store at '{path}': opening the store found damage")
+    assert line.endswith("to see what is damaged and what can be recovered")
