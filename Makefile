@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench bench-brokers fuzz clean
+.PHONY: install demo test lint bench bench-brokers fuzz chaos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ test: lint
 FUZZ_ITERATIONS ?= 1000000
 fuzz: $(STAMP)
 	FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) $(BIN)/python tests/fuzzing.py
+
+# Fault scenarios (process and broker kills, store damage, a full disk) against the real
+# parts; prints one table: acknowledged, lost, duplicated, longest time to error.
+chaos: $(STAMP)
+	$(BIN)/python benchmarks/chaos.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_rocksmq.py

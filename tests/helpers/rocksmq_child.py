@@ -44,12 +44,13 @@ SCRIPT = os.path.abspath(__file__)
 
 
 class Child:
-    """This script run as a separate process, with its stdout read line by line."""
+    """This script (or ``script``) run as a separate process, with its stdout read line
+    by line."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, script: str = SCRIPT) -> None:
         self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in close())
         self.proc = subprocess.Popen(
-            [sys.executable, SCRIPT, *args],
+            [sys.executable, script, *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
