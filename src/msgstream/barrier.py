@@ -86,7 +86,7 @@ class TickBarrier:
         late_policy: LatePolicy = "deliver",
         on_late: LateHandler | None = None,
         channel_capacity: int = 65536,
-        channel_byte_limit: int = 64 * 1024 * 1024,
+        channel_byte_limit: int = 16 * 1024 * 1024,
     ) -> None:
         if not channels:
             raise ValueError("a time-tick barrier needs at least one channel")
@@ -161,17 +161,22 @@ class TickBarrier:
     def report_stall(self, blocked: Sequence[str]) -> None:
         """Hook: the stream must wait for input while ``blocked`` channels are held at
         their limits, i.e. time waits on channels with nothing read (e.g. a channel that
-        never ticks). Logged as a warning once per stall (until the next pack is cut)."""
+        never ticks). Logged once per stall (until the next pack is cut): as a warning
+        while a channel time waits on has no tick yet, else (a channel merely behind) at
+        debug level."""
         if self._stall_reported:
             return
         self._stall_reported = True
         waiting = self.waiting_on()
         silent = [c for c in waiting if self._channels[c].last_tick is None]
-        log.warning(
+        # No tick at all is what a channel that never ticks looks like; a channel that
+        # has ticked but is read more slowly than the others is only behind for a while.
+        log.log(
+            logging.WARNING if silent else logging.DEBUG,
             "time-tick barrier stalled: waiting on channel(s) %s (%s); channel(s) %s are "
             "held at their buffer limits (%d messages, %d bytes each) until then",
             waiting,
-            "no time tick read yet" if silent == waiting else f"last tick {self.end_ts()}",
+            "no time tick read yet" if silent else f"last tick {self.end_ts()}",
             list(blocked),
             self.capacity,
             self.byte_limit,

@@ -395,7 +395,7 @@ class MsgStreamConfig(_Section):
         ),
     )
     tt_channel_buffer_bytes: int = field(
-        default=67108864,
+        default=16777216,
         metadata=_key(
             "Max payload bytes a TtMsgStream buffers per channel ahead of the time-tick "
             "barrier (plus about one message); bounds memory while a channel does not tick",
