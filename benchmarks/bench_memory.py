@@ -1,19 +1,26 @@
 """Peak memory of a TtMsgStream while one of its channels does not tick.
 
-    python benchmarks/bench_memory.py [--messages N] [--path DIR] [--old] [--json FILE]
+    python benchmarks/bench_memory.py [--messages N] [--writer inline|process] [--old]
+                                      [--path DIR] [--json FILE]
 
 A TtMsgStream on rocksmq drains N (default 10^6) Insert messages of about 4 KB over 4
-channels; channel 3 is silent (no message, no tick) for the first half. The first half
-(channels 0-2) is written by a child process before the consumer starts; the consumer,
-in a child process of its own, reads until it is held (the barrier reports the stall and
-the loud channels' readers are full), then produces the second half on all four channels
-in batches while it drains. Reported: peak RSS of the consumer process
-(``ru_maxrss``), what it had read when the stall held, and msgs/s over the whole drain.
-Goal (reliability issue): peak RSS < 256 MB with the default limits.
+channels; channel 3 is silent (no message, no tick) for the first half. A writer process
+writes the first half (channels 0-2, a tick every 100 messages per channel). A consumer
+process then reads until it is held (the barrier reported the stall and the loud
+channels' readers are full), and the second half is written on all four channels while
+it drains: by the consumer's own process (``--writer inline``, the default: one process
+owns the embedded store, so the consumer's RSS includes RocksDB's write buffers), or by
+the writer process (``--writer process``: the consumer reads the store opened read-only,
+and its RSS includes RocksDB's catch-up of the writer's log).
 
-``--old`` adds the same run with message and byte limits set out of reach, i.e. the
-barrier reading every channel without limit while one is silent, as before byte limits
-(it holds the whole first half, about N/2 x 4 KB, in memory).
+Reported: the consumer's peak RSS (``ru_maxrss``), what it had read and its RSS when
+held, and msgs/s of the drain and of the writer. The store (about 4 GB) is written under
+``--path`` (default: the temp dir) and removed afterwards.
+Goal (reliability issue): consumer peak RSS < 256 MB with the default limits.
+
+``--old`` adds the same run with message and byte limits out of reach: the barrier
+reads every channel without limit while one is silent, as before byte limits (it holds
+the whole first half, about N/2 x 4 KB, in memory).
 """
 
 from __future__ import annotations
@@ -115,14 +122,41 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def fill_first_half(path: str, total: int) -> None:
-    loud = [c for c in range(len(CHANNELS)) if c != SILENT]
-    asyncio.run(produce(path, loud, total // 2, 0, 0))
-
-
-async def consume(path: str, total: int, limits: dict[str, int]) -> dict[str, Any]:
+def write(path: str, total: int) -> None:
+    """The writer process: the first half (channel SILENT silent), then, once the
+    consumer says it is held, the second half on every channel."""
     half = total // 2
-    stream = TtMsgStream(open_client(path, RocksOptions()), pursuit_lag_s=0, **limits)
+    loud = [c for c in range(len(CHANNELS)) if c != SILENT]
+    start = time.perf_counter()
+    asyncio.run(produce(path, loud, half, 0, 0))
+    first_s = time.perf_counter() - start
+    print("first half written", flush=True)
+    if sys.stdin.readline().strip() != "go":  # the consumer writes the second half itself
+        print(json.dumps({"writer_msgs_per_s": round(half / first_s)}))
+        return
+    start = time.perf_counter()  # the consumer is held
+    # Timestamps and ids above every first-half one.
+    asyncio.run(produce(path, list(range(len(CHANNELS))), total - half, 2 * total, 10 * total))
+    second_s = time.perf_counter() - start
+    print(
+        json.dumps(
+            {
+                "writer_msgs_per_s": round(total / (first_s + second_s)),
+                "writer_peak_rss_mb": round(peak_rss_mb(), 1),
+            }
+        )
+    )
+
+
+async def consume(path: str, total: int, limits: dict[str, int], writer: str) -> dict[str, Any]:
+    """The consumer process: reads until held, says so, and drains the second half,
+    written by itself (``writer == "inline"``, one process owns the store) or by the
+    writer process (it reads the store opened read-only)."""
+    half = total // 2
+    inline = writer == "inline"
+    options = RocksOptions() if inline else RocksOptions(read_only=True, poll_interval_s=0.01)
+    client = open_client(path, options)
+    stream = TtMsgStream(client, pursuit_lag_s=0, **limits)
     await stream.as_consumer(CHANNELS, "bench", SubscriptionPosition.EARLIEST)
     stalls = 0
     report_stall = stream.barrier.report_stall
@@ -155,8 +189,10 @@ async def consume(path: str, total: int, limits: dict[str, int]) -> dict[str, An
         "packs_when_held": stream.barrier.stats.packs,
         "rss_when_held_mb": round(peak_rss_mb(), 1),
     }
-    # Timestamps and ids above every first-half one.
-    await produce(path, list(range(len(CHANNELS))), total - half, 2 * total, 10 * total)
+    print(json.dumps(held), flush=True)
+    if inline:
+        # Timestamps and ids above every first-half one.
+        await produce(path, list(range(len(CHANNELS))), total - half, 2 * total, 10 * total)
     await draining
     elapsed = time.perf_counter() - start
     await stream.close()
@@ -165,37 +201,48 @@ async def consume(path: str, total: int, limits: dict[str, int]) -> dict[str, An
         "messages": seen,
         "packs": packs,
         **held,
-        "seconds": round(elapsed, 1),
-        "msgs_per_s": round(seen / elapsed),
+        "drain_seconds": round(elapsed, 1),
+        "drain_msgs_per_s": round(seen / elapsed),
         "peak_rss_mb": round(peak_rss_mb(), 1),
     }
 
 
 def child(args: argparse.Namespace) -> int:
-    if args.phase == "fill":
-        fill_first_half(args.path, args.messages)
-        print(json.dumps({"fill_peak_rss_mb": round(peak_rss_mb(), 1)}))
+    if args.phase == "write":
+        write(args.path, args.messages)
         return 0
     limits: dict[str, int] = {}
     if args.phase == "consume-old":
         limits = {"channel_buffer_size": UNLIMITED, "channel_buffer_bytes": UNLIMITED}
-    print(json.dumps(asyncio.run(consume(args.path, args.messages, limits))))
+    print(json.dumps(asyncio.run(consume(args.path, args.messages, limits, args.writer))))
     return 0
 
 
-def run(label: str, base: str, messages: int) -> dict[str, Any]:
-    """One run in fresh processes (so ``ru_maxrss`` is the consumer's own)."""
+def run(label: str, base: str, messages: int, writer_mode: str) -> dict[str, Any]:
+    """One run: a writer process and a consumer process (``ru_maxrss`` is its own)."""
     path = tempfile.mkdtemp(prefix="bench-memory-", dir=base)
+    common = [sys.executable, __file__, "--messages", str(messages), "--path", path]
+    common += ["--writer", writer_mode]
+    pipe = subprocess.PIPE
     try:
-        common = [sys.executable, __file__, "--messages", str(messages), "--path", path]
-        start = time.perf_counter()
-        fill = subprocess.run([*common, "--phase", "fill"], check=True, capture_output=True)
-        fill_s = time.perf_counter() - start
-        phase = "consume-old" if label == "old" else "consume"
-        out = subprocess.run([*common, "--phase", phase], check=True, capture_output=True)
-        result: dict[str, Any] = json.loads(out.stdout.decode().strip().splitlines()[-1])
-        result.update(json.loads(fill.stdout.decode().strip().splitlines()[-1]))
-        result["fill_seconds"] = round(fill_s, 1)
+        with subprocess.Popen([*common, "--phase", "write"], stdin=pipe, stdout=pipe) as writer:
+            assert writer.stdin is not None and writer.stdout is not None
+            writer.stdout.readline()  # first half written
+            if writer_mode == "inline":  # the consumer writes the second half
+                written, _ = writer.communicate(b"stop\n")
+            phase = "consume-old" if label == "old" else "consume"
+            with subprocess.Popen([*common, "--phase", phase], stdout=pipe) as consumer:
+                assert consumer.stdout is not None
+                consumer.stdout.readline()  # held
+                if writer_mode == "process":
+                    written, _ = writer.communicate(b"go\n")
+                consumed, _ = consumer.communicate()
+            if writer.returncode or consumer.returncode:
+                raise RuntimeError(
+                    f"{label}: writer {writer.returncode}, consumer {consumer.returncode}"
+                )
+        result: dict[str, Any] = json.loads(consumed.decode().strip().splitlines()[-1])
+        result.update(json.loads(written.decode().strip().splitlines()[-1]))
         return result
     finally:
         shutil.rmtree(path, ignore_errors=True)
@@ -207,7 +254,15 @@ def main() -> int:
     parser.add_argument("--path", help="directory for the store (removed afterwards)")
     parser.add_argument("--old", action="store_true", help="also run without limits")
     parser.add_argument("--json", help="also write the figures to this JSON file")
-    parser.add_argument("--phase", choices=["fill", "consume", "consume-old"], help="internal")
+    parser.add_argument(
+        "--writer",
+        choices=["inline", "process"],
+        default="inline",
+        help="who writes the second half: the consumer's own process (default; one "
+        "process owns the embedded store) or the writer process, the consumer reading "
+        "the store opened read-only",
+    )
+    parser.add_argument("--phase", choices=["write", "consume", "consume-old"], help="internal")
     args = parser.parse_args()
     if args.phase:
         return child(args)
@@ -221,9 +276,9 @@ def main() -> int:
         f" MiB / {defaults.tt_channel_buffer_size} msgs",
         file=sys.stderr,
     )
-    figures = {"bounded": run("bounded", base, args.messages)}
+    figures = {"bounded": run("bounded", base, args.messages, args.writer)}
     if args.old:
-        figures["old (no limits)"] = run("old", base, args.messages)
+        figures["old (no limits)"] = run("old", base, args.messages, args.writer)
     for label, result in figures.items():
         print(f"{label}: {json.dumps(result)}")
     goal = figures["bounded"]["peak_rss_mb"] < 256
