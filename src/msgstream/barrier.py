@@ -86,7 +86,7 @@ class TickBarrier:
         late_policy: LatePolicy = "deliver",
         on_late: LateHandler | None = None,
         channel_capacity: int = 65536,
-        channel_byte_limit: int = 16 * 1024 * 1024,
+        channel_byte_limit: int = 8 * 1024 * 1024,
     ) -> None:
         if not channels:
             raise ValueError("a time-tick barrier needs at least one channel")

@@ -395,7 +395,7 @@ class MsgStreamConfig(_Section):
         ),
     )
     tt_channel_buffer_bytes: int = field(
-        default=16777216,
+        default=8388608,
         metadata=_key(
             "Max payload bytes a TtMsgStream buffers per channel ahead of the time-tick "
             "barrier (plus about one message); bounds memory while a channel does not tick",

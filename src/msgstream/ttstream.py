@@ -39,7 +39,7 @@ class TtMsgStream(MsgStream):
         late_policy: LatePolicy = "deliver",
         on_late: LateHandler | None = None,
         channel_buffer_size: int = 65536,
-        channel_buffer_bytes: int = 16 * 1024 * 1024,
+        channel_buffer_bytes: int = 8 * 1024 * 1024,
         pursuit_lag_s: float = 10.0,
         pursuit_buffer_size_bytes: int = 100 * 1024 * 1024,
         pursuit_buffer_time_s: float = 1.0,
