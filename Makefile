@@ -46,5 +46,12 @@ bench-brokers: $(STAMP)
 	$(BIN)/python benchmarks/bench_pulsar.py
 	$(BIN)/python benchmarks/bench_spark.py
 
+# Peak RSS of a TtMsgStream draining 10^6 4 KB messages, one channel silent for the first
+# half (writes ~4 GB to a temporary store, removed afterwards; add --old for the unbounded
+# comparison, which holds ~2 GB in memory).
+.PHONY: bench-memory
+bench-memory: $(STAMP)
+	$(BIN)/python benchmarks/bench_memory.py
+
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -179,7 +179,10 @@ def test_full_channel_is_still_read_while_time_waits_on_it() -> None:
     barrier.push("a", feed.tick("a", 10))
     for ts in (11, 12):
         barrier.push("a", feed.data("a", ts))
-    assert barrier.wants("a")  # no pack possible yet: b has no tick
+    # a is full and has ticked: time waits on b (no tick yet), not on a, so reading
+    # more of a would only grow memory for as long as b stays silent.
+    assert not barrier.wants("a")
+    assert barrier.wants("b") and barrier.waiting_on() == ["b"]
     barrier.push("b", feed.tick("b", 5))
     assert barrier.pop() is not None
     assert not barrier.wants("a")  # a is ahead of b and full

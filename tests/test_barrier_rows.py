@@ -57,6 +57,7 @@ class _RefChannel:
     """(ts, msg, position of the message read before it) read but not emitted, ticks
     included, in arrival order."""
     data_pending: int = 0
+    bytes_pending: int = 0
     last_read: MsgPosition | None = None
     start: MsgPosition | None = None
     """Where the next pack starts on this channel."""
@@ -72,6 +73,7 @@ class ReferenceBarrier:
         late_policy: LatePolicy = "deliver",
         on_late: LateHandler | None = None,
         channel_capacity: int = 65536,
+        channel_byte_limit: int = 64 * 1024 * 1024,
     ) -> None:
         if not channels:
             raise ValueError("a time-tick barrier needs at least one channel")
@@ -82,6 +84,7 @@ class ReferenceBarrier:
         self.late_policy = late_policy
         self._on_late = on_late
         self.capacity = channel_capacity
+        self.byte_limit = channel_byte_limit
         self.emitted_end_ts = 0
         self.stats = _Stats()
 
@@ -114,15 +117,18 @@ class ReferenceBarrier:
     def wants(self, channel: str) -> bool:
         """Whether reading more of ``channel`` is allowed now (bounded buffers).
 
-        A channel below its capacity may always be read; a full one only while time
-        waits on it (it has no tick yet, or it holds the minimum tick), so the barrier
-        can never deadlock on a full buffer.
+        A channel below its limits (messages and encoded bytes pending) may always be
+        read; a full one only while time waits on it (it has no tick yet, or it holds
+        the minimum tick while every channel has one), so the barrier can never deadlock
+        on a full buffer, and a channel without ticks does not let the others grow.
         """
         state = self._channel(channel)
-        if state.data_pending < self.capacity:
+        if state.data_pending < self.capacity and state.bytes_pending < self.byte_limit:
+            return True
+        if state.last_tick is None:
             return True
         end = self.end_ts()
-        return state.last_tick is None or end is None or state.last_tick <= end
+        return end is not None and state.last_tick <= end
 
     def push(self, channel: str, msg: TsMsg) -> None:
         """Feed one message read from ``channel`` (its ``position`` set)."""
@@ -156,11 +162,13 @@ class ReferenceBarrier:
             return
         state.pending.append((ts, msg, previous))  # _keep, inlined: the hot path
         state.data_pending += 1
+        state.bytes_pending += msg.size
 
     @staticmethod
     def _keep(state: _RefChannel, ts: int, msg: TsMsg, previous: MsgPosition | None) -> None:
         state.pending.append((ts, msg, previous))
         state.data_pending += 1
+        state.bytes_pending += msg.size
 
     def _report_late(self, channel: str, msg: TsMsg, error: LateMessageError) -> None:
         if self._on_late is None:
@@ -198,6 +206,7 @@ class ReferenceBarrier:
                 if is_tick:
                     continue
                 state.data_pending -= 1
+                state.bytes_pending -= msg.size
                 if msg.MSG_TYPE in _DML_TYPES:
                     key = (msg.source_id, msg.msg_id)
                     if key in seen:
@@ -298,6 +307,7 @@ class Script:
     chunks: list[list[int]]
     capacity: int
     policy: LatePolicy
+    byte_limit: int = 64 * 1024 * 1024
 
 
 @st.composite
@@ -308,7 +318,9 @@ def scripts(draw: st.DrawFn) -> Script:
     chunks = [draw(st.lists(st.integers(1, 6), min_size=1, max_size=8)) for _ in channels]
     capacity = draw(st.sampled_from([1, 2, 5, 65536]))
     policy = draw(st.sampled_from(["deliver", "reject"]))
-    return Script(channels, order, chunks, capacity, policy)
+    # Encoded messages here are 100 to 300 bytes: limits of about one and a few of them.
+    byte_limit = draw(st.sampled_from([1, 150, 600, 64 * 1024 * 1024]))
+    return Script(channels, order, chunks, capacity, policy, byte_limit)
 
 
 def row_id(index: int) -> bytes:
@@ -375,6 +387,7 @@ class Twins:
         options: dict[str, Any] = {
             "late_policy": script.policy,
             "channel_capacity": script.capacity,
+            "channel_byte_limit": script.byte_limit,
         }
         self.rows = TickBarrier(names, on_late=reporter(self.late[0]), **options)
         self.ref = ReferenceBarrier(names, on_late=reporter(self.late[1]), **options)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from msgstream import (
     load_config,
     new_client,
     new_msgstream,
+    positions_from_json,
 )
 from msgstream.cli import inspection
 from msgstream.cli.main import main
@@ -477,3 +479,33 @@ def test_an_unreachable_broker_exits_1(tmp_path: Path, cli: Cli) -> None:
     code, _, err = Cli(config_file, cli.capsys)("produce", "--channel", "a", "--count", "1")
     assert code == 1
     assert err.strip().splitlines()[-1].startswith(f"error: kafka at 127.0.0.1:{port}")
+
+
+def test_sigterm_stops_consume_cleanly_saving_positions(config: Path, tmp_path: Path) -> None:
+    """Containers and systemd stop with SIGTERM: the command winds down as on Ctrl-C,
+    writes the positions it promised and its summary, and exits 143."""
+    script = Path(sys.executable).with_name("msgstream")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MSGSTREAM_")}
+    base = [str(script), "--config", str(config)]
+    subprocess.run([*base, "produce", "--channel", "t", "--count", "5", "--no-ticks"],
+                   check=True, env=env, capture_output=True, timeout=60)  # fmt: skip
+    saved = tmp_path / "positions.json"
+    consumer = subprocess.Popen(
+        [*base, "consume", "--channel", "t", "--from", "earliest", "--json",
+         "--save-positions", str(saved)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    assert consumer.stdout is not None
+    lines = [consumer.stdout.readline() for _ in range(5)]  # all five consumed, then it waits
+    consumer.send_signal(signal.SIGTERM)
+    out, err = consumer.communicate(timeout=60)
+    assert consumer.returncode == 143, err
+    assert [orjson.loads(line)["msgs"][0]["row_ids"] for line in lines] == [[i] for i in range(5)]
+    assert out == ""
+    tail = err.strip().splitlines()
+    assert tail[-1] == "terminated"
+    assert (
+        tail[-2].startswith("consumed: packs=5 messages=5 ") and "stopped=interrupted" in tail[-2]
+    )
+    saved_positions = positions_from_json(saved.read_text(encoding="utf-8"))
+    assert [p.to_dict() for p in saved_positions] == orjson.loads(lines[-1])["end_positions"]

@@ -579,3 +579,32 @@ def test_a_message_alone_routes_as_it_would_within_a_pack(
     if isinstance(within, dict):
         within = {b: [entry for entry in ms if entry[0] == 9] for b, ms in within.items()}
     assert alone == within
+
+
+# Values computed by the hand-written MurmurHash3 that mmh3 replaced: routing must not move.
+_PINNED_INT64 = {
+    0: 1669671676,
+    1: 1392991556,
+    -1: 1651860712,
+    42: 1871679806,
+    2147483648: 386683422,
+    -9223372036854775808: 1366273829,
+    9223372036854775807: 2188461247,
+    123456789012345: 3825968124,
+}
+_PINNED_STR = {
+    "": 0,
+    "a": 1009084850,
+    "hello": 613153351,
+    "订单-42": 452379022,
+    "x" * 33: 4243188946,
+}
+
+
+def test_hashes_are_the_values_routing_has_always_used() -> None:
+    assert {k: hash_int64(k) for k in _PINNED_INT64} == _PINNED_INT64
+    assert {k: hash_str(k) for k in _PINNED_STR} == _PINNED_STR
+    assert hash_int64_array(np.array(list(_PINNED_INT64), dtype=np.int64)).tolist() == list(
+        _PINNED_INT64.values()
+    )
+    assert murmur3_32(bytearray(b"hello")) == murmur3_32(memoryview(b"hello")) == 0x248BFA47

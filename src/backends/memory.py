@@ -104,11 +104,6 @@ def memory_store(name: str = "default") -> MemoryStore:
     return store
 
 
-def drop_memory_store(name: str) -> None:
-    """Forget every channel of the store ``name`` (tests use a fresh name instead)."""
-    _STORES.pop(name, None)
-
-
 def new_client(config: Config) -> LocalClient:
     return LocalClient(
         memory_store(config.memory.name),

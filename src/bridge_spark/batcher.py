@@ -161,9 +161,11 @@ class MicroBatcher:
         return TtMsgStream(
             reader.client,
             receive_buffer_size=section.receive_buffer_size,
+            receive_buffer_bytes=section.receive_buffer_bytes,
             max_message_bytes=section.max_message_bytes,
             late_policy=section.late_policy,
             channel_buffer_size=section.tt_channel_buffer_size,
+            channel_buffer_bytes=section.tt_channel_buffer_bytes,
             pursuit_lag_s=0,
         )
 

@@ -12,6 +12,12 @@ row read since the oldest one still needed, in arrival order, with a cursor ``lo
 back because their timestamp was above that cut. Whole runs of rows move in at once
 (:meth:`TickBarrier.push_rows`) and whole runs are cut into packs; row-by-row work is
 only done where something unusual (a late message, a duplicate, a seek) needs it.
+
+Memory is bounded per channel in messages (``channel_capacity``) and in payload bytes
+(``channel_byte_limit``) of the data read but not yet emitted: a channel at a limit is
+read no further unless time waits on it (see :meth:`TickBarrier.wants`). So a channel
+that never ticks holds the others at their limits instead of letting them grow, and
+:meth:`TickBarrier.report_stall` says so, once per stall.
 """
 
 from __future__ import annotations
@@ -64,6 +70,8 @@ class _Channel:
     """Data rows before ``lo`` whose timestamp was above the cut that saw them."""
     last_tick: int | None = None
     data_pending: int = 0
+    bytes_pending: int = 0
+    """Payload bytes of the ``data_pending`` messages."""
     start: MsgPosition | None = None
     """Where the next pack starts on this channel."""
     resume_ts: int | None = None
@@ -78,6 +86,7 @@ class TickBarrier:
         late_policy: LatePolicy = "deliver",
         on_late: LateHandler | None = None,
         channel_capacity: int = 65536,
+        channel_byte_limit: int = 8 * 1024 * 1024,
     ) -> None:
         if not channels:
             raise ValueError("a time-tick barrier needs at least one channel")
@@ -88,6 +97,8 @@ class TickBarrier:
         self.late_policy = late_policy
         self._on_late = on_late
         self.capacity = channel_capacity
+        self.byte_limit = channel_byte_limit
+        self._stall_reported = False
         self.emitted_end_ts = 0
         self.stats = BarrierStats()
 
@@ -120,16 +131,56 @@ class TickBarrier:
     def wants(self, channel: str) -> bool:
         """Whether reading more of ``channel`` is allowed now (bounded buffers).
 
-        A channel below its capacity may always be read; a full one only while time
-        waits on it (it has no tick yet, or it holds the minimum tick), so the barrier
-        can never deadlock on a full buffer.
+        A channel below its limits (messages and bytes pending) may always be read; a
+        full one only while time waits on it (it has no tick yet, or it holds the
+        minimum tick), so the barrier can never deadlock on a full buffer: whichever
+        channel holds time back can always be read until it ticks. A full channel that
+        has ticked is not read while another channel has no tick yet, so a channel that
+        never ticks cannot make the others grow without bound.
         """
         state = self._channel(channel)
-        return state.data_pending < self.capacity or self._waits_on(state)
+        return (
+            state.data_pending < self.capacity and state.bytes_pending < self.byte_limit
+        ) or self._waits_on(state)
 
     def _waits_on(self, state: _Channel) -> bool:
+        if state.last_tick is None:
+            return True
         end = self.end_ts()
-        return state.last_tick is None or end is None or state.last_tick <= end
+        return end is not None and state.last_tick <= end
+
+    def pending_bytes(self, channel: str) -> int:
+        """Payload bytes of ``channel``'s messages read but not yet emitted."""
+        return self._channel(channel).bytes_pending
+
+    def waiting_on(self) -> list[str]:
+        """The channels time waits on: those without a tick, else those whose last tick
+        is the minimum. Reading them is what lets the next pack be cut."""
+        return [state.name for state in self._order if self._waits_on(state)]
+
+    def report_stall(self, blocked: Sequence[str]) -> None:
+        """Hook: the stream must wait for input while ``blocked`` channels are held at
+        their limits, i.e. time waits on channels with nothing read (e.g. a channel that
+        never ticks). Logged once per stall (until the next pack is cut): as a warning
+        while a channel time waits on has no tick yet, else (a channel merely behind) at
+        debug level."""
+        if self._stall_reported:
+            return
+        self._stall_reported = True
+        waiting = self.waiting_on()
+        silent = [c for c in waiting if self._channels[c].last_tick is None]
+        # No tick at all is what a channel that never ticks looks like; a channel that
+        # has ticked but is read more slowly than the others is only behind for a while.
+        log.log(
+            logging.WARNING if silent else logging.DEBUG,
+            "time-tick barrier stalled: waiting on channel(s) %s (%s); channel(s) %s are "
+            "held at their buffer limits (%d messages, %d bytes each) until then",
+            waiting,
+            "no time tick read yet" if silent else f"last tick {self.end_ts()}",
+            list(blocked),
+            self.capacity,
+            self.byte_limit,
+        )
 
     # --- feeding ----------------------------------------------------------------------
     def push(self, channel: str, msg: TsMsg) -> None:
@@ -151,17 +202,25 @@ class TickBarrier:
         data_end = len(kinds) if tick < 0 else tick
         hi = data_end if tick < 0 else tick + 1
         last_tick = state.last_tick
+        nbytes = sum(map(len, rows.payloads[lo:data_end]))
         if (
             state.resume_ts is None
             and (last_tick is None or data_end == lo or min(stamps[lo:data_end]) > last_tick)
             and (tick < 0 or stamps[tick] > self.emitted_end_ts)
-            and (state.data_pending + hi - lo <= self.capacity or self._waits_on(state))
+            and (
+                (
+                    state.data_pending + hi - lo <= self.capacity
+                    and state.bytes_pending + nbytes < self.byte_limit
+                )
+                or self._waits_on(state)
+            )
         ):  # no late, skipped or stale message, and room for all: take them as they are
             if state.start is None:
                 state.start = rows.position(lo)
             state.rows.group = rows.group
             state.rows.extend(rows, lo, hi)
             state.data_pending += data_end - lo
+            state.bytes_pending += nbytes
             if tick >= 0 and (last_tick is None or stamps[tick] > last_tick):
                 state.last_tick = stamps[tick]
             return hi - lo, tick >= 0
@@ -204,10 +263,12 @@ class TickBarrier:
                 log_rows.append_row(rows, index, kind)
                 log_rows.plans[-1] = ReadyPlan(msg)
                 state.data_pending += 1
+                state.bytes_pending += len(rows.payloads[index])
             self._report_late(state.name, msg, error)
             return
         log_rows.append_row(rows, index, kind)
         state.data_pending += 1
+        state.bytes_pending += len(rows.payloads[index])
 
     def _report_late(self, channel: str, msg: TsMsg, error: LateMessageError) -> None:
         if self._on_late is None:
@@ -255,6 +316,7 @@ class TickBarrier:
             order = sorted(range(len(stamps)), key=stamps.__getitem__)
             msgs = list(map(msgs.__getitem__, order))
         self.emitted_end_ts = end
+        self._stall_reported = False
         self.stats.packs += 1
         self.stats.messages += len(msgs)
         return MsgPack(
@@ -328,11 +390,15 @@ class TickBarrier:
             at = tick + 1
         if _has_repeats(rows, runs):
             return -1
-        count = sum(b - a for a, b in runs)
+        count = nbytes = 0
+        payloads = rows.payloads
         for a, b in runs:
             stamps += ts[a:b]
             msgs += rows.build_range(a, b)
+            count += b - a
+            nbytes += sum(map(len, payloads[a:b]))
         state.data_pending -= count
+        state.bytes_pending -= nbytes
         return after
 
     def _cut_each(
@@ -356,6 +422,7 @@ class TickBarrier:
                 held.append(index)
                 continue
             state.data_pending -= 1
+            state.bytes_pending -= len(rows.payloads[index])
             if kind == KIND_DML:
                 key = rows.dedup_key(index)
                 if key in seen:

@@ -382,10 +382,26 @@ class MsgStreamConfig(_Section):
         default=1024,
         metadata=_key("Messages buffered per channel in the bounded receive queue", ge=1),
     )
+    receive_buffer_bytes: int = field(
+        default=67108864,
+        metadata=_key(
+            "Payload bytes buffered per channel in the receive queue (plus about one "
+            "message); a full queue stops reading its channel",
+            ge=1,
+        ),
+    )
     tt_channel_buffer_size: int = field(
         default=65536,
         metadata=_key(
             "Max messages a TtMsgStream buffers per channel ahead of the time-tick barrier", ge=1
+        ),
+    )
+    tt_channel_buffer_bytes: int = field(
+        default=8388608,
+        metadata=_key(
+            "Max payload bytes a TtMsgStream buffers per channel ahead of the time-tick "
+            "barrier (plus about one message); bounds memory while a channel does not tick",
+            ge=1,
         ),
     )
     late_policy: LatePolicy = field(

@@ -54,6 +54,7 @@ def _stream_options(config: Config) -> dict[str, Any]:
     section = config.msgstream
     return {
         "receive_buffer_size": section.receive_buffer_size,
+        "receive_buffer_bytes": section.receive_buffer_bytes,
         "max_message_bytes": section.max_message_bytes,
     }
 
@@ -80,6 +81,7 @@ class MsgStreamFactory:
             **_stream_options(self.config),
             "late_policy": section.late_policy,
             "channel_buffer_size": section.tt_channel_buffer_size,
+            "channel_buffer_bytes": section.tt_channel_buffer_bytes,
             "pursuit_lag_s": section.pursuit_lag_s,
             "pursuit_buffer_size_bytes": section.pursuit_buffer_size_bytes,
             "pursuit_buffer_time_s": section.pursuit_buffer_time_s,

@@ -1,5 +1,10 @@
 """Background reading of one channel: receive in batches, validate, buffer (bounded).
 
+The buffer is bounded twice: in messages (``capacity``) and in payload bytes
+(``byte_limit``). While either is reached the reader stops pulling from its consumer and
+waits for room (an event set when messages are taken), so a channel read faster than it
+is consumed holds at most ``byte_limit`` plus about one message.
+
 Undecodable messages are counted, logged with channel and MessageID, handed to an
 optional callback and skipped: one bad message never stops a stream. Good ones wait in
 the buffer as rows (:mod:`msgstream.rows`) and become message objects when taken.
@@ -46,6 +51,7 @@ class ChannelReader:
         *,
         registry: MessageRegistry,
         capacity: int,
+        byte_limit: int = 64 * 1024 * 1024,
         arrived: asyncio.Event,
         stats: ReadStats,
         max_message_bytes: int,
@@ -57,6 +63,7 @@ class ChannelReader:
         self.error: BaseException | None = None
         self._registry = registry
         self._capacity = capacity
+        self._byte_limit = byte_limit
         self._arrived = arrived
         self._space = asyncio.Event()
         self._stats = stats
@@ -94,15 +101,24 @@ class ChannelReader:
     def popleft(self) -> TsMsg:
         """Take the oldest buffered message."""
         msg = self.buffer.popleft()
-        if len(self.buffer) < self._capacity:
-            self._space.set()
+        self._made_room()
         return msg
 
     def advance(self, count: int) -> None:
         """Take ``count`` rows of the buffer's head chunk (their new owner keeps them)."""
         self.buffer.advance(count)
-        if len(self.buffer) < self._capacity:
+        self._made_room()
+
+    def _made_room(self) -> None:
+        buffer = self.buffer
+        if len(buffer) < self._capacity and buffer.nbytes < self._byte_limit:
             self._space.set()
+
+    @property
+    def full(self) -> bool:
+        """Whether the buffer is at its message or byte limit (the reader waits)."""
+        buffer = self.buffer
+        return len(buffer) >= self._capacity or buffer.nbytes >= self._byte_limit
 
     def _batch_reader(self) -> Callable[[int], ConsumedBatch] | None:
         """The consumer's batch read, unless its ``receive_nowait`` was replaced on the
@@ -162,17 +178,24 @@ class ChannelReader:
 
     async def _run(self) -> None:
         consumer, buffer, capacity = self.consumer, self.buffer, self._capacity
+        byte_limit = self._byte_limit
+        # The largest payload read so far sizes the next batch so it fits the bytes left
+        # (messages are not seen before they are read); 0 (none yet) asks for one.
+        largest = 0
         try:
             while True:
                 room = capacity - len(buffer)
-                if room <= 0:
+                byte_room = byte_limit - buffer.nbytes
+                if room <= 0 or byte_room <= 0:
                     self._space.clear()
                     await self._space.wait()
                     continue
+                room = min(room, byte_room // largest or 1) if largest else 1
                 batch = self._receive_nowait(room)
                 if not len(batch):
                     batch = ConsumedBatch.of(self.channel, [await consumer.receive()])
                 self._stats.received += len(batch)
+                largest = max(largest, max(map(len, batch.payloads)))
                 buffer.append(self._rows(batch))
                 self._arrived.set()
                 await asyncio.sleep(0)

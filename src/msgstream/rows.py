@@ -164,14 +164,16 @@ def message_rows(channel: str, msg: TsMsg) -> Rows:
 
 
 class RowQueue:
-    """A reader's buffer: chunks of rows received, not yet taken. ``len()`` counts rows."""
+    """A reader's buffer: chunks of rows received, not yet taken. ``len()`` counts rows,
+    :attr:`nbytes` the bytes of their payloads (what bounds a reader's memory)."""
 
-    __slots__ = ("_chunks", "_count", "_lo")
+    __slots__ = ("_chunks", "_count", "_lo", "nbytes")
 
     def __init__(self) -> None:
         self._chunks: deque[Rows] = deque()
         self._lo = 0
         self._count = 0
+        self.nbytes = 0
 
     def __len__(self) -> int:
         return self._count
@@ -183,6 +185,7 @@ class RowQueue:
         if len(rows):
             self._chunks.append(rows)
             self._count += len(rows)
+            self.nbytes += sum(map(len, rows.payloads))
 
     def head(self) -> tuple[Rows, int]:
         """The oldest chunk and the index of its first row not yet taken."""
@@ -190,9 +193,14 @@ class RowQueue:
 
     def advance(self, count: int) -> None:
         """Take ``count`` rows (at most the rest of the head chunk)."""
+        head, lo = self._chunks[0], self._lo
         self._count -= count
-        self._lo += count
-        if self._lo >= len(self._chunks[0]):
+        if lo == 0 and count >= len(head):
+            self.nbytes -= sum(map(len, head.payloads))
+        else:
+            self.nbytes -= sum(map(len, head.payloads[lo : lo + count]))
+        self._lo = lo + count
+        if self._lo >= len(head):
             self._chunks.popleft()
             self._lo = 0
 
@@ -207,3 +215,4 @@ class RowQueue:
         self._chunks.clear()
         self._lo = 0
         self._count = 0
+        self.nbytes = 0

@@ -33,6 +33,10 @@ class MsgStream:
 
     Streams are async context managers; ``close`` closes producers, consumers and (when
     the stream owns it) the client.
+
+    Each consumed channel is read ahead into a buffer of at most ``receive_buffer_size``
+    messages and ``receive_buffer_bytes`` payload bytes (plus about one message); a full
+    buffer stops reading that channel until messages are taken from it.
     """
 
     def __init__(
@@ -40,6 +44,7 @@ class MsgStream:
         client: Client,
         *,
         receive_buffer_size: int = 1024,
+        receive_buffer_bytes: int = 64 * 1024 * 1024,
         repack: RepackFunc | None = None,
         registry: MessageRegistry = default_registry,
         max_message_bytes: int = 64 * 1024 * 1024,
@@ -48,11 +53,14 @@ class MsgStream:
     ) -> None:
         if receive_buffer_size < 1:
             raise ValueError(f"receive_buffer_size must be >= 1, got {receive_buffer_size}")
+        if receive_buffer_bytes < 1:
+            raise ValueError(f"receive_buffer_bytes must be >= 1, got {receive_buffer_bytes}")
         self.client = client
         self.registry = registry
         self.read_stats = ReadStats()
         self._repack = repack or default_repack
         self._receive_buffer_size = receive_buffer_size
+        self._receive_buffer_bytes = receive_buffer_bytes
         self._max_message_bytes = max_message_bytes
         self._on_bad_message = on_bad_message
         self._owns_client = owns_client
@@ -231,6 +239,7 @@ class MsgStream:
             consumer,
             registry=self.registry,
             capacity=self._receive_buffer_size,
+            byte_limit=self._receive_buffer_bytes,
             arrived=self._arrived,
             stats=self.read_stats,
             max_message_bytes=self._max_message_bytes,

@@ -23,6 +23,13 @@ class TtMsgStream(MsgStream):
     the packs that can already be cut from what was read are merged into one (up to
     ``pursuit_buffer_size_bytes``, or ``pursuit_buffer_time_s`` of merging) so a
     consumer catches up with fewer, bigger packs. Merging never waits for more input.
+
+    Per channel, at most ``channel_buffer_size`` messages and ``channel_buffer_bytes``
+    payload bytes wait in the barrier (plus about one message), besides the reader's own
+    ``receive_buffer_size`` / ``receive_buffer_bytes``. A channel at its limit is not
+    read until time moves on, unless time waits on it; so a channel that never ticks
+    stops the others at their limits (logged as a warning once) instead of letting
+    memory grow, and everything drains in order once it ticks.
     """
 
     def __init__(
@@ -32,6 +39,7 @@ class TtMsgStream(MsgStream):
         late_policy: LatePolicy = "deliver",
         on_late: LateHandler | None = None,
         channel_buffer_size: int = 65536,
+        channel_buffer_bytes: int = 8 * 1024 * 1024,
         pursuit_lag_s: float = 10.0,
         pursuit_buffer_size_bytes: int = 100 * 1024 * 1024,
         pursuit_buffer_time_s: float = 1.0,
@@ -40,7 +48,12 @@ class TtMsgStream(MsgStream):
         super().__init__(client, **kwargs)
         self._late_policy: LatePolicy = late_policy
         self._on_late = on_late
+        if channel_buffer_size < 1:
+            raise ValueError(f"channel_buffer_size must be >= 1, got {channel_buffer_size}")
+        if channel_buffer_bytes < 1:
+            raise ValueError(f"channel_buffer_bytes must be >= 1, got {channel_buffer_bytes}")
         self._channel_buffer_size = channel_buffer_size
+        self._channel_buffer_bytes = channel_buffer_bytes
         self.pursuit_lag_s = pursuit_lag_s
         self.pursuit_buffer_size_bytes = pursuit_buffer_size_bytes
         self.pursuit_buffer_time_s = pursuit_buffer_time_s
@@ -68,6 +81,7 @@ class TtMsgStream(MsgStream):
             late_policy=self._late_policy,
             on_late=self._on_late,
             channel_capacity=self._channel_buffer_size,
+            channel_byte_limit=self._channel_buffer_bytes,
         )
 
     async def seek(self, positions: Sequence[MsgPosition], include_current: bool = True) -> None:
@@ -98,6 +112,7 @@ class TtMsgStream(MsgStream):
             late_policy=self._late_policy,
             on_late=self._on_late,
             channel_capacity=self._channel_buffer_size,
+            channel_byte_limit=self._channel_buffer_bytes,
         )
         self._barrier.stats = old.stats
         self._barrier.resume_from(positions)
@@ -137,6 +152,11 @@ class TtMsgStream(MsgStream):
             if any(r.buffer and self.barrier.wants(r.channel) for r in self._readers):
                 continue
             self._raise_reader_errors()
+            # Every buffered channel is held at its limit: time waits on channels with
+            # nothing read yet.
+            held = [r.channel for r in self._readers if r.buffer]
+            if held:
+                self.barrier.report_stall(held)
             self._arrived.clear()
             await self._arrived.wait()
 

@@ -361,3 +361,30 @@ async def test_draining_a_backlog_lets_other_tasks_run(
     task.cancel()
     assert received == payloads(600)
     assert turns - started >= 300  # at least every other receive let it run
+
+
+async def test_lag_counts_exactly_the_messages_not_yet_acknowledged(
+    backend: BackendHarness,
+) -> None:
+    """5 messages, a subscription seeked to the earliest one and nothing acked: lag 5 (it
+    was 6 on the local backends, whose seek to the earliest id stored the cursor at 0)."""
+    client = backend.client()
+    channel = backend.channel()
+    producer = await client.create_producer(channel)
+    await producer.send_many(payloads(5))
+    consumer = await client.subscribe(channel, "sub", UNKNOWN)
+    await consumer.seek_to_earliest()
+    assert await receive_n(consumer, 1) == [b"m0"]
+
+    async def lag() -> int | None:
+        infos = await client.list_subscriptions(channel)  # type: ignore[attr-defined]
+        (info,) = [i for i in infos if i.name == "sub"]
+        return info.lag  # type: ignore[no-any-return]
+
+    assert await lag() == 5
+    await consumer.ack(await asyncio.wait_for(consumer.receive(), TIMEOUT))  # acks m0 and m1
+    for _ in range(100):  # Pulsar's client groups acknowledgements (100 ms) before sending
+        if await lag() == 3:
+            break
+        await asyncio.sleep(0.1)
+    assert await lag() == 3

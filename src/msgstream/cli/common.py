@@ -19,6 +19,8 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+"""128 + SIGTERM, as a shell reports a process SIGTERM killed; here it was stopped cleanly."""
 
 
 class CliError(Exception):

@@ -360,6 +360,9 @@ async def run_consume(config: Config, opts: ConsumeOptions) -> int:
     except (asyncio.CancelledError, KeyboardInterrupt):
         stats.stopped = "interrupted"
         raise
+    except BrokenPipeError:  # the reader of our output went away (`| head`): not an error
+        stats.stopped = "output-closed"
+        raise
     except Exception:
         stats.stopped = "error"
         raise

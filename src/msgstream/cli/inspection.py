@@ -29,8 +29,9 @@ def add_parser(sub: Subparsers, parent: argparse.ArgumentParser) -> None:
         help="show channels, message ids and subscriptions with their lag",
         description=(
             "Per channel: first and latest MessageID, message count, and every subscription "
-            "with its acknowledged id, lag (messages not yet acknowledged) and last activity. "
-            "Needs a backend with an admin API (rocksmq, memory)."
+            "with its acknowledged id, lag (messages not yet acknowledged) and last activity, "
+            "on every backend (rocksmq, memory, Kafka, Pulsar). A rocksmq store is never "
+            "created here, and one another process holds is opened read-only."
         ),
     )
     parser.add_argument(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Coroutine, Sequence
@@ -18,6 +19,7 @@ from .common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     CliError,
     cli_logging,
@@ -59,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Exit codes: 0 ok; 1 a runtime failure (a broker that cannot be reached or "
             "refuses, a full disk, a damaged or locked store) or a failed check; 2 a usage "
             "or configuration error (bad option, config key, position or channel name); "
-            "130 interrupted."
+            "130 interrupted (Ctrl-C), 143 terminated (SIGTERM), each after the command "
+            "finished its current step and saved what it promised."
         ),
     )
     parser.add_argument("--version", action="version", version=f"msgstream {__version__}")
@@ -90,6 +93,38 @@ def _silence_stdout() -> None:
         pass
 
 
+class _Terminated(Exception):
+    """The command was stopped by SIGTERM (and has wound down like on Ctrl-C)."""
+
+
+async def _run(handler: Handler, config: Config, args: argparse.Namespace) -> int:
+    """Run ``handler``; SIGTERM (what containers and systemd send) stops it the way Ctrl-C
+    does: the command's task is cancelled, so it finishes its cleanup (saves positions,
+    prints its summary) before the process exits with 143."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    terminated = False
+
+    def on_sigterm() -> None:
+        nonlocal terminated
+        terminated = True
+        task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+        return await handler(config, args)
+    try:
+        return await handler(config, args)
+    except asyncio.CancelledError:
+        if terminated:
+            raise _Terminated from None
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return the process exit code."""
     parser = build_parser()
@@ -102,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with cli_logging(int(args.verbose)):
         try:
             config = load_config(args.config)  # --config, else $MSGSTREAM_CONFIG, else defaults
-            return asyncio.run(handler(config, args))
+            return asyncio.run(_run(handler, config, args))
         except BackendUnavailableError as exc:  # the command was right; the world was not
             print(f"error: {_one_line(exc)}", file=sys.stderr, flush=True)
             return EXIT_FAILED
@@ -112,6 +147,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr, flush=True)
             return EXIT_INTERRUPTED
+        except _Terminated:
+            print("terminated", file=sys.stderr, flush=True)
+            return EXIT_TERMINATED
         except BrokenPipeError:
             _silence_stdout()
             return EXIT_OK
