@@ -111,10 +111,11 @@ class Sizes:
     broker_outages: int = 3
     sends_between_outages: int = 300
     damaged_messages: int = 20_000
+    wal_stores: int = 4
 
     @classmethod
     def small(cls) -> Sizes:
-        return cls(2, 300, 2, 600, 1, 50, 2000)
+        return cls(2, 300, 2, 600, 1, 50, 2000, 1)
 
 
 def table(rows: list[Row]) -> str:
@@ -197,30 +198,31 @@ WAL_DAMAGE_AT = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
 def rocksmq_wal_garbage(workdir: Path, sizes: Sizes) -> Row:
-    row = Row(
-        f"rocksmq: garbage in the write-ahead log after an unclean stop, "
-        f"{len(WAL_DAMAGE_AT)} places"
-    )
-    original = workdir / "store"
-    acked = _acked_by_children(original, 1, sizes.acks_per_life)
+    """Stores killed mid-produce, each damaged at every place of ``WAL_DAMAGE_AT`` (one
+    copy per place): where the garbage lands decides what RocksDB notices."""
+    copies = sizes.wal_stores * len(WAL_DAMAGE_AT)
+    row = Row(f"rocksmq: garbage in the write-ahead log after an unclean stop, {copies} copies")
     refused = 0
     silent: list[str] = []
-    for index, fraction in enumerate(WAL_DAMAGE_AT):
-        path = workdir / f"copy-{index}"
-        shutil.copytree(original, path)
-        wal = max(path.glob("*.log"), key=lambda p: p.stat().st_size)
-        with wal.open("r+b") as handle:
-            handle.seek(int(wal.stat().st_size * fraction))
-            handle.write(b"\xde\xad\xbe\xef" * 64)
-        row.acknowledged += len(acked)
-        found = _read_store(path, row)
-        if found is None:
-            refused += 1
-            continue
-        lost = _lost(acked, found)
-        row.lost += lost
-        if lost:
-            silent.append(f"{fraction:.0%}")
+    for store in range(sizes.wal_stores):
+        original = workdir / f"store-{store}"
+        acked = _acked_by_children(original, 1, sizes.acks_per_life)
+        for index, fraction in enumerate(WAL_DAMAGE_AT):
+            path = workdir / f"copy-{store}-{index}"
+            shutil.copytree(original, path)
+            wal = max(path.glob("*.log"), key=lambda p: p.stat().st_size)
+            with wal.open("r+b") as handle:
+                handle.seek(int(wal.stat().st_size * fraction))
+                handle.write(b"\xde\xad\xbe\xef" * 64)
+            row.acknowledged += len(acked)
+            found = _read_store(path, row)
+            if found is None:
+                refused += 1
+                continue
+            lost = _lost(acked, found)
+            row.lost += lost
+            if lost:
+                silent.append(f"{fraction:.0%}")
     where = f" (damage at {', '.join(silent)} of the log)" if silent else ""
     row.outcome = f"{refused} copies refused at open, {len(silent)} opened missing messages{where}"
     return row

@@ -38,7 +38,7 @@ def test_the_chaos_table_after_writer_kills_and_a_damaged_wal(
     assert int(kills[1]) >= 2 * 300  # each life acknowledged at least 300 sends
     assert kills[2:5] == ["0", "0", "-"]
     assert kills[5].startswith("reopened with ")
-    assert wal[0] == "rocksmq: garbage in the write-ahead log after an unclean stop, 9 places"
+    assert wal[0] == "rocksmq: garbage in the write-ahead log after an unclean stop, 9 copies"
     acknowledged, lost = int(wal[1]), int(wal[2])
     assert acknowledged % 9 == 0 and acknowledged >= 9 * 300  # the same sends, 9 copies
     assert wal[3] == "0"
