@@ -454,6 +454,10 @@ def test_an_envelope_time_range_that_is_not_the_rows_is_a_decode_error() -> None
             assert batch.msg_ids == [4, 4]
         batch = decode_batch([bad], registry)  # the plan cached, the payload alone
         assert [(i, str(e)) for i, e in batch.bad] == [(0, message)]
+        mixed = [PLANNABLE[0], good, bad, PLANNABLE[3]]  # several plans, some without rows
+        batch = decode_batch(mixed, registry)
+        assert [(i, str(e)) for i, e in batch.bad] == [(2, message)]
+        assert batch.msg_ids == [0, 4, 1]
 
 
 def test_a_one_row_insert_whose_envelope_lies_about_its_timestamp_is_rejected() -> None:

@@ -367,15 +367,19 @@ def _decode_known(
 def _ts_ranges_agree(payloads: Sequence[bytes], plans: list[Plan], env: Any, count: int) -> bool:
     """Whether every DML row's envelope time range is the min/max of its row timestamps
     (as :func:`_check_ts_range` checks on a full decode), in a few C-level passes."""
-    rows = np.fromiter(map(_stamp_rows, plans), np.int64, count)
-    most = rows.max()
-    if not most:
-        return True
-    stamps = np.frombuffer(b"".join(map(_part, payloads, map(_stamps, plans))), "<u8")
-    if rows.min() == most:  # all DML with as many rows (the usual batch): one row each
-        by_row = stamps.reshape(count, most)
+    first = plans[0]
+    if plans.count(first) == count:  # one plan (the usual batch): its stamps, row by row
+        most = first.stamp_rows
+        if not most:
+            return True
+        joined = b"".join(map(_part, payloads, repeat(first.stamps)))
+        by_row = np.frombuffer(joined, "<u8").reshape(count, most)
         low, high = (by_row[:, 0], by_row[:, 0]) if most == 1 else (by_row.min(1), by_row.max(1))
         return bool((low == env["begin_ts"]).all() and (high == env["end_ts"]).all())
+    rows = np.fromiter(map(_stamp_rows, plans), np.int64, count)
+    if not rows.any():
+        return True
+    stamps = np.frombuffer(b"".join(map(_part, payloads, map(_stamps, plans))), "<u8")
     has = rows > 0
     starts = (np.cumsum(rows) - rows)[has]
     low = np.minimum.reduceat(stamps, starts)
