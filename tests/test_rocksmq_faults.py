@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from backends.rocksmq import RocksOptions, RocksStore, open_client
+from backends.rocksmq.wal import BLOCK
 from helpers.mounts import tmpfs
 from helpers.rocksmq_child import Child
 from liveness import LoopWatch
@@ -55,6 +56,23 @@ def test_garbage_in_the_middle_of_the_wal_fails_the_open(tmp_path: Path) -> None
     assert "found damage: Corruption: " in str(info.value)  # the kind depends on where it lands
     with pytest.raises(StoreCorruptedError):
         open_client(str(path))
+
+
+def test_damage_in_the_last_wal_block_with_sound_records_after_it_fails_the_open(
+    tmp_path: Path,
+) -> None:
+    """RocksDB takes a bad record in a log's last 32 KiB block for a torn write and drops
+    it and everything after it silently; sound records after it mean damage instead."""
+    path = tmp_path / "store"
+    produce_and_kill(path, sync=False, min_acks=3000)
+    wal = biggest(path, ".log")
+    size = wal.stat().st_size
+    last_block = (size - 1) // BLOCK * BLOCK
+    damage(wal, last_block + (size - last_block) // 3, b"\xde\xad\xbe\xef" * 64)
+    with pytest.raises(StoreCorruptedError, match=r"sound record\(s\) follow it") as info:
+        RocksStore(str(path))
+    assert wal.name in str(info.value) and "msgstream doctor" in str(info.value)
+    assert wal.exists()  # refused before RocksDB could replay (and delete) the log
 
 
 def test_a_torn_last_wal_record_is_dropped_and_the_rest_opens(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from msgstream.errors import StoreCorruptedError, StoreLockedError
 
 from ..local.store import FIRST_ID
 from .failures import check_store_path, store_error
+from .wal import damaged_tails
 
 _I64_MAX = (1 << 63) - 1
 
@@ -80,10 +81,19 @@ def _options(recovery: str) -> Options:
 
 def _open_read_only(path: str, diagnosis: Diagnosis) -> Rdict:
     """The store as a normal open would see it; past a damaged WAL if need be."""
+    tails = damaged_tails(path)
+    for problem in tails:
+        diagnosis.problems.append(
+            f"write-ahead log {problem}; records after the damage are read past it"
+        )
     try:
+        if tails:
+            raise _Damaged("damaged log tail")
         return Rdict(
             path, _options("tolerate_corrupted_tail_records"), access_type=AccessType.read_only()
         )
+    except _Damaged:
+        pass
     except Exception as exc:
         error = store_error(path, exc, "opening the store")
         if not isinstance(error, StoreCorruptedError):

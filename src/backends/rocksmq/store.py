@@ -76,6 +76,7 @@ from ..local.store import (
 )
 from .failures import check_store_path, store_error
 from .retention import Page, RetentionPolicy, expired_pages
+from .wal import damaged_tails
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +154,14 @@ class RocksStore(LogStore):
         self._secondary_dir: tempfile.TemporaryDirectory[str] | None = None
         # rocksdict creates a missing directory even for a secondary: check first.
         check_store_path(path, create=self.options.create and not self.read_only)
+        damage = damaged_tails(path)
+        if damage and self.options.recovery == "tolerate_corrupted_tail_records":
+            raise StoreCorruptedError(
+                path,
+                f"opening the store found damage in its write-ahead log: {'; '.join(damage)}; "
+                f"run `msgstream doctor {path}` to see what is damaged and what can be "
+                "recovered",
+            )
         self._full = False
         """A write hit a full disk: RocksDB refuses every write after that until reopened."""
         self._lost: StoreError | None = None
