@@ -8,7 +8,6 @@ This is the Kafka backend's one table of failures: every call to the broker goes
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from aiokafka import errors as kafka_errors
 
@@ -78,19 +77,15 @@ ERRORS = BrokerErrors(
 """Kafka's error mapping (the mechanism is :mod:`backends.broker_errors`)."""
 
 
-def translate(
-    exc: BaseException,
-    what: str,
-    brokers: str,
-    channel: str | None = None,
-    operation: str = "use",
-) -> MsgStreamError:
-    """The msgstream error for ``exc`` raised while doing ``what``.
+translate = ERRORS.translate
+"""``translate(exc, what, brokers, channel=None, operation="use")``: the msgstream error for
+``exc`` raised while doing ``what``. ``channel`` and ``operation`` ("write", "read",
+"create", ...) are what an ACL refusal names: the broker refused ``operation`` on
+``channel`` (or on its consumer group)."""
 
-    ``channel`` and ``operation`` ("write", "read", "create", ...) are what an ACL refusal
-    names: the broker refused ``operation`` on ``channel`` (or on its consumer group).
-    """
-    return ERRORS.translate(exc, what, brokers, channel, operation)
+broker_call = ERRORS.call
+"""``async with broker_call(what, brokers, deadline_s, channel=None, operation="use")``:
+run the body within ``deadline_s``; raise a msgstream error on any broker failure."""
 
 
 def refusal_of_code(
@@ -104,18 +99,6 @@ def refusal_of_code(
         return None
     failure = Failure("kafka", brokers, what, channel, operation, during_call=False)
     return _refusal(kind(detail) if detail else kind(), resource, failure)
-
-
-def broker_call(
-    what: str,
-    brokers: str,
-    deadline_s: float,
-    channel: str | None = None,
-    operation: str = "use",
-) -> Any:
-    """Run the body (``async with``) within ``deadline_s``; raise a msgstream error on any
-    broker failure (an ACL refusal names ``operation`` on ``channel``)."""
-    return ERRORS.call(what, brokers, deadline_s, channel, operation)
 
 
 def topic_missing(channel: str) -> TopicNotFound:

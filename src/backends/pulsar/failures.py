@@ -10,8 +10,6 @@ certificate the client does not trust is a ``ConnectError`` from the library and
 
 from __future__ import annotations
 
-from typing import Any
-
 from msgstream.errors import (
     AuthenticationError,
     AuthorizationError,
@@ -94,39 +92,21 @@ ERRORS = BrokerErrors(
 """Pulsar's error mapping (the mechanism is :mod:`backends.broker_errors`)."""
 
 
-def translate(
-    exc: BaseException,
-    what: str,
-    where: str,
-    *,
-    channel: str | None = None,
-    operation: str | None = None,
-) -> MsgStreamError:
-    """The msgstream error for ``exc``, raised while doing ``what`` against ``where``.
+translate = ERRORS.translate
+"""``translate(exc, what, where, channel=None, operation=None)``: the msgstream error for
+``exc``, raised while doing ``what`` against ``where``. ``channel`` and ``operation`` name
+what a refused permission refused ("write", "read"); without them a refusal is reported
+as failed authentication."""
 
-    ``channel`` and ``operation`` name what a refused permission refused ("write",
-    "read"); without them a refusal is reported as failed authentication.
-    """
-    return ERRORS.translate(exc, what, where, channel, operation)
+broker_call = ERRORS.call
+"""``async with broker_call(what, where, deadline_s, channel=None, operation=None)``: run
+the body within ``deadline_s``; raise a msgstream error on any broker failure."""
 
 
 def _library_reason(exc: BaseException) -> str:
     """The broker's own words, when the library passed them on ("" when it did not)."""
     words = [a for a in getattr(exc, "args", ()) if isinstance(a, str) and a]
     return words[-1] if words else ""
-
-
-def broker_call(
-    what: str,
-    where: str,
-    deadline_s: float,
-    *,
-    channel: str | None = None,
-    operation: str | None = None,
-) -> Any:
-    """Run the body (``async with``) within ``deadline_s``; raise a msgstream error on any
-    broker failure (``channel`` and ``operation``: see :func:`translate`)."""
-    return ERRORS.call(what, where, deadline_s, channel, operation)
 
 
 def topic_missing(channel: str) -> TopicNotFound:
