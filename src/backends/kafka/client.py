@@ -11,8 +11,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from msgstream.backend import SubscriptionInfo
 from msgstream.channels import validate_channel_name, validate_subscription_name
 from msgstream.config import Config
-from msgstream.consumer_base import ClientHooks
-from msgstream.errors import StreamClosedError, TopicNotFound
+from msgstream.consumer_base import ClientHooks, ClientState
+from msgstream.errors import TopicNotFound
 from msgstream.position import SubscriptionPosition
 
 from ..broker_errors import BrokerCalls
@@ -47,20 +47,19 @@ class KafkaClient:
         self.deadlines = SendDeadlines(self.deadline_s, self.brokers)
         self.calls = BrokerCalls(ERRORS, self.brokers, self.deadline_s)
         """The error mapping bound to this cluster and deadline, for this client's parts."""
+        self._state = ClientState("kafka client")
         self._offsets: AIOKafkaConsumer | None = None
         self._lock = asyncio.Lock()
         self._shared = SharedProducer(
             lambda: producer_kwargs(config), self.deadline_s, self._lock, self.check_open
         )
         self._hooks = ClientHooks(
-            self.check_open, self.get_latest_msg_id, self.check_topic_valid, self.forget
+            self._state, self.get_latest_msg_id, self.check_topic_valid, self.forget
         )
         self._consumers: set[KafkaConsumer] = set()
-        self._closed = False
 
     def check_open(self) -> None:
-        if self._closed:
-            raise StreamClosedError("kafka client")
+        self._state.check_open()
 
     def _call(self, what: str, channel: str | None = None, operation: str = "use") -> Any:
         return self.calls.call(what, channel, operation)
@@ -190,11 +189,11 @@ class KafkaClient:
         await self.admin.delete_group(subname, channel)
 
     async def close(self) -> None:
-        if self._closed:
+        if self._state.closed:
             return
         for consumer in list(self._consumers):
             await consumer.close()
-        self._closed = True
+        self._state.closed = True
         producer = self._shared.take()
         offsets, self._offsets = self._offsets, None
         for stop in (producer.stop if producer else None, offsets.stop if offsets else None):

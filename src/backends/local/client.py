@@ -20,7 +20,7 @@ from msgstream.backend import (
     tagged_id_owner,
 )
 from msgstream.channels import validate_channel_name, validate_subscription_name
-from msgstream.consumer_base import ClientHooks, ConsumerBase
+from msgstream.consumer_base import ClientHooks, ClientState, ConsumerBase
 from msgstream.cooperate import cooperate
 from msgstream.errors import (
     BackendUnavailableError,
@@ -145,14 +145,14 @@ class LocalProducer:
         channel: str,
         *,
         store: LogStore,
-        check_open: Callable[[], None],
+        state: ClientState,
         max_message_bytes: int,
         blocking_writes: bool,
         id_type: type[LocalMessageID],
     ) -> None:
         self.channel = channel
         self._store = store
-        self._check_client_open = check_open
+        self._client_state = state
         self._limit = max_message_bytes
         self._blocking_writes = blocking_writes
         self._id_type = id_type
@@ -166,7 +166,8 @@ class LocalProducer:
     ) -> list[MessageID]:
         if self._closed:
             raise StreamClosedError(f"producer of channel {self.channel!r}")
-        self._check_client_open()
+        if self._client_state.closed:
+            raise StreamClosedError(self._client_state.what)
         limit = self._limit
         biggest = max(map(len, payloads), default=0)
         if biggest > limit:
@@ -365,16 +366,15 @@ class LocalClient:
         """True when an append may block (fsync): appends then run in a worker thread."""
         self.inline_sends = not blocking_writes
         self._consumers: set[LocalConsumer] = set()
-        self._closed = False
+        self._state = ClientState(f"{self.backend_name} client")
         self._hooks = ClientHooks(
-            self.check_open, self.get_latest_msg_id, self.check_topic_valid, self.forget
+            self._state, self.get_latest_msg_id, self.check_topic_valid, self.forget
         )
         self._on_use = on_use
         self._on_close = on_close
 
     def check_open(self) -> None:
-        if self._closed:
-            raise StreamClosedError(f"{self.backend_name} client")
+        self._state.check_open()
 
     async def create_producer(self, channel: str) -> LocalProducer:
         self.check_open()
@@ -386,7 +386,7 @@ class LocalClient:
         return LocalProducer(
             channel,
             store=self.store,
-            check_open=self.check_open,
+            state=self._state,
             max_message_bytes=self.max_message_bytes,
             blocking_writes=self.blocking_writes,
             id_type=self.id_type,
@@ -488,10 +488,10 @@ class LocalClient:
         self.store.delete_subscription(channel, subname)
 
     async def close(self) -> None:
-        if self._closed:
+        if self._state.closed:
             return
         for consumer in list(self._consumers):
             await consumer.close()
-        self._closed = True
+        self._state.closed = True
         if self._on_close is not None:
             self._on_close()

@@ -14,8 +14,7 @@ from typing import Any
 from msgstream.backend import SubscriptionInfo
 from msgstream.channels import validate_channel_name, validate_subscription_name
 from msgstream.config import Config
-from msgstream.consumer_base import ClientHooks
-from msgstream.errors import StreamClosedError
+from msgstream.consumer_base import ClientHooks, ClientState
 from msgstream.position import SubscriptionPosition
 
 from ..broker_errors import BrokerCalls
@@ -61,16 +60,19 @@ class PulsarClient:
         self._producers: set[PulsarProducer] = set()
         self._consumers: set[PulsarConsumer] = set()
         self._credentials_checked = admin_token(config.pulsar) is None
-        self.closed = False
+        self._state = ClientState("pulsar client")
         self.calls = BrokerCalls(ERRORS, self.service_url, self.deadline_s)
         """The error mapping bound to this cluster and deadline, for this client's parts."""
         self._hooks = ClientHooks(
-            self.check_open, self.get_latest_msg_id, self.check_topic_valid, self.forget_consumer
+            self._state, self.get_latest_msg_id, self.check_topic_valid, self.forget_consumer
         )
 
+    @property
+    def closed(self) -> bool:
+        return self._state.closed
+
     def check_open(self) -> None:
-        if self.closed:
-            raise StreamClosedError("pulsar client")
+        self._state.check_open()
 
     def _call(self, what: str, channel: str, operation: str) -> Any:
         """A broker call on ``channel`` needing the ``operation`` permission ("write" to
@@ -105,8 +107,7 @@ class PulsarClient:
             inner,
             limits=(self.max_message_bytes, self.config.pulsar.max_message_size),
             operation_timeout_s=self.config.msgstream.operation_timeout_s,
-            check_open=self.check_open,
-            client_closed=self._is_closed,
+            state=self._state,
             forget=self.forget_producer,
             calls=self.calls,
         )
@@ -147,9 +148,6 @@ class PulsarClient:
         )
         self._consumers.add(consumer)
         return consumer
-
-    def _is_closed(self) -> bool:
-        return self.closed
 
     def forget_consumer(self, consumer: Any) -> None:
         self._consumers.discard(consumer)
@@ -216,6 +214,6 @@ class PulsarClient:
             await consumer.close()
         for producer in list(self._producers):
             await producer.close()
-        self.closed = True
+        self._state.closed = True
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._inner.close(), self.deadline_s)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from msgstream.backend import MessageID
+from msgstream.consumer_base import ClientState
 from msgstream.errors import BackendUnavailableError, MessageTooLargeError, StreamClosedError
 
 from ..broker_errors import BrokerCalls
@@ -27,8 +28,7 @@ class PulsarProducer:
         *,
         limits: tuple[int, int],
         operation_timeout_s: float,
-        check_open: Callable[[], None],
-        client_closed: Callable[[], bool],
+        state: ClientState,
         forget: Callable[[PulsarProducer], None],
         calls: BrokerCalls,
     ) -> None:
@@ -36,8 +36,7 @@ class PulsarProducer:
         self._limits = limits
         """msgstream's own size limit, then the broker's (``pulsar.max_message_size``)."""
         self._operation_timeout_s = operation_timeout_s
-        self._check_client_open = check_open
-        self._client_closed = client_closed
+        self._client_state = state
         self._forget = forget
         self._calls = calls
         self._inner = inner
@@ -48,7 +47,7 @@ class PulsarProducer:
     def _check(self, payloads: Sequence[bytes]) -> None:
         if self._closed:
             raise StreamClosedError(f"producer of channel {self.channel!r}")
-        self._check_client_open()
+        self._client_state.check_open()
         biggest = max(map(len, payloads), default=0)
         # msgstream's own limit first, then the broker's: the error names the one exceeded.
         for limit in self._limits:
@@ -102,7 +101,7 @@ class PulsarProducer:
                 "the broker refused it: its maxMessageSize is below pulsar.max_message_size"
             )
             return error
-        if result == pulsar.Result.AlreadyClosed and self._client_closed():
+        if result == pulsar.Result.AlreadyClosed and self._client_state.closed:
             return StreamClosedError(f"producer of channel {self.channel!r}")
         if result == pulsar.Result.Timeout:
             return BackendUnavailableError(
