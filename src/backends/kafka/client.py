@@ -11,16 +11,18 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from msgstream.backend import SubscriptionInfo
 from msgstream.channels import validate_channel_name, validate_subscription_name
 from msgstream.config import Config
-from msgstream.errors import ConfigError, StreamClosedError, TopicNotFound
+from msgstream.consumer_base import ClientHooks, ClientState
+from msgstream.errors import TopicNotFound
 from msgstream.position import SubscriptionPosition
 
+from ..broker_errors import BrokerCalls
 from . import connect
 from .admin import KafkaAdmin
 from .consumer import KafkaConsumer
 from .deadlines import SendDeadlines
-from .failures import broker_call
+from .failures import ERRORS
 from .ids import KafkaMessageID
-from .producer import KafkaProducer
+from .producer import KafkaProducer, SharedProducer
 from .settings import consumer_kwargs, producer_kwargs
 
 _START_AT = {
@@ -28,14 +30,6 @@ _START_AT = {
     SubscriptionPosition.LATEST: "latest",
     SubscriptionPosition.UNKNOWN: "unknown",
 }
-
-
-def _construct(cls: Any, kwargs: dict[str, Any], section_key: str) -> Any:
-    """``cls(**kwargs)``; a bad pass-through argument becomes an error naming its key."""
-    try:
-        return cls(**kwargs)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"kafka.{section_key}", f"rejected by aiokafka: {exc}") from exc
 
 
 class KafkaClient:
@@ -51,43 +45,33 @@ class KafkaClient:
         self.max_message_bytes = config.msgstream.max_message_bytes
         self.admin = KafkaAdmin(config, self.deadline_s)
         self.deadlines = SendDeadlines(self.deadline_s, self.brokers)
-        self._producer: AIOKafkaProducer | None = None
+        self.calls = BrokerCalls(ERRORS, self.brokers, self.deadline_s)
+        """The error mapping bound to this cluster and deadline, for this client's parts."""
+        self._state = ClientState("kafka client")
         self._offsets: AIOKafkaConsumer | None = None
         self._lock = asyncio.Lock()
+        self._shared = SharedProducer(
+            lambda: producer_kwargs(config), self.deadline_s, self._lock, self.check_open
+        )
+        self._hooks = ClientHooks(
+            self._state, self.get_latest_msg_id, self.check_topic_valid, self.forget
+        )
         self._consumers: set[KafkaConsumer] = set()
-        self._closed = False
 
     def check_open(self) -> None:
-        if self._closed:
-            raise StreamClosedError("kafka client")
+        self._state.check_open()
 
     def _call(self, what: str, channel: str | None = None, operation: str = "use") -> Any:
-        return broker_call(what, self.brokers, self.deadline_s, channel, operation)
+        return self.calls.call(what, channel, operation)
 
     @property
     def producer(self) -> AIOKafkaProducer | None:
         """The shared producer once started (the sends' fast path), else None."""
-        return self._producer
+        return self._shared.producer
 
     async def shared_producer(self) -> AIOKafkaProducer:
         """The one producer every channel of this client sends through (started lazily)."""
-        producer = self._producer
-        if producer is not None:
-            return producer
-        async with self._lock:
-            self.check_open()
-            if self._producer is None:
-                kwargs = producer_kwargs(self.config)
-                producer = _construct(AIOKafkaProducer, kwargs, "producer")
-                try:
-                    await connect.start(
-                        producer, "connecting the producer", kwargs, self.deadline_s
-                    )
-                except BaseException:
-                    await producer.stop()
-                    raise
-                self._producer = producer
-            return self._producer
+        return await self._shared.get()
 
     async def _offsets_reader(self) -> AIOKafkaConsumer:
         """A group-less consumer used only to ask for a topic's first and last offsets."""
@@ -95,7 +79,7 @@ class KafkaClient:
             self.check_open()
             if self._offsets is None:
                 kwargs = consumer_kwargs(self.config, None)
-                reader = _construct(AIOKafkaConsumer, kwargs, "consumer")
+                reader = connect.construct(AIOKafkaConsumer, kwargs, "consumer")
                 try:
                     await connect.start(reader, "connecting", kwargs, self.deadline_s)
                 except BaseException:
@@ -112,7 +96,14 @@ class KafkaClient:
         topic_limit = await self.admin.max_message_bytes(channel)
         if topic_limit is not None:
             limit = min(limit, topic_limit)
-        return KafkaProducer(self, channel, limit)
+        return KafkaProducer(
+            channel,
+            limit,
+            max_message_bytes=self.max_message_bytes,
+            shared=self._shared,
+            deadlines=self.deadlines,
+            calls=self.calls,
+        )
 
     async def subscribe(
         self, channel: str, subname: str, position: SubscriptionPosition
@@ -122,8 +113,10 @@ class KafkaClient:
         validate_subscription_name(subname)
         await self.admin.ensure_topic(channel)
         kwargs = consumer_kwargs(self.config, subname)
-        inner = _construct(AIOKafkaConsumer, kwargs, "consumer")
-        consumer = KafkaConsumer(self, channel, subname, inner, kwargs)
+        inner = connect.construct(AIOKafkaConsumer, kwargs, "consumer")
+        consumer = KafkaConsumer(
+            channel, subname, inner, kwargs, hooks=self._hooks, calls=self.calls
+        )
         try:
             await consumer.start(_START_AT[position])
         except BaseException:
@@ -132,7 +125,8 @@ class KafkaClient:
         self._consumers.add(consumer)
         return consumer
 
-    def forget(self, consumer: KafkaConsumer) -> None:
+    def forget(self, consumer: Any) -> None:
+        """A consumer of this client closed: stop tracking it."""
         self._consumers.discard(consumer)
 
     def earliest_message_id(self) -> KafkaMessageID:
@@ -195,12 +189,12 @@ class KafkaClient:
         await self.admin.delete_group(subname, channel)
 
     async def close(self) -> None:
-        if self._closed:
+        if self._state.closed:
             return
         for consumer in list(self._consumers):
             await consumer.close()
-        self._closed = True
-        producer, self._producer = self._producer, None
+        self._state.closed = True
+        producer = self._shared.take()
         offsets, self._offsets = self._offsets, None
         for stop in (producer.stop if producer else None, offsets.stop if offsets else None):
             if stop is not None:

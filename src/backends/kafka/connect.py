@@ -17,7 +17,12 @@ from typing import Any
 from aiokafka import errors as kafka_errors
 from aiokafka.conn import create_conn
 
-from msgstream.errors import AuthenticationError, BackendUnavailableError, MsgStreamError
+from msgstream.errors import (
+    AuthenticationError,
+    BackendUnavailableError,
+    ConfigError,
+    MsgStreamError,
+)
 
 from .failures import AUTH_ERRORS, broker_call
 
@@ -30,6 +35,14 @@ _CONN_KEYS = (
     "sasl_plain_username",
     "sasl_plain_password",
 )
+
+
+def construct(cls: Any, kwargs: dict[str, Any], section_key: str) -> Any:
+    """``cls(**kwargs)``; a bad pass-through argument becomes an error naming its key."""
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"kafka.{section_key}", f"rejected by aiokafka: {exc}") from exc
 
 
 async def start(component: Any, what: str, kwargs: dict[str, Any], deadline_s: float) -> None:

@@ -13,21 +13,19 @@ import contextlib
 from collections import deque
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka import errors as kafka_errors
 
 from msgstream.backend import ConsumedMessage, MessageID
+from msgstream.consumer_base import ClientHooks, ConsumerBase
 from msgstream.cooperate import cooperate
-from msgstream.errors import InvalidPositionError, StreamClosedError, StreamStateError
+from msgstream.errors import InvalidPositionError, StreamClosedError
 
+from ..broker_errors import BrokerCalls
 from . import connect
-from .failures import broker_call, translate
 from .ids import KafkaMessageID
-
-if TYPE_CHECKING:
-    from .client import KafkaClient
 
 FETCH_BATCH = 512
 _POLL_MS = 1000
@@ -40,18 +38,19 @@ def _properties(headers: Any) -> Mapping[str, str]:
     return {key: value.decode("utf-8", "replace") for key, value in headers}
 
 
-class KafkaConsumer:
+class KafkaConsumer(ConsumerBase):
     def __init__(
         self,
-        client: KafkaClient,
         channel: str,
         subname: str,
         inner: AIOKafkaConsumer,
         kwargs: dict[str, Any],
+        *,
+        hooks: ClientHooks,
+        calls: BrokerCalls,
     ) -> None:
-        self.channel = channel
-        self.subname = subname
-        self._client = client
+        super().__init__(channel, subname, hooks)
+        self._calls = calls
         self._inner = inner
         self._kwargs = kwargs
         self._partition = TopicPartition(channel, 0)
@@ -60,15 +59,12 @@ class KafkaConsumer:
         self._committed: int | None = None
         self._skip_below = 0
         """After a seek past the end: records below this offset are not delivered."""
-        self._closed = False
 
     def _call(self, what: str) -> Any:
         """A broker call of this consumer: an ACL refusal is one to read the channel (its
         topic, or its subscription's consumer group)."""
-        return broker_call(
+        return self._calls.call(
             f"{what} (channel {self.channel!r}, subscription {self.subname!r})",
-            self._client.brokers,
-            self._client.deadline_s,
             self.channel,
             "read",
         )
@@ -77,7 +73,7 @@ class KafkaConsumer:
         """Position a new consumer: resume a committed offset, else ``start_at``."""
         inner, partition = self._inner, self._partition
         what = f"subscribing {self.subname!r} to {self.channel!r}"
-        await connect.start(inner, what, self._kwargs, self._client.deadline_s)
+        await connect.start(inner, what, self._kwargs, self._calls.deadline_s)
         async with self._call("subscribing"):
             inner.assign([partition])
             self._committed = await inner.committed(partition)
@@ -99,18 +95,6 @@ class KafkaConsumer:
         await self._inner.commit({self._partition: offset})
         self._committed = offset
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StreamClosedError(f"consumer {self.subname!r} of channel {self.channel!r}")
-        self._client.check_open()
-
-    def _check_positioned(self) -> None:
-        if not self._positioned:
-            raise StreamStateError(
-                f"subscription {self.subname!r} on channel {self.channel!r} was opened at "
-                "position UNKNOWN and has not been seeked"
-            )
-
     async def _fetch(self) -> None:
         """Wait until records arrive and buffer them (``_POLL_MS`` at most per poll)."""
         try:
@@ -118,9 +102,7 @@ class KafkaConsumer:
                 self._partition, timeout_ms=_POLL_MS, max_records=FETCH_BATCH
             )
         except kafka_errors.ConsumerStoppedError:
-            raise StreamClosedError(
-                f"consumer {self.subname!r} of channel {self.channel!r}"
-            ) from None
+            raise StreamClosedError(self._what()) from None
         channel, skip = self.channel, self._skip_below
         make = tuple.__new__  # ConsumedMessage without its Python-level __new__: hot path
         for records in batches.values():
@@ -144,7 +126,7 @@ class KafkaConsumer:
                 await self._fetch()
             except (kafka_errors.KafkaError, OSError) as exc:
                 what = f"reading channel {self.channel!r} (subscription {self.subname!r})"
-                raise translate(exc, what, self._client.brokers, self.channel, "read") from exc
+                raise self._calls.translate(exc, what, self.channel, "read") from exc
 
     def receive_nowait(self, max_messages: int) -> list[ConsumedMessage]:
         self._check_open()
@@ -186,29 +168,18 @@ class KafkaConsumer:
         """Acknowledge ``msg`` and everything before it; the committed offset never moves
         back (seek to replay older messages)."""
         self._check_open()
-        if msg.channel != self.channel:
-            raise InvalidPositionError(
-                f"message of channel {msg.channel!r} acked on a consumer of {self.channel!r}"
-            )
+        self._check_ack_channel(msg)
         resume_at = KafkaMessageID.of(msg.msg_id).offset + 1
         if self._committed is None or resume_at > self._committed:
             async with self._call("acknowledging"):
                 await self._commit(resume_at)
-
-    async def get_latest_msg_id(self) -> MessageID | None:
-        self._check_open()
-        return await self._client.get_latest_msg_id(self.channel)
-
-    async def check_topic_valid(self) -> None:
-        self._check_open()
-        await self._client.check_topic_valid(self.channel)
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         self._buffer.clear()
-        self._client.forget(self)
+        self._forget(self)
         # Closing must not fail: the broker may be gone.
         with contextlib.suppress(TimeoutError, kafka_errors.KafkaError, OSError):
-            await asyncio.wait_for(self._inner.stop(), self._client.deadline_s)
+            await asyncio.wait_for(self._inner.stop(), self._calls.deadline_s)

@@ -7,19 +7,18 @@ This is the Kafka backend's one table of failures: every call to the broker goes
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 
 from aiokafka import errors as kafka_errors
 
 from msgstream.errors import (
     AuthenticationError,
     AuthorizationError,
-    BackendUnavailableError,
     MsgStreamError,
     TopicNotFound,
 )
+
+from ..broker_errors import BrokerErrors, Failure
 
 AUTH_ERRORS: tuple[type[BaseException], ...] = (
     kafka_errors.SaslAuthenticationFailed,
@@ -51,30 +50,42 @@ def _refused_resource(exc: BaseException) -> str | None:
     return None
 
 
-def translate(
-    exc: BaseException,
-    what: str,
-    brokers: str,
-    channel: str | None = None,
-    operation: str = "use",
-) -> MsgStreamError:
-    """The msgstream error for ``exc`` raised while doing ``what``.
-
-    ``channel`` and ``operation`` ("write", "read", "create", ...) are what an ACL refusal
-    names: the broker refused ``operation`` on ``channel`` (or on its consumer group).
-    """
-    if isinstance(exc, MsgStreamError):
-        return exc
+def _table(exc: BaseException, failure: Failure) -> MsgStreamError | None:
+    """Kafka's table: which aiokafka exception means what."""
+    if failure.during_call and isinstance(exc, kafka_errors.UnknownTopicOrPartitionError):
+        return failure.unavailable("unknown topic or partition")
     resource = _refused_resource(exc)
     if resource is not None:
-        return _refusal(exc, resource, what, brokers, channel, operation)
+        return _refusal(exc, resource, failure)
     if isinstance(exc, AUTH_ERRORS) or "authentication" in str(exc).lower():
-        return AuthenticationError(f"kafka at {brokers}: {what}: authentication failed: {exc}")
+        return AuthenticationError(f"{failure.prefix}: authentication failed: {exc}")
     if isinstance(exc, TimeoutError | kafka_errors.KafkaTimeoutError):
-        return BackendUnavailableError(
-            f"kafka at {brokers}: {what}: timed out ({exc or 'no answer'})"
-        )
-    return BackendUnavailableError(f"kafka at {brokers}: {what}: {type(exc).__name__}: {exc}")
+        return failure.unavailable(f"timed out ({exc or 'no answer'})")
+    return None
+
+
+def _refusal(exc: BaseException, resource: str, failure: Failure) -> AuthorizationError:
+    return failure.refused(
+        f"the broker's ACLs deny it on the {resource} ({type(exc).__name__}: {exc})",
+        default_channel=ANY_CHANNEL,
+    )
+
+
+ERRORS = BrokerErrors(
+    "kafka", (kafka_errors.KafkaError, OSError), _table, "msgstream.operation_timeout_s"
+)
+"""Kafka's error mapping (the mechanism is :mod:`backends.broker_errors`)."""
+
+
+translate = ERRORS.translate
+"""``translate(exc, what, brokers, channel=None, operation="use")``: the msgstream error for
+``exc`` raised while doing ``what``. ``channel`` and ``operation`` ("write", "read",
+"create", ...) are what an ACL refusal names: the broker refused ``operation`` on
+``channel`` (or on its consumer group)."""
+
+broker_call = ERRORS.call
+"""``async with broker_call(what, brokers, deadline_s, channel=None, operation="use")``:
+run the body within ``deadline_s``; raise a msgstream error on any broker failure."""
 
 
 def refusal_of_code(
@@ -86,44 +97,8 @@ def refusal_of_code(
     resource = AUTHORIZATION_ERRORS.get(kind)
     if resource is None:
         return None
-    return _refusal(kind(detail) if detail else kind(), resource, what, brokers, channel, operation)
-
-
-def _refusal(
-    exc: BaseException, resource: str, what: str, brokers: str, channel: str | None, operation: str
-) -> AuthorizationError:
-    return AuthorizationError(
-        channel or ANY_CHANNEL,
-        operation,
-        f"kafka at {brokers}: {what}: the broker's ACLs deny it on the {resource} "
-        f"({type(exc).__name__}: {exc})",
-    )
-
-
-@contextlib.asynccontextmanager
-async def broker_call(
-    what: str,
-    brokers: str,
-    deadline_s: float,
-    channel: str | None = None,
-    operation: str = "use",
-) -> AsyncIterator[None]:
-    """Run the body within ``deadline_s``; raise a msgstream error on any broker failure
-    (an ACL refusal names ``operation`` on ``channel``)."""
-    try:
-        async with asyncio.timeout(deadline_s):
-            yield
-    except TimeoutError as exc:
-        raise BackendUnavailableError(
-            f"kafka at {brokers}: {what}: no answer within {deadline_s:g} s "
-            "(msgstream.operation_timeout_s)"
-        ) from exc
-    except kafka_errors.UnknownTopicOrPartitionError as exc:
-        raise BackendUnavailableError(
-            f"kafka at {brokers}: {what}: unknown topic or partition"
-        ) from exc
-    except (kafka_errors.KafkaError, OSError) as exc:
-        raise translate(exc, what, brokers, channel, operation) from exc
+    failure = Failure("kafka", brokers, what, channel, operation, during_call=False)
+    return _refusal(kind(detail) if detail else kind(), resource, failure)
 
 
 def topic_missing(channel: str) -> TopicNotFound:

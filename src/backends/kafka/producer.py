@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+from aiokafka import AIOKafkaProducer
 from aiokafka import errors as kafka_errors
 
 from msgstream.backend import MessageID
 from msgstream.errors import MessageTooLargeError, StreamClosedError
 
-from .deadlines import PendingSend
-from .failures import translate
+from ..broker_errors import BrokerCalls
+from . import connect
+from .deadlines import PendingSend, SendDeadlines
 from .ids import KafkaMessageID
-
-if TYPE_CHECKING:
-    from .client import KafkaClient
 
 RECORD_OVERHEAD = 96
 """Bytes a one-record batch adds to its payload (batch header, record framing), rounded up:
@@ -57,21 +56,79 @@ async def _send_in_batches(
     return ids
 
 
+class SharedProducer:
+    """The one aiokafka producer every channel of a client sends through, started on first
+    use. The client owns it and hands it to its channels' producers."""
+
+    __slots__ = ("_check_open", "_deadline_s", "_kwargs", "_lock", "producer")
+
+    def __init__(
+        self,
+        kwargs: Callable[[], dict[str, Any]],
+        deadline_s: float,
+        lock: asyncio.Lock,
+        check_open: Callable[[], None],
+    ) -> None:
+        self.producer: AIOKafkaProducer | None = None
+        """The producer once started (the sends' fast path), else None."""
+        self._kwargs = kwargs
+        self._deadline_s = deadline_s
+        self._lock = lock
+        self._check_open = check_open
+
+    async def get(self) -> AIOKafkaProducer:
+        """The shared producer, started now if it is not yet."""
+        producer = self.producer
+        if producer is not None:
+            return producer
+        async with self._lock:
+            self._check_open()
+            if self.producer is None:
+                kwargs = self._kwargs()
+                producer = connect.construct(AIOKafkaProducer, kwargs, "producer")
+                try:
+                    await connect.start(
+                        producer, "connecting the producer", kwargs, self._deadline_s
+                    )
+                except BaseException:
+                    await producer.stop()
+                    raise
+                self.producer = producer
+            return self.producer
+
+    def take(self) -> AIOKafkaProducer | None:
+        """The started producer, if any, which is no longer shared (the client closes)."""
+        producer, self.producer = self.producer, None
+        return producer
+
+
 class KafkaProducer:
     """A channel's producer. Sends go through the one producer its client shares."""
 
-    def __init__(self, client: KafkaClient, channel: str, limit: int) -> None:
+    def __init__(
+        self,
+        channel: str,
+        limit: int,
+        *,
+        max_message_bytes: int,
+        shared: SharedProducer,
+        deadlines: SendDeadlines,
+        calls: BrokerCalls,
+    ) -> None:
         self.channel = channel
-        self._client = client
+        self._shared = shared
+        self._deadlines = deadlines
+        self._calls = calls
+        self._max_message_bytes = max_message_bytes
         self._limit = limit
         """The largest record, in bytes, this channel accepts (client and topic limits)."""
-        self._plain_limit = min(limit - RECORD_OVERHEAD, client.max_message_bytes)
+        self._plain_limit = min(limit - RECORD_OVERHEAD, max_message_bytes)
         """The largest payload that passes :meth:`_check_size` when sent without headers."""
         self._closed = False
 
     def _check_size(self, payload: bytes, headers: list[tuple[str, bytes]] | None) -> None:
         size = len(payload)
-        limit = min(self._limit, self._client.max_message_bytes)
+        limit = min(self._limit, self._max_message_bytes)
         if size > limit:
             raise MessageTooLargeError(self.channel, size, limit)
         framed = size + RECORD_OVERHEAD + sum(len(k) + len(v) + 8 for k, v in headers or ())
@@ -95,14 +152,15 @@ class KafkaProducer:
         headers = None
         if self._closed or properties or len(payload) > self._plain_limit:
             headers = self._checked_headers((payload,), properties)
-        client = self._client
-        producer = client.producer or await client.shared_producer()
-        watch = client.deadlines.start(self.channel, 1)
+        shared = self._shared
+        producer = shared.producer or await shared.get()
+        deadlines = self._deadlines
+        watch = deadlines.start(self.channel, 1)
         try:
             watch.future = await producer.send(self.channel, payload, partition=0, headers=headers)
             return KafkaMessageID((await watch.future).offset)
         except asyncio.CancelledError:
-            client.deadlines.raise_if_expired(watch)
+            deadlines.raise_if_expired(watch)
             raise
         except (kafka_errors.KafkaError, OSError) as exc:
             raise self._failure(exc, (payload,)) from exc
@@ -113,13 +171,14 @@ class KafkaProducer:
         self, payloads: Sequence[bytes], properties: Mapping[str, str] | None = None
     ) -> list[MessageID]:
         headers = self._checked_headers(payloads, properties)
-        client = self._client
-        producer = client.producer or await client.shared_producer()
-        watch = client.deadlines.start(self.channel, len(payloads))
+        shared = self._shared
+        producer = shared.producer or await shared.get()
+        deadlines = self._deadlines
+        watch = deadlines.start(self.channel, len(payloads))
         try:
             return await _send_in_batches(producer, self.channel, payloads, headers or [], watch)
         except asyncio.CancelledError:
-            client.deadlines.raise_if_expired(watch)
+            deadlines.raise_if_expired(watch)
             raise
         except (kafka_errors.KafkaError, OSError) as exc:
             raise self._failure(exc, payloads) from exc
@@ -131,7 +190,7 @@ class KafkaProducer:
         if isinstance(exc, kafka_errors.MessageSizeTooLargeError):
             return MessageTooLargeError(self.channel, max(map(len, payloads)), self._limit)
         what = f"sending to channel {self.channel!r}"
-        return translate(exc, what, self._client.brokers, self.channel, "write")
+        return self._calls.translate(exc, what, self.channel, "write")
 
     async def close(self) -> None:
         self._closed = True

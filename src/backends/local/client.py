@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from operator import add
 from types import MappingProxyType
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import anyio
 
@@ -20,6 +20,7 @@ from msgstream.backend import (
     tagged_id_owner,
 )
 from msgstream.channels import validate_channel_name, validate_subscription_name
+from msgstream.consumer_base import ClientHooks, ClientState, ConsumerBase
 from msgstream.cooperate import cooperate
 from msgstream.errors import (
     BackendUnavailableError,
@@ -139,9 +140,22 @@ def _no_message(index: int) -> ConsumedMessage:
 
 
 class LocalProducer:
-    def __init__(self, client: LocalClient, channel: str) -> None:
+    def __init__(
+        self,
+        channel: str,
+        *,
+        store: LogStore,
+        state: ClientState,
+        max_message_bytes: int,
+        blocking_writes: bool,
+        id_type: type[LocalMessageID],
+    ) -> None:
         self.channel = channel
-        self._client = client
+        self._store = store
+        self._client_state = state
+        self._limit = max_message_bytes
+        self._blocking_writes = blocking_writes
+        self._id_type = id_type
         self._closed = False
 
     async def send(self, payload: bytes, properties: Mapping[str, str] | None = None) -> MessageID:
@@ -152,16 +166,16 @@ class LocalProducer:
     ) -> list[MessageID]:
         if self._closed:
             raise StreamClosedError(f"producer of channel {self.channel!r}")
-        client = self._client
-        client.check_open()
-        limit = client.max_message_bytes
+        if self._client_state.closed:
+            raise StreamClosedError(self._client_state.what)
+        limit = self._limit
         biggest = max(map(len, payloads), default=0)
         if biggest > limit:
             raise MessageTooLargeError(self.channel, biggest, limit)
         props = MappingProxyType(dict(properties)) if properties else _NO_PROPERTIES
-        store = client.store
+        store = self._store
         try:
-            if client.blocking_writes:
+            if self._blocking_writes:
                 ids = await anyio.to_thread.run_sync(store.append, self.channel, payloads, props)
             else:
                 ids = store.append(self.channel, payloads, props)
@@ -174,36 +188,37 @@ class LocalProducer:
             ) from exc
         store.notify(self.channel)
         await cooperate()  # the append completed inline: let other tasks run now and then
-        return list(map(_new_int, repeat(client.id_type), ids))
+        return list(map(_new_int, repeat(self._id_type), ids))
 
     async def close(self) -> None:
         self._closed = True
 
 
-class LocalConsumer:
+class LocalConsumer(ConsumerBase):
     """Reads one channel for one subscription. ``ack`` is cumulative and persisted."""
 
-    def __init__(self, client: LocalClient, channel: str, subname: str, next_id: int | None):
-        self.channel = channel
-        self.subname = subname
-        self._client = client
-        self._store = client.store
+    def __init__(
+        self,
+        channel: str,
+        subname: str,
+        next_id: int | None,
+        *,
+        store: LogStore,
+        hooks: ClientHooks,
+        id_type: type[LocalMessageID],
+        parse_id: Callable[[bytes], LocalMessageID],
+    ) -> None:
+        super().__init__(channel, subname, hooks)
+        self._store = store
+        self._id_type = id_type
+        self._parse_id = parse_id
         self._next_read: int | None = next_id
         self._buffer: deque[ConsumedMessage] = deque()
-        self._closed = False
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StreamClosedError(f"consumer {self.subname!r} of channel {self.channel!r}")
-        self._client.check_open()
 
     def _read_from(self) -> int:
         """Where the next read starts; raises if the subscription cannot be read."""
         if self._next_read is None:
-            raise StreamStateError(
-                f"subscription {self.subname!r} on channel {self.channel!r} was opened at "
-                "position UNKNOWN and has not been seeked"
-            )
+            raise self._unpositioned()
         if not self._store.has_channel(self.channel):
             raise TopicNotFound(self.channel, self._store.backend_name)
         return self._next_read
@@ -213,7 +228,7 @@ class LocalConsumer:
         if not records:
             self._skip_deleted()
             return
-        id_type = self._client.id_type
+        id_type = self._id_type
         channel = self.channel
         make = tuple.__new__  # ConsumedMessage(...) without its Python-level __new__: hot path
         self._buffer.extend(
@@ -260,7 +275,7 @@ class LocalConsumer:
             self._skip_deleted()
             return ConsumedBatch(self.channel, [], [], _no_message)
         self._next_read = stored.next_id
-        tag = self._client.id_type.tag
+        tag = self._id_type.tag
         return ConsumedBatch(
             self.channel,
             stored.payloads,
@@ -270,7 +285,7 @@ class LocalConsumer:
 
     def _message_of(self, stored: StoredBatch) -> Callable[[int], ConsumedMessage]:
         """Rebuilds message ``i`` of ``stored`` in full (for error reports)."""
-        channel, id_type = self.channel, self._client.id_type
+        channel, id_type = self.channel, self._id_type
 
         def message(index: int) -> ConsumedMessage:
             msg_id = _new_int(id_type, int.from_bytes(stored.ids[index], "big", signed=True))
@@ -284,7 +299,7 @@ class LocalConsumer:
             if msg_id.backend != self._store.backend_name:
                 raise ForeignMessageIdError(self._store.backend_name, msg_id.backend)
             return msg_id
-        return self._client.message_id_from_bytes(msg_id.to_bytes())
+        return self._parse_id(msg_id.to_bytes())
 
     async def seek(self, msg_id: MessageID, inclusive: bool) -> None:
         """Read from ``msg_id`` (``inclusive``) or after it next. A position before the
@@ -309,33 +324,22 @@ class LocalConsumer:
             self._store.put_subscription(self.channel, self.subname, self._next_read)
 
     async def seek_to_earliest(self) -> None:
-        await self.seek(self._client.earliest_message_id(), inclusive=True)
+        await self.seek(_new_int(self._id_type, FIRST_ID - 1), inclusive=True)
 
     async def ack(self, msg: ConsumedMessage) -> None:
         """Acknowledge ``msg`` and everything before it. The persisted cursor only moves
         forward (seek to replay older messages)."""
         self._check_open()
-        if msg.channel != self.channel:
-            raise InvalidPositionError(
-                f"message of channel {msg.channel!r} acked on a consumer of {self.channel!r}"
-            )
+        self._check_ack_channel(msg)
         resume_at = int(self._own_id(msg.msg_id)) + 1
         current = self._store.get_subscription(self.channel, self.subname)
         if current is None or resume_at > current.next_id:  # cumulative: never moves back
             self._store.put_subscription(self.channel, self.subname, resume_at)
 
-    async def get_latest_msg_id(self) -> MessageID | None:
-        self._check_open()
-        return await self._client.get_latest_msg_id(self.channel)
-
-    async def check_topic_valid(self) -> None:
-        self._check_open()
-        await self._client.check_topic_valid(self.channel)
-
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._client.forget(self)
+            self._forget(self)
             self._store.consumer_closed(self.channel, self.subname)
             self._store.notify(self.channel)
 
@@ -362,13 +366,15 @@ class LocalClient:
         """True when an append may block (fsync): appends then run in a worker thread."""
         self.inline_sends = not blocking_writes
         self._consumers: set[LocalConsumer] = set()
-        self._closed = False
+        self._state = ClientState(f"{self.backend_name} client")
+        self._hooks = ClientHooks(
+            self._state, self.get_latest_msg_id, self.check_topic_valid, self.forget
+        )
         self._on_use = on_use
         self._on_close = on_close
 
     def check_open(self) -> None:
-        if self._closed:
-            raise StreamClosedError(f"{self.backend_name} client")
+        self._state.check_open()
 
     async def create_producer(self, channel: str) -> LocalProducer:
         self.check_open()
@@ -377,7 +383,14 @@ class LocalClient:
         validate_channel_name(channel)
         self._require_writable(channel)
         self.store.ensure_channel(channel)
-        return LocalProducer(self, channel)
+        return LocalProducer(
+            channel,
+            store=self.store,
+            state=self._state,
+            max_message_bytes=self.max_message_bytes,
+            blocking_writes=self.blocking_writes,
+            id_type=self.id_type,
+        )
 
     def _require_writable(self, channel: str) -> None:
         if self.store.read_only:
@@ -411,12 +424,20 @@ class LocalClient:
             start = None
         if existing is None and start is not None and not store.read_only:
             store.put_subscription(channel, subname, start)
-        consumer = LocalConsumer(self, channel, subname, start)
+        consumer = LocalConsumer(
+            channel,
+            subname,
+            start,
+            store=store,
+            hooks=self._hooks,
+            id_type=self.id_type,
+            parse_id=self.message_id_from_bytes,
+        )
         self._consumers.add(consumer)
         store.consumer_opened(channel, subname)
         return consumer
 
-    def forget(self, consumer: LocalConsumer) -> None:
+    def forget(self, consumer: Any) -> None:
         self._consumers.discard(consumer)
 
     def earliest_message_id(self) -> LocalMessageID:
@@ -467,10 +488,10 @@ class LocalClient:
         self.store.delete_subscription(channel, subname)
 
     async def close(self) -> None:
-        if self._closed:
+        if self._state.closed:
             return
         for consumer in list(self._consumers):
             await consumer.close()
-        self._closed = True
+        self._state.closed = True
         if self._on_close is not None:
             self._on_close()

@@ -14,12 +14,13 @@ from typing import Any
 from msgstream.backend import SubscriptionInfo
 from msgstream.channels import validate_channel_name, validate_subscription_name
 from msgstream.config import Config
-from msgstream.errors import StreamClosedError
+from msgstream.consumer_base import ClientHooks, ClientState
 from msgstream.position import SubscriptionPosition
 
+from ..broker_errors import BrokerCalls
 from .admin import PulsarAdmin
 from .consumer import PulsarConsumer
-from .failures import broker_call
+from .failures import ERRORS
 from .handshake import check_token
 from .ids import EARLIEST, PulsarMessageID
 from .library import pulsar, pulsar_asyncio
@@ -59,18 +60,24 @@ class PulsarClient:
         self._producers: set[PulsarProducer] = set()
         self._consumers: set[PulsarConsumer] = set()
         self._credentials_checked = admin_token(config.pulsar) is None
-        self.closed = False
+        self._state = ClientState("pulsar client")
+        self.calls = BrokerCalls(ERRORS, self.service_url, self.deadline_s)
+        """The error mapping bound to this cluster and deadline, for this client's parts."""
+        self._hooks = ClientHooks(
+            self._state, self.get_latest_msg_id, self.check_topic_valid, self.forget_consumer
+        )
+
+    @property
+    def closed(self) -> bool:
+        return self._state.closed
 
     def check_open(self) -> None:
-        if self.closed:
-            raise StreamClosedError("pulsar client")
+        self._state.check_open()
 
     def _call(self, what: str, channel: str, operation: str) -> Any:
         """A broker call on ``channel`` needing the ``operation`` permission ("write" to
         produce, "read" to consume): a refusal is an ``AuthorizationError`` naming both."""
-        return broker_call(
-            what, self.service_url, self.deadline_s, channel=channel, operation=operation
-        )
+        return self.calls.call(what, channel, operation)
 
     def topic(self, channel: str) -> str:
         return topic_name(self.config.pulsar, channel)
@@ -95,7 +102,15 @@ class PulsarClient:
             inner = await self._inner.create_producer(
                 self.topic(channel), **producer_kwargs(self.config)
             )
-        producer = PulsarProducer(self, channel, inner)
+        producer = PulsarProducer(
+            channel,
+            inner,
+            limits=(self.max_message_bytes, self.config.pulsar.max_message_size),
+            operation_timeout_s=self.config.msgstream.operation_timeout_s,
+            state=self._state,
+            forget=self.forget_producer,
+            calls=self.calls,
+        )
         self._producers.add(producer)
         return producer
 
@@ -121,18 +136,20 @@ class PulsarClient:
         validate_subscription_name(subname)
         inner = await self.open_subscription(channel, subname, _INITIAL_POSITION[position])
         consumer = PulsarConsumer(
-            self,
             channel,
             subname,
             inner,
             # Pulsar does not say whether the subscription existed: with UNKNOWN, even a
             # resumed subscription waits for a seek.
             positioned=position is not SubscriptionPosition.UNKNOWN,
+            hooks=self._hooks,
+            open_subscription=self.open_subscription,
+            calls=self.calls,
         )
         self._consumers.add(consumer)
         return consumer
 
-    def forget_consumer(self, consumer: PulsarConsumer) -> None:
+    def forget_consumer(self, consumer: Any) -> None:
         self._consumers.discard(consumer)
 
     def forget_producer(self, producer: PulsarProducer) -> None:
@@ -197,6 +214,6 @@ class PulsarClient:
             await consumer.close()
         for producer in list(self._producers):
             await producer.close()
-        self.closed = True
+        self._state.closed = True
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._inner.close(), self.deadline_s)

@@ -21,24 +21,18 @@ import contextlib
 import functools
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from msgstream.backend import ConsumedMessage, MessageID
+from msgstream.consumer_base import ClientHooks, ConsumerBase
 from msgstream.cooperate import cooperate
-from msgstream.errors import (
-    InvalidPositionError,
-    StreamClosedError,
-    StreamStateError,
-)
+from msgstream.errors import InvalidPositionError
 
-from .failures import broker_call, translate
+from ..broker_errors import BrokerCalls
 from .ids import EARLIEST, PulsarMessageID
 from .library import _pulsar, pulsar, pulsar_asyncio
-
-if TYPE_CHECKING:
-    from .client import PulsarClient
 
 PREFETCH = 256
 """Messages taken from the library per refill (it prefetches pulsar.receiver_queue_size)."""
@@ -46,25 +40,30 @@ _NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
 _OK = _pulsar.Result.Ok
 
 
-class PulsarConsumer:
+OpenSubscription = Callable[[str, str, Any], Awaitable[pulsar_asyncio.Consumer]]
+"""The client's ``open_subscription``: a library consumer on (channel, subname, position)."""
+
+
+class PulsarConsumer(ConsumerBase):
     def __init__(
         self,
-        client: PulsarClient,
         channel: str,
         subname: str,
         inner: pulsar_asyncio.Consumer,
         *,
         positioned: bool,
+        hooks: ClientHooks,
+        open_subscription: OpenSubscription,
+        calls: BrokerCalls,
     ) -> None:
-        self.channel = channel
-        self.subname = subname
-        self._client = client
+        super().__init__(channel, subname, hooks)
+        self._open_subscription = open_subscription
+        self._calls = calls
         self._inner = inner
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._buffer: deque[ConsumedMessage] = deque()
         self._positioned = positioned
-        self._closed = False
         self._waiting = False
         """A ``receive_async`` callback is registered with the library and has not run."""
         self._incarnation = 0
@@ -78,28 +77,11 @@ class PulsarConsumer:
 
     # ------------------------------------------------------------------------- checks
 
-    def _what(self) -> str:
-        return f"consumer {self.subname!r} of channel {self.channel!r}"
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StreamClosedError(self._what())
-        self._client.check_open()
-
-    def _check_positioned(self) -> None:
-        if not self._positioned:
-            raise StreamStateError(
-                f"subscription {self.subname!r} on channel {self.channel!r} was opened at "
-                "position UNKNOWN and has not been seeked"
-            )
-
     def _call(self, what: str) -> Any:
-        return broker_call(
+        return self._calls.call(
             f"{what} (channel {self.channel!r}, subscription {self.subname!r})",
-            self._client.service_url,
-            self._client.deadline_s,
-            channel=self.channel,
-            operation="read",
+            self.channel,
+            "read",
         )
 
     # ---------------------------------------------------------------------- receiving
@@ -130,12 +112,8 @@ class PulsarConsumer:
                 self._refill(PREFETCH)
         else:
             what = f"reading channel {self.channel!r} (subscription {self.subname!r})"
-            self._error = translate(
-                pulsar_asyncio.PulsarException(result),
-                what,
-                self._client.service_url,
-                channel=self.channel,
-                operation="read",
+            self._error = self._calls.translate(
+                pulsar_asyncio.PulsarException(result), what, self.channel, "read"
             )
         waiter = self._waiter
         if waiter is not None and not waiter.done():
@@ -240,8 +218,8 @@ class PulsarConsumer:
         self._waiting = False
         old = self._inner
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(old.close(), self._client.deadline_s)
-        self._inner = await self._client.open_subscription(
+            await asyncio.wait_for(old.close(), self._calls.deadline_s)
+        self._inner = await self._open_subscription(
             self.channel, self.subname, pulsar.InitialPosition.Latest
         )
 
@@ -251,10 +229,7 @@ class PulsarConsumer:
         """Acknowledge ``msg`` and everything before it. The broker's acknowledged position
         never moves back on an ack (a seek moves it, both ways)."""
         self._check_open()
-        if msg.channel != self.channel:
-            raise InvalidPositionError(
-                f"message of channel {msg.channel!r} acked on a consumer of {self.channel!r}"
-            )
+        self._check_ack_channel(msg)
         target = PulsarMessageID.of(msg.msg_id)
         ledger, entry, batch = target.key
         if batch >= 0:
@@ -269,16 +244,13 @@ class PulsarConsumer:
     # --------------------------------------------------------------------------- queries
 
     async def get_latest_msg_id(self) -> MessageID | None:
+        """Asked through this consumer's own library consumer (not the admin API)."""
         self._check_open()
         async with self._call("reading the last message id"):
             native = await self._inner.get_last_message_id()
         if native.ledger_id() < 0 or native.entry_id() < 0:
             return None
         return PulsarMessageID.from_native(native)
-
-    async def check_topic_valid(self) -> None:
-        self._check_open()
-        await self._client.check_topic_valid(self.channel)
 
     # -------------------------------------------------------------------------- disposal
 
@@ -298,7 +270,7 @@ class PulsarConsumer:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)  # the receive loop sees the consumer closed
-        self._client.forget_consumer(self)
+        self._forget(self)
         # Closing must not fail: the broker may be gone. Closing flushes pending acks.
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._inner.close(), self._client.deadline_s)
+            await asyncio.wait_for(self._inner.close(), self._calls.deadline_s)

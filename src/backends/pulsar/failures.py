@@ -10,18 +10,14 @@ certificate the client does not trust is a ``ConnectError`` from the library and
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-
 from msgstream.errors import (
     AuthenticationError,
     AuthorizationError,
-    BackendUnavailableError,
     MsgStreamError,
     TopicNotFound,
 )
 
+from ..broker_errors import BrokerErrors, Failure
 from .library import pulsar, pulsar_asyncio
 
 _AUTH_RESULTS = frozenset(
@@ -54,9 +50,8 @@ def not_authorized(
     channel: str, operation: str, where: str, what: str, reason: str
 ) -> AuthorizationError:
     """The broker refused a permission on ``channel``: msgstream's ``AuthorizationError``."""
-    return AuthorizationError(
-        channel, operation, f"pulsar at {where}: {what}: {reason or 'refused by the broker'}"
-    )
+    failure = Failure("pulsar", where, what, channel, operation, during_call=False)
+    return failure.refused(reason or "refused by the broker", default_channel=channel)
 
 
 def is_untrusted_certificate(exc: BaseException) -> bool:
@@ -71,66 +66,47 @@ def is_untrusted_certificate(exc: BaseException) -> bool:
     return False
 
 
-def translate(
-    exc: BaseException,
-    what: str,
-    where: str,
-    *,
-    channel: str | None = None,
-    operation: str | None = None,
-) -> MsgStreamError:
-    """The msgstream error for ``exc``, raised while doing ``what`` against ``where``.
-
-    ``channel`` and ``operation`` name what a refused permission refused ("write",
-    "read"); without them a refusal is reported as failed authentication.
-    """
-    if isinstance(exc, MsgStreamError):
-        return exc
+def _table(exc: BaseException, failure: Failure) -> MsgStreamError | None:
+    """Pulsar's table: which library result (or Python exception) means what."""
     result = result_of(exc)
-    if result == pulsar.Result.AuthorizationError and channel is not None:
-        return not_authorized(channel, operation or "use", where, what, _library_reason(exc))
+    if result == pulsar.Result.AuthorizationError and failure.channel is not None:
+        reason = _library_reason(exc) or "refused by the broker"
+        return failure.refused(reason, default_channel=failure.channel)
     if result in _AUTH_RESULTS:
-        return AuthenticationError(f"pulsar at {where}: {what}: authentication failed ({exc})")
+        return AuthenticationError(f"{failure.prefix}: authentication failed ({exc})")
     if result == pulsar.Result.Timeout or isinstance(exc, TimeoutError):
-        return BackendUnavailableError(
-            f"pulsar at {where}: {what}: timed out ({exc or 'no answer'})"
-        )
+        return failure.unavailable(f"timed out ({exc or 'no answer'})")
     if result == pulsar.Result.ConnectError:
         if is_untrusted_certificate(exc):
-            return BackendUnavailableError(
-                f"pulsar at {where}: {what}: cannot connect: {UNTRUSTED_HINT} ({exc})"
-            )
-        return BackendUnavailableError(f"pulsar at {where}: {what}: cannot connect ({exc})")
-    return BackendUnavailableError(f"pulsar at {where}: {what}: {type(exc).__name__}: {exc}")
+            return failure.unavailable(f"cannot connect: {UNTRUSTED_HINT} ({exc})")
+        return failure.unavailable(f"cannot connect ({exc})")
+    return None
+
+
+ERRORS = BrokerErrors(
+    "pulsar",
+    (pulsar_asyncio.PulsarException, pulsar.PulsarException, OSError),
+    _table,
+    "msgstream.operation_timeout_s, pulsar.operation_timeout_s",
+)
+"""Pulsar's error mapping (the mechanism is :mod:`backends.broker_errors`)."""
+
+
+translate = ERRORS.translate
+"""``translate(exc, what, where, channel=None, operation=None)``: the msgstream error for
+``exc``, raised while doing ``what`` against ``where``. ``channel`` and ``operation`` name
+what a refused permission refused ("write", "read"); without them a refusal is reported
+as failed authentication."""
+
+broker_call = ERRORS.call
+"""``async with broker_call(what, where, deadline_s, channel=None, operation=None)``: run
+the body within ``deadline_s``; raise a msgstream error on any broker failure."""
 
 
 def _library_reason(exc: BaseException) -> str:
     """The broker's own words, when the library passed them on ("" when it did not)."""
     words = [a for a in getattr(exc, "args", ()) if isinstance(a, str) and a]
     return words[-1] if words else ""
-
-
-@contextlib.asynccontextmanager
-async def broker_call(
-    what: str,
-    where: str,
-    deadline_s: float,
-    *,
-    channel: str | None = None,
-    operation: str | None = None,
-) -> AsyncIterator[None]:
-    """Run the body within ``deadline_s``; raise a msgstream error on any broker failure
-    (``channel`` and ``operation``: see :func:`translate`)."""
-    try:
-        async with asyncio.timeout(deadline_s):
-            yield
-    except TimeoutError as exc:
-        raise BackendUnavailableError(
-            f"pulsar at {where}: {what}: no answer within {deadline_s:g} s "
-            "(msgstream.operation_timeout_s, pulsar.operation_timeout_s)"
-        ) from exc
-    except (pulsar_asyncio.PulsarException, pulsar.PulsarException, OSError) as exc:
-        raise translate(exc, what, where, channel=channel, operation=operation) from exc
 
 
 def topic_missing(channel: str) -> TopicNotFound:

@@ -4,28 +4,41 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from msgstream.backend import MessageID
+from msgstream.consumer_base import ClientState
 from msgstream.errors import BackendUnavailableError, MessageTooLargeError, StreamClosedError
 
-from .failures import translate
+from ..broker_errors import BrokerCalls
 from .ids import PulsarMessageID
 from .library import pulsar, pulsar_asyncio
 from .sending import native_producer, send_one, send_window
 from .settings import MAX_PENDING_SENDS
 
-if TYPE_CHECKING:
-    from .client import PulsarClient
-
 
 class PulsarProducer:
     """A channel's producer. ``send`` returns once the broker has persisted the message."""
 
-    def __init__(self, client: PulsarClient, channel: str, inner: pulsar_asyncio.Producer) -> None:
+    def __init__(
+        self,
+        channel: str,
+        inner: pulsar_asyncio.Producer,
+        *,
+        limits: tuple[int, int],
+        operation_timeout_s: float,
+        state: ClientState,
+        forget: Callable[[PulsarProducer], None],
+        calls: BrokerCalls,
+    ) -> None:
         self.channel = channel
-        self._client = client
+        self._limits = limits
+        """msgstream's own size limit, then the broker's (``pulsar.max_message_size``)."""
+        self._operation_timeout_s = operation_timeout_s
+        self._client_state = state
+        self._forget = forget
+        self._calls = calls
         self._inner = inner
         self._native = native_producer(inner)
         """The C extension's producer under ``inner`` (see :mod:`.sending`), if exposed."""
@@ -34,10 +47,10 @@ class PulsarProducer:
     def _check(self, payloads: Sequence[bytes]) -> None:
         if self._closed:
             raise StreamClosedError(f"producer of channel {self.channel!r}")
-        self._client.check_open()
+        self._client_state.check_open()
         biggest = max(map(len, payloads), default=0)
         # msgstream's own limit first, then the broker's: the error names the one exceeded.
-        for limit in (self._client.max_message_bytes, self._client.config.pulsar.max_message_size):
+        for limit in self._limits:
             if biggest > limit:
                 raise MessageTooLargeError(self.channel, biggest, limit)
 
@@ -80,7 +93,7 @@ class PulsarProducer:
         return await asyncio.gather(*(send(p, props) for p in window))
 
     def _failure(self, exc: Exception, payloads: Sequence[bytes]) -> Exception:
-        where = self._client.service_url
+        where = self._calls.where
         result = getattr(exc, "error", lambda: None)()
         if result == pulsar.Result.MessageTooBig:
             error = MessageTooLargeError(self.channel, max(map(len, payloads)), self._limit())
@@ -88,31 +101,27 @@ class PulsarProducer:
                 "the broker refused it: its maxMessageSize is below pulsar.max_message_size"
             )
             return error
-        if result == pulsar.Result.AlreadyClosed and self._client.closed:
+        if result == pulsar.Result.AlreadyClosed and self._client_state.closed:
             return StreamClosedError(f"producer of channel {self.channel!r}")
         if result == pulsar.Result.Timeout:
             return BackendUnavailableError(
                 f"pulsar at {where}: sending {len(payloads)} message(s) to channel "
                 f"{self.channel!r}: not acknowledged within "
-                f"{self._client.config.msgstream.operation_timeout_s:g} s "
+                f"{self._operation_timeout_s:g} s "
                 "(msgstream.operation_timeout_s); they may still be written"
             )
-        return translate(
-            exc,
-            f"sending to channel {self.channel!r}",
-            where,
-            channel=self.channel,
-            operation="write",
+        return self._calls.translate(
+            exc, f"sending to channel {self.channel!r}", self.channel, "write"
         )
 
     def _limit(self) -> int:
-        return min(self._client.max_message_bytes, self._client.config.pulsar.max_message_size)
+        return min(self._limits)
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self._client.forget_producer(self)
+        self._forget(self)
         # Closing must not fail: the broker may be gone.
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._inner.close(), self._client.deadline_s)
+            await asyncio.wait_for(self._inner.close(), self._calls.deadline_s)

@@ -1,0 +1,97 @@
+"""No import circles in ``src/``: a part never imports its parent back.
+
+The graph is built from the source (``ast``), not by importing it: every ``import`` and
+``from ... import`` statement of every module counts, wherever it stands (under
+``TYPE_CHECKING``, inside a function), relative imports resolved against the module's
+package. ``from package import name`` is an edge to ``package.name`` when that is a module,
+else to the package itself.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def module_names(root: Path) -> dict[str, Path]:
+    """Every module under ``root``, by dotted name (a package by its own name)."""
+    names = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names[".".join(parts)] = path
+    return names
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The modules of ``known`` that module ``name`` (at ``path``) imports."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".")
+                base_parts = base_parts[: len(base_parts) - (node.level - 1)]
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                found.add(candidate if candidate in known else base)
+    return {target for target in found if target in known and target != name}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of ``graph`` (its modules, the first repeated at the end)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                return [*path[path.index(target) :], target]
+            if target not in state:
+                cycle = visit(target)
+                if cycle is not None:
+                    return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node)
+            if cycle is not None:
+                return cycle
+    return None
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    modules = module_names(root)
+    known = set(modules)
+    return {name: imports_of(name, path, known) for name, path in modules.items()}
+
+
+def test_the_graph_sees_the_backends_and_their_relative_imports() -> None:
+    graph = import_graph(SRC)
+    assert "backends.kafka.client" in graph["backends.kafka"]
+    assert "backends.kafka.producer" in graph["backends.kafka.client"]
+    assert "backends.broker_errors" in graph["backends.kafka.failures"]
+    assert "msgstream.consumer_base" in graph["backends.pulsar.consumer"]
+
+
+def test_a_circle_is_found() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_src_has_no_import_circles() -> None:
+    assert find_cycle(import_graph(SRC)) is None
