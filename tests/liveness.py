@@ -25,7 +25,7 @@ from types import FrameType
 BEAT_S = 0.01
 BLOCKED_S = 0.1
 """CPU the loop's thread may spend between two beats (the issue's 100 ms)."""
-STALLED_S = 1.0
+STALLED_S = 2.0
 """Wall time allowed between two beats, whatever the CPU (noise stays well below)."""
 HUNG_S = 10.0
 
