@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,12 @@ from backends.rocksmq.wal import BLOCK
 from msgstream import StoreCorruptedError, SubscriptionPosition
 from msgstream.cli.main import main
 from test_rocksmq_durability import CHANNELS, produce_and_kill
-from test_rocksmq_faults import biggest, damage
+from test_rocksmq_faults import (
+    biggest,
+    damage,
+    killed_store_with_a_damaged_wal,
+    store_with_a_damaged_table,
+)
 
 EARLIEST = SubscriptionPosition.EARLIEST
 
@@ -75,9 +79,8 @@ def test_a_damaged_wal_is_named_then_repaired(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "store"
-    produce_and_kill(path, sync=False, min_acks=3000)
+    killed_store_with_a_damaged_wal(path)
     wal = biggest(path, ".log")
-    damage(wal, wal.stat().st_size // 2, b"\xde\xad\xbe\xef" * 64)
     before = fingerprint(path)
 
     code, report = doctor(capsys, str(path))
@@ -104,15 +107,7 @@ def test_a_damaged_table_block_is_located_then_read_past(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "store"
-    store = RocksStore(str(path))
-    store.ensure_channel("ch")
-    payloads = [b"%06d" % i + os.urandom(94) for i in range(20_000)]
-    for start in range(0, len(payloads), 1000):
-        store.append("ch", payloads[start : start + 1000], {})
-    store.flush()
-    store.close()
-    table = biggest(path, ".sst")
-    damage(table, table.stat().st_size // 3, b"\0" * 64)
+    payloads, table = store_with_a_damaged_table(path)
 
     code, report = doctor(capsys, str(path))
     assert code == 1
@@ -142,9 +137,7 @@ def test_inspect_on_a_damaged_store_fails_instead_of_showing_it_empty(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "store"
-    produce_and_kill(path, sync=False, min_acks=3000)
-    wal = biggest(path, ".log")
-    damage(wal, wal.stat().st_size // 2, b"\xde\xad\xbe\xef" * 64)
+    killed_store_with_a_damaged_wal(path)
     config = tmp_path / "msgstream.yaml"
     config.write_text(f"rocksmq:\n  path: {path}\n", encoding="utf-8")
     assert main(["inspect", "--config", str(config)]) == 1

@@ -42,14 +42,36 @@ def biggest(directory: Path, suffix: str) -> Path:
     return max(directory.glob(f"*{suffix}"), key=lambda p: p.stat().st_size)
 
 
+def killed_store_with_a_damaged_wal(path: Path) -> dict[str, list[tuple[int, int]]]:
+    """A store whose writer was SIGKILLed after 3000 acks, with garbage mid-log; returns
+    the acknowledged ``(id, seq)`` pairs per channel."""
+    acked = produce_and_kill(path, sync=False, min_acks=3000)
+    wal = biggest(path, ".log")
+    damage(wal, wal.stat().st_size // 2, b"\xde\xad\xbe\xef" * 64)
+    return acked
+
+
+def store_with_a_damaged_table(path: Path) -> tuple[list[bytes], Path]:
+    """20,000 messages of channel ``ch`` flushed to one table file, 64 bytes zeroed a third
+    of the way in; returns the payloads and the table file."""
+    store = RocksStore(str(path))
+    payloads = [b"%06d" % i + os.urandom(94) for i in range(20_000)]
+    store.ensure_channel("ch")
+    for start in range(0, len(payloads), 1000):
+        store.append("ch", payloads[start : start + 1000], {})
+    store.flush()
+    store.close()
+    table = biggest(path, ".sst")
+    damage(table, table.stat().st_size // 3, b"\0" * 64)
+    return payloads, table
+
+
 # --- the write-ahead log ---------------------------------------------------------------------
 def test_garbage_in_the_middle_of_the_wal_fails_the_open(tmp_path: Path) -> None:
     """RocksDB's default recovery drops everything after a damaged WAL record, silently."""
     path = tmp_path / "store"
-    acked = produce_and_kill(path, sync=False, min_acks=3000)
+    acked = killed_store_with_a_damaged_wal(path)
     assert sum(map(len, acked.values())) >= 3000
-    wal = biggest(path, ".log")
-    damage(wal, wal.stat().st_size // 2, b"\xde\xad\xbe\xef" * 64)
     with pytest.raises(StoreCorruptedError, match="msgstream doctor") as info:
         RocksStore(str(path))
     assert info.value.path == str(path)
@@ -101,15 +123,7 @@ async def test_a_damaged_table_block_is_an_error_at_read_naming_the_ids(tmp_path
     """RocksDB's iterator stops at a damaged block without an error: reads must not end
     there as if the channel did."""
     path = tmp_path / "store"
-    store = RocksStore(str(path))
-    payloads = [b"%06d" % i + os.urandom(94) for i in range(20_000)]
-    store.ensure_channel("ch")
-    for start in range(0, len(payloads), 1000):
-        store.append("ch", payloads[start : start + 1000], {})
-    store.flush()
-    store.close()
-    table = biggest(path, ".sst")
-    damage(table, table.stat().st_size // 3, b"\0" * 64)
+    payloads, _ = store_with_a_damaged_table(path)
 
     client = open_client(str(path))
     try:
