@@ -14,7 +14,7 @@ import pytest
 import fuzzing
 from msgstream.errors import DecodeError
 
-CI_DECODE_PAYLOADS = 50_000
+CI_DECODE_PAYLOADS = 100_000
 """Payloads through ``decode`` (and ``decode_batch``) in CI."""
 CI_DOCUMENTS = 5_000
 """Positions JSON texts, and config documents, in CI."""
