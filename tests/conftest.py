@@ -21,9 +21,9 @@ __all__ = ["kafka_broker", "pulsar_broker"]  # session fixtures, re-exported for
 
 
 LOCAL_LIMITS = {"msgstream": {"max_message_bytes": 4 * 1024 * 1024}}
-"""The embedded harnesses cap messages at 4 MiB, not 64: the shared oversize test builds
-one message over the cap inside the loop watch, and 64 MiB of it held the loop's thread
-for over 100 ms of CPU on a loaded machine."""
+"""The embedded and Pulsar harnesses cap messages at 4 MiB (Kafka's at 1 MB, its broker's
+limit): the shared oversize test builds one message over the cap inside the loop watch,
+and 64 MiB of it held the loop's thread for over 100 ms of CPU on a loaded machine."""
 
 
 def _memory(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
@@ -64,6 +64,7 @@ def _pulsar(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
         {
             "mq": {"type": "pulsar"},
             "pulsar": {"address": broker.service_url, "admin_url": broker.admin_url},
+            **LOCAL_LIMITS,
         },
         env={},
     )
