@@ -27,13 +27,13 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from backends.kafka.settings import producer_kwargs
 from msgstream import (
     MsgStream,
     config_from_dict,
     encode,
     new_client,
 )
+from msgstream.backends.kafka.settings import producer_kwargs
 from report import (
     Row,
     alternating_rounds,

@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from backends.rocksmq import RocksOptions, open_client
 from msgstream import (
     DataType,
     FieldData,
@@ -52,6 +51,7 @@ from msgstream import (
     encode,
     repack_by_first_key,
 )
+from msgstream.backends.rocksmq import RocksOptions, open_client
 from msgstream.config import MsgStreamConfig
 
 CHANNELS = [f"mem-{i}" for i in range(4)]

@@ -24,14 +24,14 @@ from typing import Any
 import pulsar
 import pulsar.asyncio
 
-from backends.pulsar.settings import (
+from msgstream import MsgStream, config_from_dict, encode, new_client
+from msgstream.backends.pulsar.settings import (
     MAX_PENDING_SENDS,
     client_kwargs,
     producer_kwargs,
     service_url,
     topic_name,
 )
-from msgstream import MsgStream, config_from_dict, encode, new_client
 from report import (
     alternating_rounds,
     broker_produce_rows,

@@ -30,7 +30,6 @@ import numpy as np
 from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
 
 import msgstream.reader
-from backends.rocksmq import RocksOptions, open_client
 from msgstream import (
     DataType,
     DeleteMsg,
@@ -45,6 +44,7 @@ from msgstream import (
     encode,
     repack_by_first_key,
 )
+from msgstream.backends.rocksmq import RocksOptions, open_client
 from msgstream.codec import ENVELOPE_SIZE, DecodedBatch
 from msgstream.plans import Plan, Where
 from report import Row, percentile, print_table, timed

@@ -3,7 +3,7 @@
     python benchmarks/bench_spark.py [--quick] [--rows N] [--json FILE] [--kafka]
 
 One run, one local[2] Spark session, one data set: the sample collection of
-``bridge_spark.workload`` (int64 key, float vector, string, JSON; inserts of ~100 rows
+``msgstream.bridge_spark.workload`` (int64 key, float vector, string, JSON; inserts of ~100 rows
 and some deletes) on 4 channels of an embedded store, read in the ``changes`` frame.
 
 Figures (rows/s, median of alternating rounds so machine noise hits every side alike):
@@ -36,9 +36,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from bridge_spark import FrameBuilder, FrameKind, FrameSchema, MicroBatcher, local_spark
-from bridge_spark.workload import Produced, SampleProducer, sample_schema
 from msgstream import Config, SubscriptionPosition, config_from_dict, new_msgstream
+from msgstream.bridge_spark import FrameBuilder, FrameKind, FrameSchema, MicroBatcher, local_spark
+from msgstream.bridge_spark.workload import Produced, SampleProducer, sample_schema
 from msgstream.ttstream import TtMsgStream
 from report import Row, print_table, tests_on_path, timed
 
@@ -64,7 +64,7 @@ async def produce(config: Config, rows: int) -> Produced:
 
 async def prebuilt_table(config: Config, frame: FrameSchema, last_tick: int) -> pa.Table:
     """Every row as one Arrow table, read once through a TtMsgStream."""
-    from bridge_spark.clients import open_reader
+    from msgstream.bridge_spark.clients import open_reader
 
     builder = FrameBuilder(frame)
     reader = open_reader(config)

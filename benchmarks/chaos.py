@@ -40,7 +40,6 @@ tests_on_path()
 
 import pytest  # noqa: E402 (tests/helpers/mounts.py skips through pytest's exceptions)
 
-from backends.rocksmq import RocksStore, open_client  # noqa: E402
 from helpers.mounts import tmpfs  # noqa: E402
 from helpers.rocksmq_child import Child  # noqa: E402
 from msgstream import (  # noqa: E402
@@ -55,6 +54,7 @@ from msgstream import (  # noqa: E402
     config_from_dict,
     new_msgstream,
 )
+from msgstream.backends.rocksmq import RocksStore, open_client  # noqa: E402
 from test_rocksmq_durability import produce_and_kill  # noqa: E402
 
 CHILD = str(Path(__file__).resolve().parent / "chaos_child.py")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from bridge_spark import ParquetSink
+from msgstream.bridge_spark import ParquetSink
 from msgstream.cli import demo
 from msgstream.cli.main import main
 from spark.sessions import spark as spark  # the shared session fixture
@@ -102,7 +102,7 @@ def test_demo_fails_when_a_row_is_lost_or_duplicated(
     duplicated: int,
 ) -> None:
     monkeypatch.setattr(Faulty, "mode", mode)
-    monkeypatch.setattr("bridge_spark.ParquetSink", Faulty)
+    monkeypatch.setattr("msgstream.bridge_spark.ParquetSink", Faulty)
     assert main(["demo", *SMALL]) == 1
     out, err = capsys.readouterr()
     assert final_line(out)[3:5] == (lost, duplicated)

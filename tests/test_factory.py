@@ -60,7 +60,7 @@ def test_a_backend_whose_library_is_missing_names_the_extra(
 ) -> None:
     config = config_from_dict({"mq": {"type": backend}, **BROKER_CONFIG}, env={})
     for name in list(sys.modules):
-        if name == library or name.startswith((f"{library}.", f"backends.{backend}")):
+        if name == library or name.startswith((f"{library}.", f"msgstream.backends.{backend}")):
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, library, None)  # makes `import <library>` fail
     with pytest.raises(BackendUnavailableError) as info:
@@ -72,7 +72,7 @@ def test_a_backend_whose_library_is_missing_names_the_extra(
 def test_a_backend_module_that_does_not_exist_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setitem(factory.BACKEND_MODULES, "kafka", "backends.no_such_module")
+    monkeypatch.setitem(factory.BACKEND_MODULES, "kafka", "msgstream.backends.no_such_module")
     config = config_from_dict({"mq": {"type": "kafka"}, **BROKER_CONFIG}, env={})
     with pytest.raises(BackendUnavailableError, match="backend 'kafka' is not implemented"):
         new_msgstream(config)

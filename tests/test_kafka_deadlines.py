@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from backends.kafka.deadlines import PendingSend, SendDeadlines
 from msgstream import BackendUnavailableError
+from msgstream.backends.kafka.deadlines import PendingSend, SendDeadlines
 
 
 async def watched_send(deadlines: SendDeadlines, record: asyncio.Future[Any] | None) -> Any:

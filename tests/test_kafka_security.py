@@ -334,7 +334,7 @@ async def test_group_read_denied_by_an_acl_fails_the_subscription(acls: KafkaSec
 def test_every_authorization_refusal_code_maps_to_an_authorization_error() -> None:
     """The one table: each of Kafka's "not authorized" codes (29, 30, 31, 53, 65) names
     the channel, the operation and the refused resource; other codes are not refusals."""
-    from backends.kafka.failures import refusal_of_code
+    from msgstream.backends.kafka.failures import refusal_of_code
 
     resources = {29: "topic", 30: "consumer group", 31: "cluster", 53: "transactional id"}
     resources[65] = "delegation token"
@@ -353,7 +353,7 @@ def test_every_authorization_refusal_code_maps_to_an_authorization_error() -> No
 def test_a_refusal_concerning_no_single_channel_names_any_channel() -> None:
     from aiokafka.errors import ClusterAuthorizationFailedError
 
-    from backends.kafka.failures import translate
+    from msgstream.backends.kafka.failures import translate
 
     refused = translate(ClusterAuthorizationFailedError(), "listing topics", "h:1")
     assert isinstance(refused, AuthorizationError)

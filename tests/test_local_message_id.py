@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from backends.local.client import LocalMessageID, MemoryMessageID, RocksmqMessageID
 from msgstream import ForeignMessageIdError, InvalidPositionError
 from msgstream.backend import message_id_bytes
+from msgstream.backends.local.client import LocalMessageID, MemoryMessageID, RocksmqMessageID
 
 
 def test_ids_are_tagged_ints_that_round_trip() -> None:

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from backends.pulsar.settings import MAX_PENDING_SENDS
 from brokers.ports import free_port
 from msgstream import (
     AuthenticationError,
@@ -29,6 +28,7 @@ from msgstream import (
     new_client,
 )
 from msgstream.backend import Client
+from msgstream.backends.pulsar.settings import MAX_PENDING_SENDS
 
 pytestmark = pytest.mark.pulsar
 

@@ -13,11 +13,6 @@ import pytest
 
 pytest.importorskip("pulsar")
 
-from backends.pulsar.admin import _is_refused_permission
-from backends.pulsar.failures import is_untrusted_certificate, translate
-from backends.pulsar.handshake import connect_frame, refusal
-from backends.pulsar.ids import EARLIEST, PulsarMessageID
-from backends.pulsar.settings import admin_url, service_url
 from brokers.pulsar import from_environment, mint_token
 from msgstream import (
     AuthenticationError,
@@ -26,6 +21,11 @@ from msgstream import (
     ForeignMessageIdError,
     InvalidPositionError,
 )
+from msgstream.backends.pulsar.admin import _is_refused_permission
+from msgstream.backends.pulsar.failures import is_untrusted_certificate, translate
+from msgstream.backends.pulsar.handshake import connect_frame, refusal
+from msgstream.backends.pulsar.ids import EARLIEST, PulsarMessageID
+from msgstream.backends.pulsar.settings import admin_url, service_url
 from msgstream.config import PulsarConfig
 from msgstream.errors import AuthorizationError
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from backends.local import LocalClient, LogStore
-from backends.local.client import LocalMessageID
-from backends.memory import MemoryStore
-from backends.rocksmq import RocksOptions, RocksStore, open_client
-from backends.rocksmq.retention import RetentionPolicy
 from msgstream.backend import ConsumedBatch, ConsumedMessage
+from msgstream.backends.local import LocalClient, LogStore
+from msgstream.backends.local.client import LocalMessageID
+from msgstream.backends.memory import MemoryStore
+from msgstream.backends.rocksmq import RocksOptions, RocksStore, open_client
+from msgstream.backends.rocksmq.retention import RetentionPolicy
 from msgstream.position import SubscriptionPosition
 
 

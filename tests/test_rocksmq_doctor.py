@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from backends.rocksmq import RocksStore, open_client
-from backends.rocksmq.wal import BLOCK
 from msgstream import StoreCorruptedError, SubscriptionPosition
+from msgstream.backends.rocksmq import RocksStore, open_client
+from msgstream.backends.rocksmq.wal import BLOCK
 from msgstream.cli.main import main
 from test_rocksmq_durability import CHANNELS, produce_and_kill
 from test_rocksmq_faults import (

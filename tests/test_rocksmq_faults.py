@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from backends.rocksmq import RocksOptions, RocksStore, open_client
-from backends.rocksmq.wal import BLOCK
 from helpers.mounts import tmpfs
 from helpers.rocksmq_child import Child
 from liveness import LoopWatch
@@ -27,6 +25,8 @@ from msgstream import (
     SubscriptionPosition,
     TimeTickEmitter,
 )
+from msgstream.backends.rocksmq import RocksOptions, RocksStore, open_client
+from msgstream.backends.rocksmq.wal import BLOCK
 from test_rocksmq_durability import CHANNELS, produce_and_kill
 
 EARLIEST = SubscriptionPosition.EARLIEST

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from backends.local.client import LocalMessageID
-from backends.rocksmq import RocksOptions, RocksStore, open_client
 from helpers.rocksmq_child import Child
+from msgstream.backends.local.client import LocalMessageID
+from msgstream.backends.rocksmq import RocksOptions, RocksStore, open_client
 from msgstream.errors import BackendUnavailableError, StreamStateError, TopicNotFound
 from msgstream.position import SubscriptionPosition
 

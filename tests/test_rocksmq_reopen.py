@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from backends import rocksmq
-from backends.local.client import LocalMessageID
-from backends.rocksmq import RocksOptions, RocksStore, new_client, open_client
+from msgstream.backends import rocksmq
+from msgstream.backends.local.client import LocalMessageID
+from msgstream.backends.rocksmq import RocksOptions, RocksStore, new_client, open_client
 from msgstream.config import config_from_dict
 from msgstream.errors import BackendUnavailableError, StreamClosedError, TopicNotFound
 from msgstream.position import SubscriptionPosition

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from backends.local.client import LocalMessageID
-from backends.local.store import now_ms
-from backends.rocksmq import RocksOptions, RocksStore, open_client
-from backends.rocksmq.retention import Page, RetentionPolicy, expired_pages
+from msgstream.backends.local.client import LocalMessageID
+from msgstream.backends.local.store import now_ms
+from msgstream.backends.rocksmq import RocksOptions, RocksStore, open_client
+from msgstream.backends.rocksmq.retention import Page, RetentionPolicy, expired_pages
 from msgstream.position import SubscriptionPosition
 
 CH = "ch"
@@ -264,7 +264,7 @@ def test_only_the_idle_subscription_expires(
     stores: list[RocksStore], store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = Clock(now_ms())
-    monkeypatch.setattr("backends.rocksmq.store.now_ms", clock)
+    monkeypatch.setattr("msgstream.backends.rocksmq.store.now_ms", clock)
     store, _ = filled(stores, store_path, 10, max_age_ms=0, expiry_ms=60_000)
     t0 = clock.ms
     store.put_subscription(CH, "idle", 1)  # last active t0

@@ -6,7 +6,7 @@ holds ``max_rows`` rows, when ``max_interval_s`` passed since its first row, or 
 end tick of the run. Each batch becomes one Arrow table (column-wise), then
 ``spark.createDataFrame(table)``, then ``fn(df, batch_id)``.
 
-Exactly-once bookkeeping (see :mod:`bridge_spark.checkpoint`): before ``fn`` runs, the
+Exactly-once bookkeeping (see :mod:`msgstream.bridge_spark.checkpoint`): before ``fn`` runs, the
 batch is recorded as *pending* (id and end tick); after it returned, as *committed* with
 the positions after it. A restarted batcher resumes at the committed positions and first
 redoes a pending batch -- same ``batch_id``, read up to the same end tick, so the same

@@ -45,8 +45,8 @@ def open_reader(config: Config) -> ReaderClient:
     """A client for reading the channels ``config`` points at (rocksmq: read-only)."""
     if resolve_backend(config) != "rocksmq":
         return ReaderClient(new_client(config))
-    from backends.rocksmq import RocksStore
-    from backends.rocksmq import new_client as new_rocksmq_client
+    from msgstream.backends.rocksmq import RocksStore
+    from msgstream.backends.rocksmq import new_client as new_rocksmq_client
 
     client = new_rocksmq_client(config, read_only=True)
     store = client.store

@@ -16,10 +16,10 @@ from .stream import MsgStream
 from .ttstream import TtMsgStream
 
 BACKEND_MODULES = {
-    "rocksmq": "backends.rocksmq",
-    "memory": "backends.memory",
-    "kafka": "backends.kafka",
-    "pulsar": "backends.pulsar",
+    "rocksmq": "msgstream.backends.rocksmq",
+    "memory": "msgstream.backends.memory",
+    "kafka": "msgstream.backends.kafka",
+    "pulsar": "msgstream.backends.pulsar",
 }
 EXTRAS = {"kafka": "kafka", "pulsar": "pulsar"}
 

@@ -34,9 +34,9 @@ import sys
 import tempfile
 import threading
 
-from backends.local.client import LocalMessageID
-from backends.rocksmq import RocksOptions, open_client
-from backends.rocksmq.store import RocksStore
+from msgstream.backends.local.client import LocalMessageID
+from msgstream.backends.rocksmq import RocksOptions, open_client
+from msgstream.backends.rocksmq.store import RocksStore
 from msgstream.position import SubscriptionPosition
 
 TIMEOUT_S = 10.0

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 
-from bridge_spark.workload import Produced, SampleProducer
 from msgstream import (
     Config,
     DeleteMsg,
@@ -18,6 +17,7 @@ from msgstream import (
     config_from_dict,
     new_msgstream,
 )
+from msgstream.bridge_spark.workload import Produced, SampleProducer
 
 
 def rocksmq_config(path: Path) -> Config:
@@ -41,7 +41,7 @@ async def produce_sample(
     create: bool = True,
     msgs_per_tick: int = 8,
 ) -> Produced:
-    """The sample collection (``bridge_spark.workload``): about ``rows`` inserted rows
+    """The sample collection (``msgstream.bridge_spark.workload``): about ``rows`` inserted rows
     and some deletes, ticked every ``msgs_per_tick`` produce calls and at the end."""
     async with new_msgstream(config) as stream:
         await stream.as_producer(list(channels))

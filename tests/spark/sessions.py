@@ -1,6 +1,6 @@
 """The one Spark session of a test run (session-scoped), shared by every Spark test.
 
-Spark runs ``local[2]`` with little memory (see ``bridge_spark.session``). Outside CI a
+Spark runs ``local[2]`` with little memory (see ``msgstream.bridge_spark.session``). Outside CI a
 session that cannot start (no Java) skips the Spark tests; with ``CI=true`` it fails them.
 """
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     workdir = tmp_path_factory.mktemp("spark")
     try:
-        from bridge_spark.session import local_spark
+        from msgstream.bridge_spark.session import local_spark
 
         session = local_spark(
             app_name="msgstream-tests",

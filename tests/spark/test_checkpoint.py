@@ -7,10 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from bridge_spark import BatchMark, CheckpointError, CheckpointState, OptionError, SliceOffset
-from bridge_spark.checkpoint import check_matches, load_checkpoint, save_checkpoint
-from bridge_spark.offsets import parse_start
 from msgstream import InvalidPositionError, MsgPosition, positions_to_json
+from msgstream.bridge_spark import (
+    BatchMark,
+    CheckpointError,
+    CheckpointState,
+    OptionError,
+    SliceOffset,
+)
+from msgstream.bridge_spark.checkpoint import check_matches, load_checkpoint, save_checkpoint
+from msgstream.bridge_spark.offsets import parse_start
 
 CHANNELS = ("a", "b")
 

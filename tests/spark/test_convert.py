@@ -8,7 +8,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from bridge_spark import FrameBuilder, FrameKind, FrameSchema, SchemaMismatchError
 from msgstream import (
     CollectionSchema,
     DataType,
@@ -20,6 +19,7 @@ from msgstream import (
     TimeTickMsg,
     encode,
 )
+from msgstream.bridge_spark import FrameBuilder, FrameKind, FrameSchema, SchemaMismatchError
 from msgstream.codec import peek_time_range
 
 ALL_TYPES = CollectionSchema(

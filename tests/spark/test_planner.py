@@ -12,13 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from bridge_spark.clients import open_reader
-from bridge_spark.errors import SchemaNotFoundError, SliceIncompleteError
-from bridge_spark.frames import FrameKind, FrameSchema
-from bridge_spark.offsets import SliceOffset
-from bridge_spark.planner import RowFilter, SlicePlanner
-from bridge_spark.slices import ChannelSlice, read_slice
-from bridge_spark.workload import sample_schema
 from msgstream import (
     Config,
     InsertMsg,
@@ -26,6 +19,13 @@ from msgstream import (
     TopicNotFound,
     new_ttmsgstream,
 )
+from msgstream.bridge_spark.clients import open_reader
+from msgstream.bridge_spark.errors import SchemaNotFoundError, SliceIncompleteError
+from msgstream.bridge_spark.frames import FrameKind, FrameSchema
+from msgstream.bridge_spark.offsets import SliceOffset
+from msgstream.bridge_spark.planner import RowFilter, SlicePlanner
+from msgstream.bridge_spark.slices import ChannelSlice, read_slice
+from msgstream.bridge_spark.workload import sample_schema
 from spark.data import Step, channel_names, produce_sample, produce_script, rocksmq_config
 
 DELETES = FrameSchema(sample_schema(), FrameKind.DELETES)

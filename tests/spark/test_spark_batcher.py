@@ -12,15 +12,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 
-from bridge_spark import (
-    BatchInfo,
-    CheckpointError,
-    MicroBatcher,
-    ParquetSink,
-    SchemaMismatchError,
-    load_checkpoint,
-)
-from bridge_spark.workload import SampleProducer, sample_schema
 from msgstream import (
     DataType,
     FieldData,
@@ -31,6 +22,15 @@ from msgstream import (
     new_msgstream,
     new_ttmsgstream,
 )
+from msgstream.bridge_spark import (
+    BatchInfo,
+    CheckpointError,
+    MicroBatcher,
+    ParquetSink,
+    SchemaMismatchError,
+    load_checkpoint,
+)
+from msgstream.bridge_spark.workload import SampleProducer, sample_schema
 from spark.data import channel_names, memory_config, produce_sample, rocksmq_config
 
 if TYPE_CHECKING:

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from bridge_spark import FrameBuilder, FrameKind, FrameSchema
 from msgstream import DeleteMsg, MsgPack, SubscriptionPosition, TimeTickMsg, new_msgstream
 from msgstream import new_ttmsgstream as new_tt
+from msgstream.bridge_spark import FrameBuilder, FrameKind, FrameSchema
 from spark.data import memory_config
 from spark.test_convert import ALL_TYPES, all_types_insert, expected_all_types
 

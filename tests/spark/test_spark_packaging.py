@@ -7,13 +7,13 @@ import subprocess
 import sys
 from importlib import resources
 
-HEAVY = {"pyspark", "pyarrow", "bridge_spark", "py4j"}
+HEAVY = ("pyspark", "pyarrow", "py4j", "msgstream.bridge_spark")
 
 
 def loaded_after(code: str) -> list[str]:
     probe = (
         f"import sys\n{code}\n"
-        f"print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})))\n"
+        f"print(','.join(sorted(m for m in sys.modules if m.startswith({HEAVY!r}))))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
@@ -38,4 +38,4 @@ def test_building_the_cli_and_asking_for_help_loads_no_spark() -> None:
 
 
 def test_the_bridge_is_typed() -> None:
-    assert resources.files("bridge_spark").joinpath("py.typed").is_file()
+    assert resources.files("msgstream.bridge_spark").joinpath("py.typed").is_file()

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from bridge_spark.workload import sample_schema
 from msgstream import (
     Config,
     SubscriptionPosition,
@@ -20,6 +19,7 @@ from msgstream import (
     new_ttmsgstream,
     positions_to_json,
 )
+from msgstream.bridge_spark.workload import sample_schema
 from spark.data import channel_names, produce_sample, rocksmq_config
 
 if TYPE_CHECKING:
@@ -255,8 +255,8 @@ def test_schema_mismatch_fails_the_micro_batch_naming_the_field(
     import numpy as np
     from pyspark.errors import PySparkException
 
-    from bridge_spark.workload import SampleProducer
     from msgstream import DataType, FieldData, InsertMsg, MsgPack, new_msgstream
+    from msgstream.bridge_spark.workload import SampleProducer
 
     store = tmp_path / "store"
     config = rocksmq_config(store)

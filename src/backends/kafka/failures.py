@@ -74,7 +74,7 @@ def _refusal(exc: BaseException, resource: str, failure: Failure) -> Authorizati
 ERRORS = BrokerErrors(
     "kafka", (kafka_errors.KafkaError, OSError), _table, "msgstream.operation_timeout_s"
 )
-"""Kafka's error mapping (the mechanism is :mod:`backends.broker_errors`)."""
+"""Kafka's error mapping (the mechanism is :mod:`msgstream.backends.broker_errors`)."""
 
 
 translate = ERRORS.translate

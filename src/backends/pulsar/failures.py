@@ -89,7 +89,7 @@ ERRORS = BrokerErrors(
     _table,
     "msgstream.operation_timeout_s, pulsar.operation_timeout_s",
 )
-"""Pulsar's error mapping (the mechanism is :mod:`backends.broker_errors`)."""
+"""Pulsar's error mapping (the mechanism is :mod:`msgstream.backends.broker_errors`)."""
 
 
 translate = ERRORS.translate

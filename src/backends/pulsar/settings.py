@@ -28,7 +28,7 @@ _SUBSCRIPTION_TYPES = {
 MAX_PENDING_SENDS = 1000
 """Sends a producer keeps in flight; ``send_many`` waits for a window before the next."""
 
-library_log = logging.getLogger("backends.pulsar.library")
+library_log = logging.getLogger("msgstream.backends.pulsar.library")
 """Where the Pulsar C++ client's own log lines go. ERROR and above unless configured: the
 library logs every reconnection attempt, and msgstream reports failures as typed errors."""
 if library_log.level == logging.NOTSET:

@@ -3,7 +3,7 @@ resume, read back and verify row by row.
 
 1. A sample collection (int64 key ``pk``, float vector ``vec``, string ``text``, JSON
    ``meta``; every value derived from the key) is created on 4 channels, and inserts and
-   deletes are produced with time ticks (``bridge_spark.workload``) while Spark starts.
+   deletes are produced with time ticks (``msgstream.bridge_spark.workload``) while Spark starts.
 2. Ingestion (the ``msgstream ingest`` job: the driver-side micro-batcher writing
    idempotent Parquet) runs while the second half is produced. Once at least half the
    rows are written, the batch that crossed the half *crashes* after its Parquet files
@@ -53,8 +53,8 @@ from .ingest import DEFAULT_MASTER, BatchProgress, spark_session, summary_table
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from bridge_spark import BatcherProgress, Until
-    from bridge_spark.workload import Produced, SampleProducer
+    from msgstream.bridge_spark import BatcherProgress, Until
+    from msgstream.bridge_spark.workload import Produced, SampleProducer
 
 COLLECTION = "demo"
 
@@ -228,7 +228,7 @@ async def ingest_phase(
     label: str,
     until: Until,
 ) -> BatcherProgress:
-    from bridge_spark import MicroBatcher
+    from msgstream.bridge_spark import MicroBatcher
 
     batcher = MicroBatcher(
         spark,
@@ -293,8 +293,8 @@ def verify(spark: SparkSession, out: str, produced: Produced, dim: int) -> Verif
 
 
 async def run_demo(config: Config, opts: DemoOptions, workdir: Path) -> DemoState:
-    from bridge_spark import ParquetSink
-    from bridge_spark.workload import SampleProducer
+    from msgstream.bridge_spark import ParquetSink
+    from msgstream.bridge_spark.workload import SampleProducer
 
     state = DemoState()
     run_id = secrets.token_hex(3)

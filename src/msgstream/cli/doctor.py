@@ -69,7 +69,7 @@ def render(diagnosis: Any) -> Table:
 
 
 async def handle(config: Config, args: argparse.Namespace) -> int:
-    doctor = importlib.import_module("backends.rocksmq.doctor")
+    doctor = importlib.import_module("msgstream.backends.rocksmq.doctor")
     path = args.path or config.rocksmq_path()
     diagnosis = doctor.repair(path) if args.repair else doctor.check(path)
     if args.json:

@@ -42,7 +42,7 @@ from .common import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from bridge_spark import BatcherProgress, MicroBatcher
+    from msgstream.bridge_spark import BatcherProgress, MicroBatcher
 
 CHECKPOINT_NAME = "_msgstream_checkpoint.json"
 """The checkpoint's default name inside ``--out`` (Spark ignores ``_`` names)."""
@@ -187,8 +187,8 @@ def options_from_args(args: argparse.Namespace) -> IngestOptions:
 @contextlib.contextmanager
 def spark_session(master: str, conf: tuple[tuple[str, str], ...] = ()) -> Iterator[SparkSession]:
     """The running Spark session, or a new local one (stopped afterwards)."""
-    from bridge_spark import local_spark, register
-    from bridge_spark.session import active_spark
+    from msgstream.bridge_spark import local_spark, register
+    from msgstream.bridge_spark.session import active_spark
 
     active = active_spark()
     if active is not None:
@@ -204,7 +204,7 @@ def spark_session(master: str, conf: tuple[tuple[str, str], ...] = ()) -> Iterat
 
 async def default_channels(config: Config) -> list[str]:
     """Every channel of the store, for a backend that can list them."""
-    from bridge_spark.clients import open_reader
+    from msgstream.bridge_spark.clients import open_reader
 
     reader = open_reader(config)
     try:
@@ -220,7 +220,7 @@ async def default_channels(config: Config) -> list[str]:
 
 
 def load_schema_file(path: str) -> Any:
-    from bridge_spark.options import parse_schema
+    from msgstream.bridge_spark.options import parse_schema
 
     try:
         text = Path(path).expanduser().read_text(encoding="utf-8")
@@ -304,7 +304,7 @@ async def run_ingest(
     fn: Callable[[Any, int], object] | None = None,
 ) -> BatcherProgress:
     """Run the batcher once with the Parquet sink (or ``fn``); return its figures."""
-    from bridge_spark import MicroBatcher, ParquetSink
+    from msgstream.bridge_spark import MicroBatcher, ParquetSink
 
     channels = opts.channels or await default_channels(config)
     schema = load_schema_file(opts.schema_file) if opts.schema_file else None

@@ -69,7 +69,7 @@ async def open_client(config: Config) -> Client:
     one writer) is opened read-only instead."""
     if resolve_backend(config) != "rocksmq":
         return new_client(config)
-    module = importlib.import_module("backends.rocksmq")
+    module = importlib.import_module("msgstream.backends.rocksmq")
     try:
         client: Client = module.new_client(config, create=False)
     except StoreLockedError:
