@@ -19,12 +19,12 @@ from msgstream import (
     AuthenticationError,
     BackendUnavailableError,
     ConfigError,
-    InvalidChannelName,
+    InvalidChannelNameError,
     MessageTooLargeError,
     MsgPack,
     MsgStream,
     SubscriptionPosition,
-    TopicNotFound,
+    TopicNotFoundError,
     config_from_dict,
     encode,
     new_client,
@@ -82,11 +82,11 @@ async def test_invalid_topic_names_fail_before_any_network_call(name: str) -> No
     # The address is unreachable: any network call would fail with another error.
     client = client_for(f"127.0.0.1:{free_port()}", operation_timeout_s=3.0)
     started = time.monotonic()
-    with pytest.raises(InvalidChannelName):
+    with pytest.raises(InvalidChannelNameError):
         await client.create_producer(name)
-    with pytest.raises(InvalidChannelName):
+    with pytest.raises(InvalidChannelNameError):
         await client.subscribe(name, "sub", EARLIEST)
-    with pytest.raises(InvalidChannelName):
+    with pytest.raises(InvalidChannelNameError):
         await client.check_topic_valid(name)
     assert time.monotonic() - started < 1.0
     await client.close()
@@ -159,7 +159,7 @@ async def test_dispose_subscription_and_channel(kafka_broker: Any) -> None:
 
     assert channel in await client.list_channels()  # type: ignore[attr-defined]
     await client.delete_channel(channel)  # type: ignore[attr-defined]
-    with pytest.raises(TopicNotFound, match=channel):
+    with pytest.raises(TopicNotFoundError, match=channel):
         await client.check_topic_valid(channel)
     await client.close()
 

@@ -23,7 +23,7 @@ from msgstream import (
     MsgPack,
     MsgStream,
     SubscriptionPosition,
-    TopicNotFound,
+    TopicNotFoundError,
     config_from_dict,
     new_client,
 )
@@ -306,7 +306,7 @@ async def test_dispose_subscription_and_channel(pulsar_broker: Any) -> None:
     await producer.close()
     await client.delete_channel(channel)  # type: ignore[attr-defined]
     assert channel not in await client.list_channels()  # type: ignore[attr-defined]
-    with pytest.raises(TopicNotFound, match=channel):
+    with pytest.raises(TopicNotFoundError, match=channel):
         await client.check_topic_valid(channel)
     await client.close()
 

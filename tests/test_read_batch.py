@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from msgstream.backend import ConsumedBatch, ConsumedMessage
-from msgstream.backends.local import LocalClient, LogStore
-from msgstream.backends.local.client import LocalMessageID
+from msgstream.backends.log_client import LogClient, LogStore
+from msgstream.backends.log_client.client import LogMessageID
 from msgstream.backends.memory import MemoryStore
 from msgstream.backends.rocksmq import RocksOptions, RocksStore, open_client
 from msgstream.backends.rocksmq.retention import RetentionPolicy
@@ -76,7 +76,7 @@ def test_rocksmq_read_batch_after_retention_starts_at_the_first_retained(tmp_pat
 
 
 async def test_receive_batch_nowait_gives_what_receive_nowait_gives(tmp_path: Path) -> None:
-    client: LocalClient = open_client(str(tmp_path / "db"))
+    client: LogClient = open_client(str(tmp_path / "db"))
     try:
         producer = await client.create_producer("a")
         await producer.send_many([b"x1", b"x2"])
@@ -95,7 +95,7 @@ async def test_receive_batch_nowait_gives_what_receive_nowait_gives(tmp_path: Pa
         assert [(m.channel, m.msg_id, m.payload, dict(m.properties)) for m in got] == [
             (m.channel, m.msg_id, m.payload, dict(m.properties)) for m in expected
         ]
-        assert [m.msg_id for m in got] == [LocalMessageID("rocksmq", i) for i in range(1, 7)]
+        assert [m.msg_id for m in got] == [LogMessageID("rocksmq", i) for i in range(1, 7)]
         assert dict(got[2].properties) == {"k": "v"}
         assert len(many.receive_batch_nowait(10)) == 0
     finally:
@@ -103,7 +103,7 @@ async def test_receive_batch_nowait_gives_what_receive_nowait_gives(tmp_path: Pa
 
 
 async def test_messages_prefetched_by_receive_come_first(tmp_path: Path) -> None:
-    client: LocalClient = open_client(str(tmp_path / "db"))
+    client: LogClient = open_client(str(tmp_path / "db"))
     try:
         producer = await client.create_producer("a")
         await producer.send_many([b"y%d" % i for i in range(1, 6)])

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from helpers.rocksmq_child import Child
-from msgstream.backends.local.client import LocalMessageID
+from msgstream.backends.log_client.client import LogMessageID
 from msgstream.backends.rocksmq import RocksOptions, RocksStore, open_client
-from msgstream.errors import BackendUnavailableError, StreamStateError, TopicNotFound
+from msgstream.errors import BackendUnavailableError, StreamStateError, TopicNotFoundError
 from msgstream.position import SubscriptionPosition
 
 
-def mid(value: int) -> LocalMessageID:
-    return LocalMessageID("rocksmq", value)
+def mid(value: int) -> LogMessageID:
+    return LogMessageID("rocksmq", value)
 
 
 def disk_state(path: Path) -> dict[str, tuple[int, int]]:
@@ -105,7 +105,7 @@ async def test_read_only_client_in_process(tmp_path: Path) -> None:
             await reader.delete_channel("ch")
         with pytest.raises(StreamStateError):
             await reader.delete_subscription("ch", "ro")
-        with pytest.raises(TopicNotFound):
+        with pytest.raises(TopicNotFoundError):
             await reader.subscribe("missing", "ro", SubscriptionPosition.EARLIEST)
 
         first = await asyncio.wait_for(consumer.receive(), 5)
@@ -124,11 +124,11 @@ async def test_read_only_client_in_process(tmp_path: Path) -> None:
         assert (third.msg_id, third.payload) == (mid(3), b"3")
         assert await consumer.get_latest_msg_id() == mid(3)
 
-        # A channel deleted by the writer ends a waiting read with TopicNotFound.
+        # A channel deleted by the writer ends a waiting read with TopicNotFoundError.
         waiting = asyncio.create_task(consumer.receive())
         await asyncio.sleep(0.03)
         await writer.delete_channel("ch")
-        with pytest.raises(TopicNotFound):
+        with pytest.raises(TopicNotFoundError):
             await asyncio.wait_for(waiting, 5)
     finally:
         await reader.close()

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from msgstream.backends import rocksmq
-from msgstream.backends.local.client import LocalMessageID
+from msgstream.backends.log_client.client import LogMessageID
 from msgstream.backends.rocksmq import RocksOptions, RocksStore, new_client, open_client
 from msgstream.config import config_from_dict
-from msgstream.errors import BackendUnavailableError, StreamClosedError, TopicNotFound
+from msgstream.errors import BackendUnavailableError, StreamClosedError, TopicNotFoundError
 from msgstream.position import SubscriptionPosition
 
 
-def mid(value: int) -> LocalMessageID:
-    return LocalMessageID("rocksmq", value)
+def mid(value: int) -> LogMessageID:
+    return LogMessageID("rocksmq", value)
 
 
 async def settle() -> None:
@@ -93,7 +93,7 @@ async def test_deleted_channel_and_subscription_stay_deleted(tmp_path: Path) -> 
     try:
         assert await client.list_channels() == ["keep"]
         assert [i.name for i in await client.list_subscriptions("keep")] == ["stays"]
-        with pytest.raises(TopicNotFound):
+        with pytest.raises(TopicNotFoundError):
             await client.check_topic_valid("drop")
         # A channel created again under the old name starts empty, from id 1.
         producer = await client.create_producer("drop")

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from msgstream.config import Config
 
-from .local import LocalClient, LogStore, Record, StoredSubscription
-from .local.store import FIRST_ID, Properties, now_ms
+from .log_client import LogClient, LogStore, Record, StoredSubscription
+from .log_client.store import FIRST_ID, Properties, now_ms
 
 
 @dataclass
@@ -48,9 +48,9 @@ class MemoryStore(LogStore):
         try:
             return self._channels[channel]
         except KeyError:
-            from msgstream.errors import TopicNotFound
+            from msgstream.errors import TopicNotFoundError
 
-            raise TopicNotFound(channel, self.backend_name) from None
+            raise TopicNotFoundError(channel, self.backend_name) from None
 
     def append(self, channel: str, payloads: Sequence[bytes], properties: Properties) -> list[int]:
         state = self._channel(channel)
@@ -104,8 +104,8 @@ def memory_store(name: str = "default") -> MemoryStore:
     return store
 
 
-def new_client(config: Config) -> LocalClient:
-    return LocalClient(
+def new_client(config: Config) -> LogClient:
+    return LogClient(
         memory_store(config.memory.name),
         max_message_bytes=config.msgstream.max_message_bytes,
     )

@@ -223,7 +223,7 @@ class MicroBatcher:
         stream_reader: ReaderClient | None = None
         stream: TtMsgStream | None = None
         try:
-            await planner.open()  # TopicNotFound names a missing channel
+            await planner.open()  # TopicNotFoundError names a missing channel
             schema = self.schema or await planner.find_schema(self.collection)
             frame = FrameSchema(schema, self.kind)
             self._spark_schema = frame.spark_schema()

@@ -54,7 +54,7 @@ class RawCursor:
         self._consumer: Consumer | None = None
 
     async def open(self) -> None:
-        """Subscribe (at no position: every read seeks first). ``TopicNotFound`` names a
+        """Subscribe (at no position: every read seeks first). ``TopicNotFoundError`` names a
         channel that does not exist."""
         await self.client.check_topic_valid(self.channel)
         self._consumer = await self.client.subscribe(

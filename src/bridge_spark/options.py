@@ -15,7 +15,7 @@ import yaml
 
 from msgstream.channels import validate_channel_name
 from msgstream.config import Config, config_from_dict, load_config
-from msgstream.errors import ConfigError, InvalidChannelName
+from msgstream.errors import ConfigError, InvalidChannelNameError
 from msgstream.schema import CollectionSchema
 
 from .clients import resolved_config
@@ -54,7 +54,7 @@ def parse_channels(value: str | Sequence[str], option: str = "channels") -> tupl
     for name in names:
         try:
             validate_channel_name(name)
-        except InvalidChannelName as exc:
+        except InvalidChannelNameError as exc:
             raise OptionError(option, str(exc)) from None
     return tuple(names)
 

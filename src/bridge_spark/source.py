@@ -206,7 +206,7 @@ class MsgStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def runtime(self) -> _DriverRuntime:
         if self._runtime is None:
             self._runtime = _DriverRuntime(self.spec)
-            self._runtime.run(self._runtime.planner.open())  # TopicNotFound names a channel
+            self._runtime.run(self._runtime.planner.open())  # TopicNotFoundError names a channel
         return self._runtime
 
     def _offset(self, data: dict[str, Any], what: str) -> SliceOffset:

@@ -19,7 +19,7 @@ from .errors import (
     DecodeError,
     DiskFullError,
     ForeignMessageIdError,
-    InvalidChannelName,
+    InvalidChannelNameError,
     InvalidPositionError,
     LateMessageError,
     MessageTooLargeError,
@@ -30,7 +30,7 @@ from .errors import (
     StorePathError,
     StreamClosedError,
     StreamStateError,
-    TopicNotFound,
+    TopicNotFoundError,
     UnknownMessageTypeError,
     UnknownTypeCodeError,
 )
@@ -86,7 +86,7 @@ __all__ = [
     "FieldSchema",
     "ForeignMessageIdError",
     "InsertMsg",
-    "InvalidChannelName",
+    "InvalidChannelNameError",
     "InvalidPositionError",
     "LateMessageError",
     "MessageID",
@@ -110,7 +110,7 @@ __all__ = [
     "TickBarrier",
     "TimeTickEmitter",
     "TimeTickMsg",
-    "TopicNotFound",
+    "TopicNotFoundError",
     "TsMsg",
     "TsoAllocator",
     "TtMsgStream",
@@ -136,3 +136,10 @@ __all__ = [
     "repack_by_first_key",
     "resolve_backend",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """The renamed errors of 0.1 (``TopicNotFound``, ``InvalidChannelName``), with a warning."""
+    from . import errors
+
+    return errors.__getattr__(name)

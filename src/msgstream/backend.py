@@ -161,7 +161,7 @@ class Consumer(Protocol):
         ...
 
     async def check_topic_valid(self) -> None:
-        """Raise ``TopicNotFound`` if the channel does not exist."""
+        """Raise ``TopicNotFoundError`` if the channel does not exist."""
         ...
 
     async def close(self) -> None: ...
@@ -207,12 +207,12 @@ class Client(Protocol):
         ...
 
     async def check_topic_valid(self, channel: str) -> None:
-        """Raise ``TopicNotFound`` if ``channel`` does not exist (never creates it)."""
+        """Raise ``TopicNotFoundError`` if ``channel`` does not exist (never creates it)."""
         ...
 
     async def get_latest_msg_id(self, channel: str) -> MessageID | None:
         """The id of the last message of ``channel`` (None when it is empty); raise
-        ``TopicNotFound`` if it does not exist."""
+        ``TopicNotFoundError`` if it does not exist."""
         ...
 
     async def close(self) -> None: ...

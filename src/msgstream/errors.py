@@ -6,6 +6,8 @@ the MessageID or the subscription involved.
 
 from __future__ import annotations
 
+import warnings
+
 
 class MsgStreamError(Exception):
     """Base class of every error msgstream raises on purpose."""
@@ -46,7 +48,7 @@ class UnknownTypeCodeError(DecodeError, UnknownMessageTypeError):
     """
 
 
-class TopicNotFound(MsgStreamError):
+class TopicNotFoundError(MsgStreamError):
     """A channel (topic) does not exist on the broker."""
 
     def __init__(self, channel: str, backend: str = "") -> None:
@@ -55,7 +57,7 @@ class TopicNotFound(MsgStreamError):
         self.channel = channel
 
 
-class InvalidChannelName(MsgStreamError, ValueError):
+class InvalidChannelNameError(MsgStreamError, ValueError):
     """A channel name is empty, too long or holds characters a broker refuses."""
 
 
@@ -168,3 +170,20 @@ class StoreCorruptedError(StoreError):
 class DiskFullError(StoreError):
     """A write failed because the disk holding the store is full. Nothing of that write
     was stored; the store resumes by itself once space is freed."""
+
+
+_RENAMED = {"TopicNotFound": "TopicNotFoundError", "InvalidChannelName": "InvalidChannelNameError"}
+"""Names of 0.1 that did not end in ``Error``; still importable, with a warning."""
+
+
+def __getattr__(name: str) -> type[MsgStreamError]:
+    new = _RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"msgstream.{name} is renamed {new}; the old name will be removed in 0.3",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    error: type[MsgStreamError] = globals()[new]
+    return error

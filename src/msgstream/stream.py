@@ -299,7 +299,7 @@ class MsgStream:
         return await self.client.get_latest_msg_id(channel)
 
     async def check_topic_valid(self, channel: str) -> None:
-        """Raise ``TopicNotFound`` if ``channel`` does not exist."""
+        """Raise ``TopicNotFoundError`` if ``channel`` does not exist."""
         self._check_open()
         await self.client.check_topic_valid(channel)
 

@@ -8,13 +8,13 @@ import pytest
 
 from harness import BackendHarness
 from msgstream import (
-    InvalidChannelName,
+    InvalidChannelNameError,
     InvalidPositionError,
     MessageTooLargeError,
     StreamClosedError,
     StreamStateError,
     SubscriptionPosition,
-    TopicNotFound,
+    TopicNotFoundError,
     cooperate,
 )
 from msgstream.backend import Consumer
@@ -214,7 +214,7 @@ async def test_new_subscription_position_is_ignored_for_existing_one(
 async def test_missing_topic_is_reported(backend: BackendHarness) -> None:
     client = backend.client()
     channel = backend.channel("missing")
-    with pytest.raises(TopicNotFound, match=channel):
+    with pytest.raises(TopicNotFoundError, match=channel):
         await client.check_topic_valid(channel)  # type: ignore[attr-defined]
     producer = await client.create_producer(channel)
     consumer = await client.subscribe(channel, "sub", EARLIEST)
@@ -280,9 +280,9 @@ async def test_closed_consumer_and_client_raise(backend: BackendHarness) -> None
 @pytest.mark.parametrize("name", ["", "has space", "a/b", ".", "..", "x" * 250, "é"])
 async def test_invalid_channel_names_fail_before_any_io(backend: BackendHarness, name: str) -> None:
     client = backend.client()
-    with pytest.raises(InvalidChannelName):
+    with pytest.raises(InvalidChannelNameError):
         await client.create_producer(name)
-    with pytest.raises(InvalidChannelName):
+    with pytest.raises(InvalidChannelNameError):
         await client.subscribe(name, "sub", EARLIEST)
 
 

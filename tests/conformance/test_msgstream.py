@@ -25,7 +25,7 @@ from msgstream import (
     StreamStateError,
     SubscriptionPosition,
     TimeTickMsg,
-    TopicNotFound,
+    TopicNotFoundError,
     TsMsg,
     UnknownMessageTypeError,
     hash_primary_keys,
@@ -253,7 +253,7 @@ async def test_close_wakes_a_waiting_iteration(backend: BackendHarness) -> None:
 async def test_latest_msg_id_and_topic_check_through_the_stream(backend: BackendHarness) -> None:
     channel = backend.channel()
     async with stream(backend) as s:
-        with pytest.raises(TopicNotFound):
+        with pytest.raises(TopicNotFoundError):
             await s.check_topic_valid(channel)
         await s.as_producer([channel])
         await s.check_topic_valid(channel)

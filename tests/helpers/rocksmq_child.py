@@ -34,7 +34,7 @@ import sys
 import tempfile
 import threading
 
-from msgstream.backends.local.client import LocalMessageID
+from msgstream.backends.log_client.client import LogMessageID
 from msgstream.backends.rocksmq import RocksOptions, open_client
 from msgstream.backends.rocksmq.store import RocksStore
 from msgstream.position import SubscriptionPosition
@@ -122,7 +122,7 @@ def out(*parts: object) -> None:
 
 
 def value(msg_id: object) -> int:
-    assert isinstance(msg_id, LocalMessageID)
+    assert isinstance(msg_id, LogMessageID)
     return msg_id.value
 
 

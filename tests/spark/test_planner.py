@@ -16,7 +16,7 @@ from msgstream import (
     Config,
     InsertMsg,
     SubscriptionPosition,
-    TopicNotFound,
+    TopicNotFoundError,
     new_ttmsgstream,
 )
 from msgstream.bridge_spark.clients import open_reader
@@ -254,7 +254,7 @@ async def test_missing_channel_and_missing_schema_are_named(
         "give the collection schema explicitly"
     )
     ghost = await harness([channels[0], "sch-ghost"])  # type: ignore[operator]
-    with pytest.raises(TopicNotFound) as missing:
+    with pytest.raises(TopicNotFoundError) as missing:
         await ghost.planner.open()
     assert str(missing.value) == "channel 'sch-ghost' does not exist on backend 'rocksmq'"
 

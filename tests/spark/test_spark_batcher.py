@@ -18,7 +18,7 @@ from msgstream import (
     InsertMsg,
     MsgPack,
     SubscriptionPosition,
-    TopicNotFound,
+    TopicNotFoundError,
     new_msgstream,
     new_ttmsgstream,
 )
@@ -232,7 +232,7 @@ async def test_bad_input_is_named(spark: SparkSession, tmp_path: Path) -> None:
     channels = channel_names("bad", 2)
     await produce_sample(config, channels, 40)
 
-    with pytest.raises(TopicNotFound) as missing:
+    with pytest.raises(TopicNotFoundError) as missing:
         await MicroBatcher(spark, config, [*channels, "bad-nope"], tmp_path / "a.json").run(
             Collect()
         )

@@ -12,7 +12,7 @@ from msgstream.backend import SubscriptionInfo
 from msgstream.channels import validate_channel_name, validate_subscription_name
 from msgstream.config import Config
 from msgstream.consumer_base import ClientHooks, ClientState
-from msgstream.errors import TopicNotFound
+from msgstream.errors import TopicNotFoundError
 from msgstream.position import SubscriptionPosition
 
 from ..broker_errors import BrokerCalls
@@ -139,7 +139,7 @@ class KafkaClient:
         self.check_open()
         validate_channel_name(channel)
         if not await self.admin.topic_exists(channel):
-            raise TopicNotFound(channel, self.backend_name)
+            raise TopicNotFoundError(channel, self.backend_name)
 
     async def _bounds(self, channel: str) -> tuple[int, int]:
         """First offset and end offset (one past the last message) of ``channel``."""

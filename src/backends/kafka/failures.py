@@ -15,7 +15,7 @@ from msgstream.errors import (
     AuthenticationError,
     AuthorizationError,
     MsgStreamError,
-    TopicNotFound,
+    TopicNotFoundError,
 )
 
 from ..broker_errors import BrokerErrors, Failure
@@ -101,5 +101,5 @@ def refusal_of_code(
     return _refusal(kind(detail) if detail else kind(), resource, failure)
 
 
-def topic_missing(channel: str) -> TopicNotFound:
-    return TopicNotFound(channel, "kafka")
+def topic_missing(channel: str) -> TopicNotFoundError:
+    return TopicNotFoundError(channel, "kafka")

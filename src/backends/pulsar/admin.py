@@ -17,7 +17,7 @@ from urllib.parse import quote
 import anyio
 
 from msgstream.config import Config
-from msgstream.errors import AuthenticationError, BackendUnavailableError, TopicNotFound
+from msgstream.errors import AuthenticationError, BackendUnavailableError, TopicNotFoundError
 
 from .failures import UNTRUSTED_HINT, is_untrusted_certificate, not_authorized
 from .ids import PulsarMessageID
@@ -42,7 +42,7 @@ class PulsarAdmin:
     # ------------------------------------------------------------------------- topics
 
     async def last_message_id(self, channel: str) -> PulsarMessageID | None:
-        """The id of the channel's last message (None when empty); ``TopicNotFound`` if the
+        """The id of the channel's last message (None when empty); ``TopicNotFoundError`` if the
         channel does not exist."""
         found = await self._call("GET", f"/{channel}/lastMessageId", channel=channel)
         ledger, entry = int(found["ledgerId"]), int(found["entryId"])
@@ -96,7 +96,7 @@ class PulsarAdmin:
         except urllib.error.HTTPError as exc:
             reason = _reason(exc)
             if exc.code == 404 and channel is not None and "subscription" not in path:
-                raise TopicNotFound(channel, "pulsar") from None
+                raise TopicNotFoundError(channel, "pulsar") from None
             if channel is not None and _is_refused_permission(exc.code, reason):
                 operation = "delete" if method == "DELETE" else "read"
                 raise not_authorized(

@@ -14,7 +14,7 @@ from msgstream.errors import (
     AuthenticationError,
     AuthorizationError,
     MsgStreamError,
-    TopicNotFound,
+    TopicNotFoundError,
 )
 
 from ..broker_errors import BrokerErrors, Failure
@@ -109,5 +109,5 @@ def _library_reason(exc: BaseException) -> str:
     return words[-1] if words else ""
 
 
-def topic_missing(channel: str) -> TopicNotFound:
-    return TopicNotFound(channel, "pulsar")
+def topic_missing(channel: str) -> TopicNotFoundError:
+    return TopicNotFoundError(channel, "pulsar")

@@ -18,7 +18,7 @@ import anyio
 from msgstream.config import Config
 from msgstream.errors import BackendUnavailableError
 
-from ..local import LocalClient
+from ..log_client import LogClient
 from .retention import RetentionPolicy
 from .store import RocksOptions, RocksStore
 
@@ -68,7 +68,7 @@ def open_client(
     max_message_bytes: int = 64 * 1024 * 1024,
     retention_interval_s: float = 60.0,
     compaction_interval_s: float = 3600.0,
-) -> LocalClient:
+) -> LogClient:
     """A client of the store at ``path`` (created if missing unless read-only or
     ``options.create`` is off). A path that cannot hold a store raises a
     :class:`~msgstream.errors.StoreError` naming it."""
@@ -100,7 +100,7 @@ def open_client(
             shared.store.close()
             _OPEN.pop(key, None)
 
-    return LocalClient(
+    return LogClient(
         shared.store,
         max_message_bytes=max_message_bytes,
         blocking_writes=options.sync,
@@ -146,7 +146,7 @@ async def _maintain(shared: _Shared) -> None:
                 log.exception("rocksmq retention round failed at %s", shared.store.path)
 
 
-def new_client(config: Config, *, read_only: bool = False, create: bool = True) -> LocalClient:
+def new_client(config: Config, *, read_only: bool = False, create: bool = True) -> LogClient:
     section = config.rocksmq
     return open_client(
         config.rocksmq_path(),

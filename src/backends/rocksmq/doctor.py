@@ -29,7 +29,7 @@ from rocksdict import AccessType, DBRecoveryMode, Options, Rdict, WriteBatch
 
 from msgstream.errors import StoreCorruptedError, StoreLockedError
 
-from ..local.store import FIRST_ID
+from ..log_client.store import FIRST_ID
 from .failures import check_store_path, store_error
 from .wal import damaged_tails
 

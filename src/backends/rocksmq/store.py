@@ -62,10 +62,10 @@ from msgstream.errors import (
     StoreCorruptedError,
     StoreError,
     StreamClosedError,
-    TopicNotFound,
+    TopicNotFoundError,
 )
 
-from ..local.store import (
+from ..log_client.store import (
     FIRST_ID,
     LogStore,
     Properties,
@@ -322,7 +322,7 @@ class RocksStore(LogStore):
         try:
             return self._cids[channel]
         except KeyError:
-            raise TopicNotFound(channel, self.backend_name) from None
+            raise TopicNotFoundError(channel, self.backend_name) from None
 
     # --- channels ---------------------------------------------------------------------
     def has_channel(self, channel: str) -> bool:

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from ..channels import validate_channel_name
-from ..errors import InvalidChannelName
+from ..errors import InvalidChannelNameError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -34,7 +34,7 @@ def channel_name(value: str) -> str:
     """argparse ``type=`` for channel names: the portable rules of every backend."""
     try:
         return validate_channel_name(value)
-    except InvalidChannelName as exc:
+    except InvalidChannelNameError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..config import Config
-from ..errors import InvalidPositionError, TopicNotFound
+from ..errors import InvalidPositionError, TopicNotFoundError
 from ..factory import MsgStreamFactory
 from ..messages import TimeTickMsg
 from ..pack import MsgPack
@@ -288,7 +288,7 @@ async def _warn_missing_channels(stream: MsgStream, channels: Sequence[str]) -> 
     for channel in channels:
         try:
             await stream.check_topic_valid(channel)
-        except TopicNotFound:
+        except TopicNotFoundError:
             print(
                 f"warning: channel {channel!r} does not exist yet; waiting for its messages",
                 file=sys.stderr,

@@ -30,7 +30,7 @@ from msgstream.errors import (
     MsgStreamError,
     StreamClosedError,
     StreamStateError,
-    TopicNotFound,
+    TopicNotFoundError,
 )
 from msgstream.position import SubscriptionPosition
 
@@ -41,10 +41,10 @@ log = logging.getLogger(__name__)
 PREFETCH = 256
 
 
-class LocalMessageID(int):
+class LogMessageID(int):
     """An int64 id within one channel, tagged with the backend that made it.
 
-    An ``int`` subclass per backend (``LocalMessageID("rocksmq", 5)`` makes the right
+    An ``int`` subclass per backend (``LogMessageID("rocksmq", 5)`` makes the right
     one), so making one per message costs no Python-level call. Ids of different
     backends never compare equal, and ordering them raises ``ForeignMessageIdError``.
     """
@@ -53,7 +53,7 @@ class LocalMessageID(int):
     backend: ClassVar[str] = ""
     tag: ClassVar[bytes] = b""
 
-    def __new__(cls, backend: str, value: int) -> LocalMessageID:
+    def __new__(cls, backend: str, value: int) -> LogMessageID:
         try:
             return _new_int(_ID_TYPES[backend], value)
         except KeyError:
@@ -67,7 +67,7 @@ class LocalMessageID(int):
         return self.tag + int.to_bytes(self, 8, "big", signed=True)
 
     @staticmethod
-    def parse(backend: str, data: bytes) -> LocalMessageID:
+    def parse(backend: str, data: bytes) -> LogMessageID:
         """The id whose ``to_bytes()`` is ``data``; another backend's id is an error."""
         owner = tagged_id_owner(data)
         if owner is None:
@@ -81,12 +81,12 @@ class LocalMessageID(int):
     def _same(self, other: object) -> bool:
         if type(other) is type(self):
             return True
-        if isinstance(other, LocalMessageID):
+        if isinstance(other, LogMessageID):
             raise ForeignMessageIdError(self.backend, other.backend)
         raise TypeError(f"cannot order a {self.backend} MessageID and a {type(other).__name__}")
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, LocalMessageID):
+        if isinstance(other, LogMessageID):
             return type(other) is type(self) and int.__eq__(self, other)
         return NotImplemented
 
@@ -109,27 +109,27 @@ class LocalMessageID(int):
         return self._same(other) and int.__ge__(self, other)  # type: ignore[operator]
 
     def __repr__(self) -> str:
-        return f"LocalMessageID({self.backend}:{int(self)})"
+        return f"LogMessageID({self.backend}:{int(self)})"
 
     __str__ = __repr__
 
 
-class MemoryMessageID(LocalMessageID):
+class MemoryMessageID(LogMessageID):
     __slots__ = ()
     backend = "memory"
     tag = b"m"
     __new__ = int.__new__  # type: ignore[assignment]
 
 
-class RocksmqMessageID(LocalMessageID):
+class RocksmqMessageID(LogMessageID):
     __slots__ = ()
     backend = "rocksmq"
     tag = b"r"
     __new__ = int.__new__  # type: ignore[assignment]
 
 
-_ID_CLASSES: tuple[type[LocalMessageID], ...] = (MemoryMessageID, RocksmqMessageID)
-_ID_TYPES: dict[str, type[LocalMessageID]] = {c.backend: c for c in _ID_CLASSES}
+_ID_CLASSES: tuple[type[LogMessageID], ...] = (MemoryMessageID, RocksmqMessageID)
+_ID_TYPES: dict[str, type[LogMessageID]] = {c.backend: c for c in _ID_CLASSES}
 _NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
 _new_int = int.__new__
 """``_new_int(RocksmqMessageID, 5)``: an id without going through ``type.__call__``."""
@@ -139,7 +139,7 @@ def _no_message(index: int) -> ConsumedMessage:
     raise IndexError(f"message {index} of an empty batch")
 
 
-class LocalProducer:
+class LogProducer:
     def __init__(
         self,
         channel: str,
@@ -148,7 +148,7 @@ class LocalProducer:
         state: ClientState,
         max_message_bytes: int,
         blocking_writes: bool,
-        id_type: type[LocalMessageID],
+        id_type: type[LogMessageID],
     ) -> None:
         self.channel = channel
         self._store = store
@@ -194,7 +194,7 @@ class LocalProducer:
         self._closed = True
 
 
-class LocalConsumer(ConsumerBase):
+class LogConsumer(ConsumerBase):
     """Reads one channel for one subscription. ``ack`` is cumulative and persisted."""
 
     def __init__(
@@ -205,8 +205,8 @@ class LocalConsumer(ConsumerBase):
         *,
         store: LogStore,
         hooks: ClientHooks,
-        id_type: type[LocalMessageID],
-        parse_id: Callable[[bytes], LocalMessageID],
+        id_type: type[LogMessageID],
+        parse_id: Callable[[bytes], LogMessageID],
     ) -> None:
         super().__init__(channel, subname, hooks)
         self._store = store
@@ -220,7 +220,7 @@ class LocalConsumer(ConsumerBase):
         if self._next_read is None:
             raise self._unpositioned()
         if not self._store.has_channel(self.channel):
-            raise TopicNotFound(self.channel, self._store.backend_name)
+            raise TopicNotFoundError(self.channel, self._store.backend_name)
         return self._next_read
 
     def _fill(self, limit: int) -> None:
@@ -294,8 +294,8 @@ class LocalConsumer(ConsumerBase):
 
         return message
 
-    def _own_id(self, msg_id: MessageID) -> LocalMessageID:
-        if isinstance(msg_id, LocalMessageID):
+    def _own_id(self, msg_id: MessageID) -> LogMessageID:
+        if isinstance(msg_id, LogMessageID):
             if msg_id.backend != self._store.backend_name:
                 raise ForeignMessageIdError(self._store.backend_name, msg_id.backend)
             return msg_id
@@ -344,8 +344,8 @@ class LocalConsumer(ConsumerBase):
             self._store.notify(self.channel)
 
 
-class LocalClient:
-    """A client of a local store. Several clients may share one store."""
+class LogClient:
+    """A client of a log store (memory or rocksmq). Several clients may share one store."""
 
     def __init__(
         self,
@@ -360,12 +360,12 @@ class LocalClient:
         where background maintenance can start); ``on_close`` once, when closed."""
         self.store = store
         self.backend_name = store.backend_name
-        self.id_type: type[LocalMessageID] = _ID_TYPES[store.backend_name]
+        self.id_type: type[LogMessageID] = _ID_TYPES[store.backend_name]
         self.max_message_bytes = max_message_bytes
         self.blocking_writes = blocking_writes
         """True when an append may block (fsync): appends then run in a worker thread."""
         self.inline_sends = not blocking_writes
-        self._consumers: set[LocalConsumer] = set()
+        self._consumers: set[LogConsumer] = set()
         self._state = ClientState(f"{self.backend_name} client")
         self._hooks = ClientHooks(
             self._state, self.get_latest_msg_id, self.check_topic_valid, self.forget
@@ -376,14 +376,14 @@ class LocalClient:
     def check_open(self) -> None:
         self._state.check_open()
 
-    async def create_producer(self, channel: str) -> LocalProducer:
+    async def create_producer(self, channel: str) -> LogProducer:
         self.check_open()
         if self._on_use is not None:
             self._on_use()
         validate_channel_name(channel)
         self._require_writable(channel)
         self.store.ensure_channel(channel)
-        return LocalProducer(
+        return LogProducer(
             channel,
             store=self.store,
             state=self._state,
@@ -400,7 +400,7 @@ class LocalClient:
 
     async def subscribe(
         self, channel: str, subname: str, position: SubscriptionPosition
-    ) -> LocalConsumer:
+    ) -> LogConsumer:
         self.check_open()
         if self._on_use is not None:
             self._on_use()
@@ -409,7 +409,7 @@ class LocalClient:
         store = self.store
         if not store.has_channel(channel):
             if store.read_only:
-                raise TopicNotFound(channel, self.backend_name)
+                raise TopicNotFoundError(channel, self.backend_name)
             store.ensure_channel(channel)
         existing = store.get_subscription(channel, subname)
         start: int | None
@@ -424,7 +424,7 @@ class LocalClient:
             start = None
         if existing is None and start is not None and not store.read_only:
             store.put_subscription(channel, subname, start)
-        consumer = LocalConsumer(
+        consumer = LogConsumer(
             channel,
             subname,
             start,
@@ -440,22 +440,22 @@ class LocalClient:
     def forget(self, consumer: Any) -> None:
         self._consumers.discard(consumer)
 
-    def earliest_message_id(self) -> LocalMessageID:
-        return LocalMessageID(self.backend_name, FIRST_ID - 1)
+    def earliest_message_id(self) -> LogMessageID:
+        return LogMessageID(self.backend_name, FIRST_ID - 1)
 
-    def message_id_from_bytes(self, data: bytes) -> LocalMessageID:
-        return LocalMessageID.parse(self.backend_name, data)
+    def message_id_from_bytes(self, data: bytes) -> LogMessageID:
+        return LogMessageID.parse(self.backend_name, data)
 
-    async def get_latest_msg_id(self, channel: str) -> LocalMessageID | None:
+    async def get_latest_msg_id(self, channel: str) -> LogMessageID | None:
         await self.check_topic_valid(channel)
         last = self.store.last_id(channel)
-        return None if last is None else LocalMessageID(self.backend_name, last)
+        return None if last is None else LogMessageID(self.backend_name, last)
 
     async def check_topic_valid(self, channel: str) -> None:
         self.check_open()
         validate_channel_name(channel)
         if not self.store.has_channel(channel):
-            raise TopicNotFound(channel, self.backend_name)
+            raise TopicNotFoundError(channel, self.backend_name)
 
     async def list_channels(self) -> list[str]:
         self.check_open()
@@ -468,7 +468,7 @@ class LocalClient:
             SubscriptionInfo(
                 channel=channel,
                 name=sub.name,
-                acked_id=LocalMessageID(self.backend_name, sub.next_id - 1),
+                acked_id=LogMessageID(self.backend_name, sub.next_id - 1),
                 lag=max(end - sub.next_id, 0),
                 last_active_ms=sub.last_active_ms,
             )

@@ -1,4 +1,5 @@
-"""The storage interface under the local backends, and its in-process wake-up signal."""
+"""The storage interface under the in-process backends (memory, rocksmq), and its wake-up
+signal."""
 
 from __future__ import annotations
 
