@@ -57,7 +57,7 @@ async def test_one_producer_is_shared_by_every_channel(kafka_broker: Any) -> Non
     second = await client.create_producer(channel_name())
     await first.send(b"a")
     await second.send(b"b")
-    shared = client.producer  # type: ignore[attr-defined]
+    shared = client._shared.producer  # type: ignore[attr-defined]
     assert shared is not None
     assert await first._shared.get() is shared  # type: ignore[attr-defined]
     assert await second._shared.get() is shared  # type: ignore[attr-defined]

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from msgstream.backend import SubscriptionInfo
 from msgstream.channels import validate_channel_name, validate_subscription_name
@@ -63,15 +63,6 @@ class KafkaClient:
 
     def _call(self, what: str, channel: str | None = None, operation: str = "use") -> Any:
         return self.calls.call(what, channel, operation)
-
-    @property
-    def producer(self) -> AIOKafkaProducer | None:
-        """The shared producer once started (the sends' fast path), else None."""
-        return self._shared.producer
-
-    async def shared_producer(self) -> AIOKafkaProducer:
-        """The one producer every channel of this client sends through (started lazily)."""
-        return await self._shared.get()
 
     async def _offsets_reader(self) -> AIOKafkaConsumer:
         """A group-less consumer used only to ask for a topic's first and last offsets."""

@@ -15,7 +15,6 @@ from msgstream.errors import (
     AuthenticationError,
     AuthorizationError,
     MsgStreamError,
-    TopicNotFoundError,
 )
 
 from ..broker_errors import BrokerErrors, Failure
@@ -99,7 +98,3 @@ def refusal_of_code(
         return None
     failure = Failure("kafka", brokers, what, channel, operation, during_call=False)
     return _refusal(kind(detail) if detail else kind(), resource, failure)
-
-
-def topic_missing(channel: str) -> TopicNotFoundError:
-    return TopicNotFoundError(channel, "kafka")

@@ -14,7 +14,6 @@ from msgstream.errors import (
     AuthenticationError,
     AuthorizationError,
     MsgStreamError,
-    TopicNotFoundError,
 )
 
 from ..broker_errors import BrokerErrors, Failure
@@ -107,7 +106,3 @@ def _library_reason(exc: BaseException) -> str:
     """The broker's own words, when the library passed them on ("" when it did not)."""
     words = [a for a in getattr(exc, "args", ()) if isinstance(a, str) and a]
     return words[-1] if words else ""
-
-
-def topic_missing(channel: str) -> TopicNotFoundError:
-    return TopicNotFoundError(channel, "pulsar")
