@@ -99,6 +99,24 @@ async def test_messages_of_one_bucket_keep_their_order(backend: BackendHarness) 
         assert got == msgs
 
 
+async def test_chan_yields_the_packs_iteration_yields(backend: BackendHarness) -> None:
+    """``chan()`` is the contract's name (DESIGN.md) for ``async for pack in stream``."""
+    channel = backend.channel()
+    async with stream(backend) as producer, stream(backend) as consumer:
+        await producer.as_producer([channel])
+        msgs = [insert(i, [i]) for i in range(1, 6)]
+        await producer.produce(MsgPack.of(*msgs))
+        await consumer.as_consumer([channel], "sub", EARLIEST)
+        got: list[TsMsg] = []
+        packs = consumer.chan()
+        while len(got) < 5:
+            pack = await asyncio.wait_for(anext(packs), TIMEOUT)
+            assert pack.start_positions == pack.end_positions == [pack.msgs[0].position]
+            got.extend(pack.msgs)
+        await packs.aclose()
+        assert got == msgs
+
+
 async def test_broadcast_reaches_every_channel(backend: BackendHarness) -> None:
     channels = backend.channels(3)
     async with stream(backend) as producer, stream(backend) as consumer:
