@@ -360,3 +360,28 @@ async def test_broker_restart_loses_nothing_acknowledged(pulsar_broker: Any) -> 
     # restart may be stored twice: that is a duplicate of an unacknowledged one, not a loss.)
     positions = [received.index(i) for i in acked]
     assert positions == sorted(positions)
+
+
+async def test_without_our_handshake_the_library_reports_a_refused_token_as_a_timeout(
+    pulsar_broker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Why ``backends/pulsar/handshake.py`` exists: pulsar-client (3.13) retries a refused
+    token until its operation timeout and then reports a timeout, not the refusal (the
+    admin REST API is no substitute: a broker that lets anonymous clients in answers a
+    forged token with 200, and it answers 401 to refused permissions too). When this test
+    fails, the library reports the refusal itself and the handshake can go."""
+    if pulsar_broker.valid_token is None:
+        pytest.skip("this broker has no token authentication")
+    import msgstream.backends.pulsar.client as pulsar_client
+
+    async def no_check(*args: Any) -> None:
+        return None
+
+    monkeypatch.setattr(pulsar_client, "check_token", no_check)
+    bad = client_for(pulsar_broker, auth_token=pulsar_broker.forged_token(), operation_timeout_s=3)
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailableError, match="no answer within 3 s") as caught:
+        await bad.create_producer(channel_name("auth"))
+    assert not isinstance(caught.value, AuthenticationError)
+    assert time.monotonic() - started >= 3.0
+    await bad.close()
