@@ -57,6 +57,7 @@ from .routing import (
     repack_by_first_key,
 )
 from .schema import CollectionSchema, DataType, FieldData, FieldSchema
+from .shutdown import StopOnSignals
 from .stream import MsgStream
 from .tso import TsoAllocator, compose_ts, parse_ts
 from .ttstream import TtMsgStream
@@ -102,6 +103,7 @@ __all__ = [
     "RepackFunc",
     "StoreCorruptedError",
     "StoreError",
+    "StopOnSignals",
     "StoreLockedError",
     "StorePathError",
     "StreamClosedError",

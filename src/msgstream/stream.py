@@ -71,6 +71,7 @@ class MsgStream:
         self._arrived = asyncio.Event()
         self._next_reader = 0
         self._closed = False
+        self._stopped = False
 
     # --- lifecycle ----------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -87,6 +88,23 @@ class MsgStream:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def stopped(self) -> bool:
+        """True once :meth:`stop` was called: iteration has ended for good."""
+        return self._stopped
+
+    def stop(self) -> None:
+        """End iteration gracefully, from any task or a signal handler of the loop.
+
+        The pack being handled is not affected: ack it and save its positions as usual. An
+        ``async for`` waiting for the next pack ends at once, and no further pack is handed
+        out. Unlike :meth:`close`, the stream stays open (acks, ``get_latest_msg_id`` and
+        producing still work) until it is closed. :mod:`msgstream.shutdown` calls this on
+        SIGINT and SIGTERM.
+        """
+        self._stopped = True
+        self._arrived.set()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -307,7 +325,7 @@ class MsgStream:
         """The next decoded message of any channel (channels served in turn)."""
         readers = self._readers
         while True:
-            if self._closed:
+            if self._closed or self._stopped:
                 raise StopAsyncIteration
             count = len(readers)
             for step in range(count):

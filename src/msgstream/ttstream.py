@@ -144,7 +144,7 @@ class TtMsgStream(MsgStream):
 
     async def _next_pack(self) -> MsgPack:
         while True:
-            if self._closed:
+            if self._closed or self._stopped:
                 raise StopAsyncIteration
             pack = self._cut_pack()
             if pack is not None:
