@@ -19,9 +19,11 @@ from ..pack import MsgPack
 from ..position import MsgPosition, SubscriptionPosition, positions_from_json, positions_to_json
 from ..stream import MsgStream
 from ..ttstream import TtMsgStream
+from .command import Command
 from .common import (
     CliError,
-    Subparsers,
+    add_channel_option,
+    add_json_option,
     channel_name,
     positive_float,
     positive_int,
@@ -63,26 +65,10 @@ class ConsumeOptions:
     save_positions: str | None = None
 
 
-def add_parser(sub: Subparsers, parent: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "consume",
-        parents=[parent],
-        help="consume packs from channels and print them",
-        description=(
-            "Consume channels with a plain MsgStream (one message per pack) or, with --tt, "
-            "a TtMsgStream (packs aligned on time ticks). Without --from, an existing "
-            "subscription resumes after its last ack and a new one starts at the earliest "
-            "message. The last line, on stderr, gives the counts."
-        ),
-    )
-    parser.add_argument(
-        "--channel",
-        dest="channels",
-        action="append",
-        type=channel_name,
-        metavar="C",
-        help="channel to consume (repeat for several); defaults to the channels of --from "
-        "positions",
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_channel_option(
+        parser,
+        "channel to consume (repeat for several); defaults to the channels of --from positions",
     )
     parser.add_argument("--subname", default=DEFAULT_SUBNAME, metavar="S", help="subscription name")
     parser.add_argument(
@@ -110,7 +96,7 @@ def add_parser(sub: Subparsers, parent: argparse.ArgumentParser) -> None:
         help="acknowledge each pack once printed (--tt: up to, per channel, the last message "
         "that it and everything before it was delivered)",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object per pack")
+    add_json_option(parser, "print one JSON object per pack")
     parser.add_argument(
         "--skip-empty", action="store_true", help="do not print or count empty packs (--tt)"
     )
@@ -133,7 +119,6 @@ def add_parser(sub: Subparsers, parent: argparse.ArgumentParser) -> None:
         help="on exit, write positions to resume from (for --from @FILE): a --tt stream's "
         "last end_positions, or each channel's last consumed message",
     )
-    parser.set_defaults(handler=handle)
 
 
 def parse_from(value: str | None) -> StartSpec:
@@ -216,6 +201,20 @@ def options_from_args(args: argparse.Namespace) -> ConsumeOptions:
 
 async def handle(config: Config, args: argparse.Namespace) -> int:
     return await run_consume(config, options_from_args(args))
+
+
+COMMAND = Command(
+    name="consume",
+    help="consume packs from channels and print them",
+    description=(
+        "Consume channels with a plain MsgStream (one message per pack) or, with --tt, "
+        "a TtMsgStream (packs aligned on time ticks). Without --from, an existing "
+        "subscription resumes after its last ack and a new one starts at the earliest "
+        "message. The last line, on stderr, gives the counts."
+    ),
+    add_arguments=add_arguments,
+    handler=handle,
+)
 
 
 # --------------------------------------------------------------------------- subscribing
