@@ -146,13 +146,7 @@ def test_ingest_without_the_spark_extra_names_it(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MSGSTREAM_")}
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
     run = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-        check=False,
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120
     )
     assert run.returncode == 2
     assert "ingest channels into Parquet with Spark" in run.stdout

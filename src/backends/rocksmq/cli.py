@@ -9,7 +9,14 @@ import dataclasses
 from rich.table import Table
 
 from msgstream.cli.command import Command
-from msgstream.cli.common import EXIT_FAILED, EXIT_OK, add_json_option, stdout_console
+from msgstream.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    add_flag,
+    add_json_option,
+    new_table,
+    stdout_console,
+)
 from msgstream.cli.output import dumps
 from msgstream.config import Config
 
@@ -23,10 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="the store's directory (default: rocksmq.path of the configuration)",
     )
-    parser.add_argument(
-        "--repair",
-        action="store_true",
-        help="recover what can be recovered (the store must be closed everywhere)",
+    add_flag(
+        parser, "--repair", "recover what can be recovered (the store must be closed everywhere)"
     )
     add_json_option(parser)
 
@@ -37,15 +42,16 @@ def _ranges(ranges: list[tuple[int, int]]) -> str:
 
 def render(diagnosis: doctor.Diagnosis) -> Table:
     state = "repaired" if diagnosis.backup else "healthy" if diagnosis.healthy else "DAMAGED"
-    table = Table(title=f"rocksmq store {diagnosis.path}: {state}")
-    for name, justify in (
-        ("channel", "left"),
-        ("readable messages", "right"),
-        ("ids", "right"),
-        ("lost ids", "left"),
-        ("lost before (holes)", "left"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table = new_table(
+        f"rocksmq store {diagnosis.path}: {state}",
+        [
+            ("channel", "left"),
+            ("readable messages", "right"),
+            ("ids", "right"),
+            ("lost ids", "left"),
+            ("lost before (holes)", "left"),
+        ],
+    )
     for health in diagnosis.channels:
         table.add_row(
             health.channel,

@@ -10,7 +10,14 @@ from __future__ import annotations
 import argparse
 
 from msgstream.cli.command import Command
-from msgstream.cli.common import add_channel_option, non_negative_int, positive_float, positive_int
+from msgstream.cli.common import (
+    add_channel_option,
+    add_flag,
+    add_option,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 
 CHECKPOINT_NAME = "_msgstream_checkpoint.json"
 """The checkpoint's default name inside ``--out`` (Spark ignores ``_`` names)."""
@@ -19,101 +26,72 @@ INSTALL = "msgstream[spark]"
 
 
 def _add_master(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--master", default=DEFAULT_MASTER, help=f"Spark master (default {DEFAULT_MASTER})"
-    )
+    add_option(
+        parser, "--master", "MASTER", f"Spark master (default {DEFAULT_MASTER})",
+        default=DEFAULT_MASTER,
+    )  # fmt: skip
 
 
 def _ingest_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, metavar="DIR", help="Parquet output directory")
+    add_option(parser, "--out", "DIR", "Parquet output directory", required=True)
     add_channel_option(
         parser, "channel to read (repeat for several; default: every channel of the store)"
     )
-    parser.add_argument(
-        "--collection", metavar="NAME", help="collection to ingest (default: the first found)"
-    )
-    parser.add_argument(
-        "--schema",
-        dest="schema_file",
-        metavar="FILE",
-        help="collection schema as JSON (CollectionSchema.to_dict()); default: read from the "
+    add_option(parser, "--collection", "NAME", "collection to ingest (default: the first found)")
+    add_option(
+        parser, "--schema", "FILE",
+        "collection schema as JSON (CollectionSchema.to_dict()); default: read from the "
         "channels' CreateCollectionMsg",
-    )
+        dest="schema_file",
+    )  # fmt: skip
     parser.add_argument(
         "--frame",
         choices=("changes", "inserts", "deletes"),
         default="changes",
         help="rows to write: inserts and deletes with an _op column (default), or one kind",
     )
-    parser.add_argument(
-        "--checkpoint", metavar="FILE", help=f"checkpoint file (default: OUT/{CHECKPOINT_NAME})"
-    )
-    parser.add_argument(
-        "--from",
-        dest="start",
-        default="earliest",
-        metavar="WHERE",
-        help="where a new job starts: 'earliest' (default), 'latest', a pack's end positions "
+    add_option(parser, "--checkpoint", "FILE", f"checkpoint file (default: OUT/{CHECKPOINT_NAME})")
+    add_option(
+        parser, "--from", "WHERE",
+        "where a new job starts: 'earliest' (default), 'latest', a pack's end positions "
         "as JSON, or @FILE; ignored once a checkpoint exists",
-    )
-    parser.add_argument(
-        "--max-rows",
-        type=positive_int,
-        default=100_000,
-        metavar="N",
-        help="close a batch once it holds N rows (at the next pack boundary; default 100000)",
-    )
-    parser.add_argument(
-        "--max-interval",
-        type=positive_float,
-        default=1.0,
-        metavar="SECONDS",
-        help="close a batch SECONDS after its first row (default 1)",
-    )
-    parser.add_argument(
-        "--follow", action="store_true", help="keep ingesting new data until interrupted"
-    )
-    parser.add_argument(
-        "--max-batches", type=positive_int, metavar="N", help="stop after N batches"
-    )
+        dest="start", default="earliest",
+    )  # fmt: skip
+    add_option(
+        parser, "--max-rows", "N",
+        "close a batch once it holds N rows (at the next pack boundary; default 100000)",
+        type=positive_int, default=100_000,
+    )  # fmt: skip
+    add_option(
+        parser, "--max-interval", "SECONDS",
+        "close a batch SECONDS after its first row (default 1)",
+        type=positive_float, default=1.0,
+    )  # fmt: skip
+    add_flag(parser, "--follow", "keep ingesting new data until interrupted")
+    add_option(parser, "--max-batches", "N", "stop after N batches", type=positive_int)
     _add_master(parser)
-    parser.add_argument(
-        "--spark-conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra Spark setting (repeatable)",
-    )
+    add_option(
+        parser, "--spark-conf", "KEY=VALUE", "extra Spark setting (repeatable)",
+        action="append", default=[],
+    )  # fmt: skip
 
 
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--channels", type=positive_int, default=4, metavar="N", help="channels (default 4)"
-    )
-    parser.add_argument(
-        "--rows", type=positive_int, default=20000, metavar="N", help="rows to insert (20000)"
-    )
-    parser.add_argument(
-        "--batch-rows",
-        type=positive_int,
-        default=4000,
-        metavar="N",
-        help="rows per Spark batch, at most (a pack is never split; default 4000)",
-    )
-    parser.add_argument(
-        "--path", metavar="DIR", help="directory for the store and output (default: temporary)"
-    )
-    parser.add_argument(
-        "--keep", action="store_true", help="keep the temporary store, Parquet and checkpoint"
-    )
-    parser.add_argument(
-        "--timeout",
-        type=positive_float,
-        default=300.0,
-        metavar="SECONDS",
-        help="fail if the demo has not finished after SECONDS (default 300)",
-    )
-    parser.add_argument("--seed", type=non_negative_int, metavar="N", help="random seed")
+    add_option(parser, "--channels", "N", "channels (default 4)", type=positive_int, default=4)
+    add_option(parser, "--rows", "N", "rows to insert (20000)", type=positive_int, default=20000)
+    add_option(
+        parser, "--batch-rows", "N",
+        "rows per Spark batch, at most (a pack is never split; default 4000)",
+        type=positive_int, default=4000,
+    )  # fmt: skip
+    add_option(parser, "--path", "DIR", "directory for the store and output (default: temporary)")
+    add_flag(parser, "--keep", "keep the temporary store, Parquet and checkpoint")
+    add_option(
+        parser, "--timeout", "SECONDS",
+        "fail if the demo has not finished after SECONDS (default 300)",
+        type=positive_float, default=300.0,
+    )  # fmt: skip
+    add_option(parser, "--seed", "N", "random seed", type=non_negative_int)
     _add_master(parser)
 
 

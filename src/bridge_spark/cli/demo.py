@@ -72,15 +72,6 @@ class SimulatedCrash(RuntimeError):
 
 
 @dataclass
-class Phase:
-    batches: int = 0
-    redone: int = 0
-    rows: int = 0
-    deletes: int = 0
-    seconds: float = 0.0
-
-
-@dataclass
 class Verification:
     rows: int = 0
     deletes: int = 0
@@ -95,7 +86,8 @@ class Verification:
 @dataclass
 class DemoState:
     produced: Produced | None = None
-    phases: list[Phase] = field(default_factory=lambda: [Phase(), Phase()])
+    phases: list[BatcherProgress] = field(default_factory=list)
+    """The figures of each ingest phase run so far (the crashed one, the resumed one)."""
     crashed_batch: int | None = None
     spark_start_s: float = 0.0
     elapsed_s: float = 0.0
@@ -109,7 +101,7 @@ class DemoState:
 
     @property
     def ingested_rows(self) -> int:
-        return sum(p.rows + p.deletes for p in self.phases)
+        return sum(p.rows for p in self.phases)
 
     @property
     def rows_per_s(self) -> int:
@@ -170,10 +162,12 @@ async def ingest_phase(
     checkpoint: Path,
     fn: Any,
     opts: DemoOptions,
-    phase: Phase,
+    phases: list[BatcherProgress],
     label: str,
     until: Until,
-) -> BatcherProgress:
+) -> None:
+    """Run one ingest job with ``fn`` as its sink; its figures go to ``phases`` even when
+    ``fn`` raises."""
     batcher = MicroBatcher(
         spark,
         config,
@@ -187,13 +181,7 @@ async def ingest_phase(
         async with BatchProgress(label).follow(batcher):
             await batcher.run(fn, until=until)
     finally:
-        progress = batcher.progress
-        phase.batches += progress.batches
-        phase.redone += progress.redone
-        phase.rows += progress.insert_rows
-        phase.deletes += progress.delete_rows
-        phase.seconds += progress.seconds
-    return progress
+        phases.append(batcher.progress)
 
 
 # --------------------------------------------------------------------------- verifying
@@ -265,7 +253,7 @@ async def run_demo(config: Config, opts: DemoOptions, workdir: Path) -> DemoStat
                     with contextlib.suppress(SimulatedCrash):
                         await ingest_phase(
                             spark, config, channels, checkpoint, crash, opts,
-                            state.phases[0], "phase 1", "forever",
+                            state.phases, "phase 1", "forever",
                         )  # fmt: skip
                     await second_half
                     await producer.finish()
@@ -273,7 +261,7 @@ async def run_demo(config: Config, opts: DemoOptions, workdir: Path) -> DemoStat
                     # Phase 2: resume from the checkpoint up to the final tick.
                     await ingest_phase(
                         spark, config, channels, checkpoint, sink, opts,
-                        state.phases[1], "phase 2", final_tick,
+                        state.phases, "phase 2", final_tick,
                     )  # fmt: skip
                     state.check = await asyncio.to_thread(
                         verify, spark, str(out), producer.produced, producer.dim
@@ -286,7 +274,7 @@ async def run_demo(config: Config, opts: DemoOptions, workdir: Path) -> DemoStat
 
 def demo_summary(opts: DemoOptions, state: DemoState, backend: str) -> list[tuple[str, str]]:
     produced = state.produced
-    first, second = state.phases
+    first, second = (*state.phases, BatcherProgress(), BatcherProgress())[:2]
     check = state.check
     crashed = "-" if state.crashed_batch is None else str(state.crashed_batch)
     return [
@@ -302,11 +290,14 @@ def demo_summary(opts: DemoOptions, state: DemoState, backend: str) -> list[tupl
             else f"{produced.insert_msgs} / {produced.delete_msgs}, {produced.ticks}",
         ),
         ("spark start (s)", f"{state.spark_start_s:.2f}"),
-        ("phase 1: batches / rows / deletes", f"{first.batches} / {first.rows} / {first.deletes}"),
+        (
+            "phase 1: batches / rows / deletes",
+            f"{first.batches} / {first.insert_rows} / {first.delete_rows}",
+        ),
         ("crashed batch (redone in phase 2)", crashed),
         (
             "phase 2: batches (redone) / rows / deletes",
-            f"{second.batches} ({second.redone}) / {second.rows} / {second.deletes}",
+            f"{second.batches} ({second.redone}) / {second.insert_rows} / {second.delete_rows}",
         ),
         ("parquet: rows / deletes / batches", f"{check.rows} / {check.deletes} / {check.batches}"),
         ("lost / duplicated", f"{check.lost} / {check.duplicated}"),

@@ -32,6 +32,7 @@ from msgstream.cli.common import (
     EXIT_OK,
     CliError,
     fmt_rate,
+    new_table,
     stderr_console,
     stderr_progress,
     stdout_console,
@@ -193,9 +194,7 @@ class BatchProgress:
 
 
 def summary_table(title: str, rows: list[tuple[str, str]]) -> Table:
-    table = Table(title=title, show_header=True)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
+    table = new_table(title, [("metric", "left"), ("value", "right")])
     for name, value in rows:
         table.add_row(name, value)
     return table

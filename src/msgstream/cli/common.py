@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.logging import RichHandler
 from rich.progress import Progress, ProgressColumn, TimeElapsedColumn
+from rich.table import Table
 
 from ..channels import validate_channel_name
 from ..errors import InvalidChannelNameError
@@ -159,8 +160,28 @@ def add_channel_option(
     )
 
 
+def add_option(
+    parser: argparse.ArgumentParser, flag: str, metavar: str, help: str, **settings: Any
+) -> None:
+    """An option that takes a value; ``settings`` are argparse's (``type``, ``default``...)."""
+    parser.add_argument(flag, metavar=metavar, help=help, **settings)
+
+
+def add_flag(parser: argparse.ArgumentParser, flag: str, help: str) -> None:
+    """An option without a value: True when given."""
+    parser.add_argument(flag, action="store_true", help=help)
+
+
 def add_json_option(parser: argparse.ArgumentParser, help: str = "print one JSON document") -> None:
-    parser.add_argument("--json", action="store_true", help=help)
+    add_flag(parser, "--json", help)
+
+
+def new_table(title: str, columns: Sequence[tuple[str, JustifyMethod]]) -> Table:
+    """A table with the given (name, justification) columns."""
+    table = Table(title=title)
+    for name, justify in columns:
+        table.add_column(name, justify=justify)
+    return table
 
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"

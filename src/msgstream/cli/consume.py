@@ -23,7 +23,9 @@ from .command import Command
 from .common import (
     CliError,
     add_channel_option,
+    add_flag,
     add_json_option,
+    add_option,
     channel_name,
     positive_float,
     positive_int,
@@ -70,55 +72,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser,
         "channel to consume (repeat for several); defaults to the channels of --from positions",
     )
-    parser.add_argument("--subname", default=DEFAULT_SUBNAME, metavar="S", help="subscription name")
-    parser.add_argument(
-        "--from",
-        dest="start",
-        metavar="WHERE",
-        help="where to start, whatever the subscription acked: 'earliest', 'latest' (only "
+    add_option(parser, "--subname", "S", "subscription name", default=DEFAULT_SUBNAME)
+    add_option(
+        parser, "--from", "WHERE",
+        "where to start, whatever the subscription acked: 'earliest', 'latest' (only "
         "messages produced from now on), positions JSON (a list of positions, or one) or "
         "@FILE holding it. A --tt stream resumes exactly after the pack whose end_positions "
         "are given; a plain stream resumes after the message of each position (see "
         "--inclusive)",
-    )
-    parser.add_argument("--tt", action="store_true", help="use a TtMsgStream (time-tick packs)")
-    parser.add_argument("--max-packs", type=positive_int, metavar="N", help="stop after N packs")
-    parser.add_argument(
-        "--idle-timeout",
-        type=positive_float,
-        metavar="SECONDS",
-        help="stop when no pack arrived for SECONDS (default: run until Ctrl-C; "
+        dest="start",
+    )  # fmt: skip
+    add_flag(parser, "--tt", "use a TtMsgStream (time-tick packs)")
+    add_option(parser, "--max-packs", "N", "stop after N packs", type=positive_int)
+    add_option(
+        parser, "--idle-timeout", "SECONDS",
+        "stop when no pack arrived for SECONDS (default: run until Ctrl-C; "
         f"{DEFAULT_PIPE_IDLE_S:g} s when stdin is not a terminal and no limit is given)",
-    )
-    parser.add_argument(
-        "--ack",
-        action="store_true",
-        help="acknowledge each pack once printed (--tt: up to, per channel, the last message "
+        type=positive_float,
+    )  # fmt: skip
+    add_flag(
+        parser, "--ack",
+        "acknowledge each pack once printed (--tt: up to, per channel, the last message "
         "that it and everything before it was delivered)",
-    )
+    )  # fmt: skip
     add_json_option(parser, "print one JSON object per pack")
-    parser.add_argument(
-        "--skip-empty", action="store_true", help="do not print or count empty packs (--tt)"
-    )
-    parser.add_argument(
-        "--skip-ticks",
-        action="store_true",
-        help="plain stream: do not print or count TimeTickMsgs (still acked with --ack)",
-    )
-    parser.add_argument(
-        "--full-vectors", action="store_true", help="print float vectors in full (--json)"
-    )
-    parser.add_argument(
-        "--inclusive",
-        action="store_true",
-        help="plain stream with --from positions: start AT each position's message",
-    )
-    parser.add_argument(
-        "--save-positions",
-        metavar="FILE",
-        help="on exit, write positions to resume from (for --from @FILE): a --tt stream's "
+    add_flag(parser, "--skip-empty", "do not print or count empty packs (--tt)")
+    add_flag(
+        parser, "--skip-ticks",
+        "plain stream: do not print or count TimeTickMsgs (still acked with --ack)",
+    )  # fmt: skip
+    add_flag(parser, "--full-vectors", "print float vectors in full (--json)")
+    add_flag(
+        parser, "--inclusive",
+        "plain stream with --from positions: start AT each position's message",
+    )  # fmt: skip
+    add_option(
+        parser, "--save-positions", "FILE",
+        "on exit, write positions to resume from (for --from @FILE): a --tt stream's "
         "last end_positions, or each channel's last consumed message",
-    )
+    )  # fmt: skip
 
 
 def parse_from(value: str | None) -> StartSpec:

@@ -14,7 +14,7 @@ from ..backend import AdminClient, Client, MessageID, RetainedMessagesClient, Su
 from ..config import Config
 from ..factory import new_inspection_client
 from .command import Command
-from .common import CliError, add_channel_option, add_json_option, stdout_console
+from .common import CliError, add_channel_option, add_json_option, new_table, stdout_console
 from .output import dumps, format_message_id
 
 
@@ -129,18 +129,19 @@ def to_json(backend: str, views: list[ChannelView]) -> dict[str, Any]:
 
 
 def render(backend: str, views: list[ChannelView]) -> Table:
-    table = Table(title=f"msgstream channels ({backend})")
-    for name, justify in (
-        ("channel", "left"),
-        ("first id", "right"),
-        ("latest id", "right"),
-        ("messages", "right"),
-        ("subscription", "left"),
-        ("acked id", "right"),
-        ("lag", "right"),
-        ("last active", "left"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table = new_table(
+        f"msgstream channels ({backend})",
+        [
+            ("channel", "left"),
+            ("first id", "right"),
+            ("latest id", "right"),
+            ("messages", "right"),
+            ("subscription", "left"),
+            ("acked id", "right"),
+            ("lag", "right"),
+            ("last active", "left"),
+        ],
+    )
     for view in views:
         head = [
             view.channel,

@@ -30,6 +30,8 @@ from .command import Command
 from .common import (
     CliError,
     add_channel_option,
+    add_flag,
+    add_option,
     fmt_rate,
     non_negative_int,
     positive_int,
@@ -57,41 +59,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "producer channel (repeat for several; routing bucket i goes to the i-th)",
         required=True,
     )
-    parser.add_argument(
-        "--count", type=non_negative_int, metavar="N", help="produce N synthetic rows"
-    )
-    parser.add_argument(
-        "--collection", default="msgstream_cli", metavar="NAME", help="collection name"
-    )
-    parser.add_argument(
-        "--key",
-        metavar="FIELD",
-        help="field whose value (int or str) is hashed for routing (default: the row id)",
-    )
-    parser.add_argument(
-        "--batch",
-        type=positive_int,
-        default=100,
-        metavar="B",
-        help="messages per produce call (default 100)",
-    )
-    parser.add_argument(
-        "--no-ticks", action="store_true", help="send no time ticks (plain MsgStream consumers)"
-    )
-    parser.add_argument(
-        "--start-id",
-        type=non_negative_int,
-        default=0,
-        metavar="ID",
-        help="first row id (and synthetic primary key); default 0",
-    )
-    parser.add_argument(
-        "--source-id",
+    add_option(parser, "--count", "N", "produce N synthetic rows", type=non_negative_int)
+    add_option(parser, "--collection", "NAME", "collection name", default="msgstream_cli")
+    add_option(
+        parser, "--key", "FIELD", "field whose value (int or str) is hashed for routing "
+        "(default: the row id)",
+    )  # fmt: skip
+    add_option(
+        parser, "--batch", "B", "messages per produce call (default 100)",
+        type=positive_int, default=100,
+    )  # fmt: skip
+    add_flag(parser, "--no-ticks", "send no time ticks (plain MsgStream consumers)")
+    add_option(
+        parser, "--start-id", "ID", "first row id (and synthetic primary key); default 0",
+        type=non_negative_int, default=0,
+    )  # fmt: skip
+    add_option(
+        parser, "--source-id", "ID", "source_id of the messages (default: the process id)",
         type=int,
-        default=None,
-        metavar="ID",
-        help="source_id of the messages (default: the process id)",
-    )
+    )  # fmt: skip
 
 
 def options_from_args(args: argparse.Namespace) -> ProduceOptions:
