@@ -432,10 +432,22 @@ def test_console_script_entry_point(config: Path, tmp_path: Path) -> None:
     assert bad.stderr.startswith("error: --from: positions are not valid JSON")
 
 
-def test_consume_warns_about_a_channel_that_does_not_exist(cli: Cli) -> None:
+def test_consuming_a_channel_that_does_not_exist_exits_2_and_creates_nothing(cli: Cli) -> None:
     code, _, err = cli("consume", "--channel", "typo-channel", "--idle-timeout", "0.2")
+    assert code == 2
+    assert err.strip().splitlines()[-1] == (
+        "error: channel 'typo-channel' does not exist on backend 'rocksmq' "
+        "(--wait-for-channels waits for it)"
+    )
+    assert "typo-channel" not in cli.ok("inspect")
+
+
+def test_consume_can_wait_for_a_channel_to_be_created(cli: Cli) -> None:
+    code, _, err = cli(
+        "consume", "--channel", "later", "--wait-for-channels", "--idle-timeout", "0.3"
+    )
     assert code == 0
-    assert "warning: channel 'typo-channel' does not exist yet" in err
+    assert "warning: channel 'later' does not exist yet; waiting for it" in err
 
 
 # --------------------------------------------------------------------------- store faults

@@ -45,7 +45,7 @@ async def test_stream_settings_come_from_the_config() -> None:
         assert isinstance(stream, TtMsgStream)
         assert stream._receive_buffer_size == 7
         assert (stream._late_policy, stream.pursuit_lag_s) == ("reject", 3.0)
-        await stream.as_consumer(["a"], "sub")
+        await stream.as_consumer(["a"], "sub", missing="create")
         assert stream.barrier.capacity == 11
     async with new_msgstream(config, receive_buffer_size=2) as plain:
         assert plain._receive_buffer_size == 2  # explicit options win

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
-from typing import Self
+from typing import Literal, Self
 
 from .backend import Client, ConsumedMessage, Consumer, MessageID, Producer
 from .channels import validate_channel_name, validate_subscription_name
@@ -16,6 +16,7 @@ from .errors import (
     MessageTooLargeError,
     StreamClosedError,
     StreamStateError,
+    TopicNotFoundError,
 )
 from .messages import TsMsg
 from .pack import MsgPack
@@ -26,6 +27,10 @@ from .routing import RepackFunc, default_repack
 log = logging.getLogger(__name__)
 
 ProduceResult = dict[str, list[MessageID]]
+MissingChannels = Literal["error", "wait", "create"]
+"""What :meth:`MsgStream.as_consumer` does with a channel that does not exist yet."""
+CHANNEL_POLL_S = 0.2
+"""How often ``as_consumer(..., missing="wait")`` asks whether a channel exists yet."""
 
 
 class MsgStream:
@@ -216,9 +221,19 @@ class MsgStream:
         channels: Sequence[str],
         subname: str,
         position: SubscriptionPosition = SubscriptionPosition.EARLIEST,
+        *,
+        missing: MissingChannels = "error",
     ) -> None:
         """Subscribe to ``channels``. An existing subscription resumes after its last ack;
-        with ``UNKNOWN`` nothing is read until :meth:`seek`."""
+        with ``UNKNOWN`` nothing is read until :meth:`seek`.
+
+        ``missing`` says what a channel that does not exist yet means: ``"error"`` (the
+        default) raises :class:`TopicNotFoundError` naming it, since it is most often a
+        typo that would otherwise wait for ever; ``"wait"`` waits until a producer creates
+        it (checked every :data:`CHANNEL_POLL_S`; cancel it, or wrap it in a timeout, to
+        give up); ``"create"`` subscribes at once, creating it (a consumer started before
+        its producers).
+        """
         self._check_open()
         validate_subscription_name(subname)
         if self._subname and subname != self._subname:
@@ -226,6 +241,8 @@ class MsgStream:
                 f"stream already consumes as {self._subname!r}; one subscription per stream"
             )
         self._check_new_channels(channels)
+        if missing != "create":
+            await self._check_channels_exist(channels, wait=missing == "wait")
         consumers: list[Consumer] = []
         try:
             for channel in channels:
@@ -240,6 +257,17 @@ class MsgStream:
             self._readers.append(reader)
             if position is not SubscriptionPosition.UNKNOWN:
                 reader.start()
+
+    async def _check_channels_exist(self, channels: Sequence[str], *, wait: bool) -> None:
+        for channel in channels:
+            while True:
+                try:
+                    await self.client.check_topic_valid(channel)
+                    break
+                except TopicNotFoundError:
+                    if not wait:
+                        raise
+                await asyncio.sleep(CHANNEL_POLL_S)
 
     def _check_new_channels(self, channels: Sequence[str]) -> None:
         if not channels:

@@ -11,7 +11,7 @@ from .barrier import LateHandler, LatePolicy, TickBarrier, merge_packs
 from .errors import InvalidPositionError, StreamStateError
 from .pack import MsgPack
 from .position import MsgPosition, SubscriptionPosition
-from .stream import MsgStream
+from .stream import MissingChannels, MsgStream
 from .tso import parse_ts
 
 
@@ -71,11 +71,13 @@ class TtMsgStream(MsgStream):
         channels: Sequence[str],
         subname: str,
         position: SubscriptionPosition = SubscriptionPosition.EARLIEST,
+        *,
+        missing: MissingChannels = "error",
     ) -> None:
         if self._barrier is not None:
             raise StreamStateError("a TtMsgStream subscribes to all of its channels at once")
         self._check_new_channels(channels)
-        await super().as_consumer(channels, subname, position)
+        await super().as_consumer(channels, subname, position, missing=missing)
         self._barrier = TickBarrier(
             list(channels),
             late_policy=self._late_policy,

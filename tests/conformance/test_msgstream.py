@@ -260,12 +260,41 @@ async def test_operations_out_of_order_or_after_close(backend: BackendHarness) -
 
 async def test_close_wakes_a_waiting_iteration(backend: BackendHarness) -> None:
     s = stream(backend)
-    await s.as_consumer([backend.channel()], "sub", EARLIEST)
+    await s.as_consumer([backend.channel()], "sub", EARLIEST, missing="create")
     waiting = asyncio.ensure_future(anext(s))
     await asyncio.sleep(0.05)
     await s.close()
     with pytest.raises(StopAsyncIteration):
         await asyncio.wait_for(waiting, TIMEOUT)
+
+
+async def test_consuming_a_channel_that_does_not_exist(backend: BackendHarness) -> None:
+    """A missing channel is an error naming it (most often a typo), is waited for with
+    ``missing="wait"``, and is created with ``missing="create"``; "error" creates nothing."""
+    typo, later, created = backend.channel("typo"), backend.channel("later"), backend.channel()
+    async with stream(backend) as s:
+        with pytest.raises(TopicNotFoundError) as info:
+            await s.as_consumer([typo], "sub", EARLIEST)
+        assert info.value.channel == typo
+        assert s.consumer_channels == []
+        with pytest.raises(TopicNotFoundError):  # nothing was created by the refusal
+            await s.check_topic_valid(typo)
+
+    async with stream(backend) as consumer, stream(backend) as producer:
+        waiting = asyncio.ensure_future(
+            consumer.as_consumer([later], "sub", EARLIEST, missing="wait")
+        )
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        await producer.as_producer([later])
+        await producer.produce(MsgPack.of(insert(1, [7])))
+        await asyncio.wait_for(waiting, TIMEOUT)
+        pack = await asyncio.wait_for(anext(consumer), TIMEOUT)
+        assert [m.msg_id for m in pack.msgs] == [1]
+
+    async with stream(backend) as s:
+        await s.as_consumer([created], "sub", EARLIEST, missing="create")
+        await s.check_topic_valid(created)
 
 
 async def test_latest_msg_id_and_topic_check_through_the_stream(backend: BackendHarness) -> None:

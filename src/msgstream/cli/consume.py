@@ -17,7 +17,7 @@ from ..factory import MsgStreamFactory
 from ..messages import TimeTickMsg
 from ..pack import MsgPack
 from ..position import MsgPosition, SubscriptionPosition, positions_from_json, positions_to_json
-from ..stream import MsgStream
+from ..stream import MissingChannels, MsgStream
 from ..ttstream import TtMsgStream
 from .command import Command
 from .common import (
@@ -65,6 +65,7 @@ class ConsumeOptions:
     full_vectors: bool = False
     inclusive: bool = False
     save_positions: str | None = None
+    wait_for_channels: bool = False
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -105,6 +106,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(
         parser, "--inclusive",
         "plain stream with --from positions: start AT each position's message",
+    )  # fmt: skip
+    add_flag(
+        parser, "--wait-for-channels",
+        "wait for channels that do not exist yet until a producer creates them (without "
+        "it, a missing channel is an error: usually a typo)",
     )  # fmt: skip
     add_option(
         parser, "--save-positions", "FILE",
@@ -188,6 +194,7 @@ def options_from_args(args: argparse.Namespace) -> ConsumeOptions:
         full_vectors=bool(args.full_vectors),
         inclusive=bool(args.inclusive),
         save_positions=args.save_positions,
+        wait_for_channels=bool(args.wait_for_channels),
     )
 
 
@@ -215,20 +222,31 @@ COMMAND = Command(
 async def subscribe(stream: MsgStream, opts: ConsumeOptions) -> None:
     """Subscribe ``stream`` and move it to where ``opts.start`` says."""
     start = opts.start
+    missing: MissingChannels = "wait" if opts.wait_for_channels else "error"
     if start.kind == "subscription":
-        await stream.as_consumer(opts.channels, opts.subname, SubscriptionPosition.EARLIEST)
+        await stream.as_consumer(
+            opts.channels, opts.subname, SubscriptionPosition.EARLIEST, missing=missing
+        )
         return
     client = stream.client
     if start.kind == "positions":
+        for position in start.positions:  # another backend's id is refused before anything
+            client.message_id_from_bytes(position.msg_id)
         covered = [p.channel for p in start.positions]
-        await stream.as_consumer(covered, opts.subname, SubscriptionPosition.UNKNOWN)
+        await stream.as_consumer(
+            covered, opts.subname, SubscriptionPosition.UNKNOWN, missing=missing
+        )
         rest = [c for c in opts.channels if c not in covered]
         if rest:  # plain streams only (checked in options_from_args)
-            await stream.as_consumer(rest, opts.subname, SubscriptionPosition.EARLIEST)
+            await stream.as_consumer(
+                rest, opts.subname, SubscriptionPosition.EARLIEST, missing=missing
+            )
         inclusive = opts.tt or opts.inclusive
         await stream.seek(list(start.positions), include_current=inclusive)
         return
-    await stream.as_consumer(opts.channels, opts.subname, SubscriptionPosition.UNKNOWN)
+    await stream.as_consumer(
+        opts.channels, opts.subname, SubscriptionPosition.UNKNOWN, missing=missing
+    )
     earliest = client.earliest_message_id()
     if start.kind == "earliest":  # inclusive: the earliest id sorts before every message
         targets = [MsgPosition(c, earliest.to_bytes(), opts.subname, 0) for c in opts.channels]
@@ -274,14 +292,13 @@ async def _ack(stream: MsgStream, pack: MsgPack) -> int:
 
 
 async def _warn_missing_channels(stream: MsgStream, channels: Sequence[str]) -> None:
-    """Subscribing creates a missing channel (as broker auto-creation does), so a typo
-    would wait silently: say so on stderr."""
+    """With --wait-for-channels, say on stderr which channels it waits for."""
     for channel in channels:
         try:
             await stream.check_topic_valid(channel)
         except TopicNotFoundError:
             print(
-                f"warning: channel {channel!r} does not exist yet; waiting for its messages",
+                f"warning: channel {channel!r} does not exist yet; waiting for it",
                 file=sys.stderr,
             )
 
@@ -300,12 +317,20 @@ async def run_consume(config: Config, opts: ConsumeOptions) -> int:
     started = time.perf_counter()
     try:
         async with stream:
-            await _warn_missing_channels(stream, opts.channels)
-            await subscribe(stream, opts)
-            format_id = id_formatter(stream.client)
             loop = asyncio.get_running_loop()
             idle = opts.idle_timeout_s
             deadline = None if idle is None else loop.time() + idle
+            if opts.wait_for_channels:
+                await _warn_missing_channels(stream, opts.channels)
+            try:
+                async with asyncio.timeout_at(deadline):  # --idle-timeout covers the wait
+                    await subscribe(stream, opts)
+            except TopicNotFoundError as exc:
+                raise CliError(f"{exc} (--wait-for-channels waits for it)") from None
+            except TimeoutError:
+                stats.stopped = "idle"
+                return 0
+            format_id = id_formatter(stream.client)
             packs = aiter(stream)
             while opts.max_packs is None or stats.packs < opts.max_packs:
                 try:
