@@ -20,11 +20,11 @@ are decoded in full, as before.
 
 from __future__ import annotations
 
-import struct
 from typing import Any, ClassVar
 
 import numpy as np
 
+from . import envelope
 from .messages import (
     CreatePartitionMsg,
     DeleteMsg,
@@ -38,10 +38,10 @@ from .schema import DataType, FieldData
 
 Where = tuple[str, str]
 """(channel, subscription name): what a position needs besides the MessageID."""
-_TS_RANGE = struct.Struct("<QQ")
-_TS_RANGE_AT = struct.calcsize("<2sBBHqQq")
-"""Offset of begin_ts in the envelope: after magic, version, flags, msg_type, msg_id,
-timestamp and source_id (see :mod:`msgstream.codec`)."""
+_TS_RANGE = envelope.fields_struct("begin_ts", "end_ts")
+_TS_RANGE_AT = envelope.offset("begin_ts")
+_BY_END_TS = envelope.index("end_ts")
+_BY_TIMESTAMP = envelope.index("timestamp")
 
 # Row kinds, as the time-tick barrier sees them (one byte per row in a ``bytearray``).
 KIND_DML = 0
@@ -73,8 +73,8 @@ class Plan:
 
     ``code`` is the message type the plan is for, ``kind`` its barrier row kind, ``need``
     the smallest payload the plan fits (its buffers must lie inside). ``ts_field`` is the
-    envelope field the barrier orders by: ``end_ts`` (8) for DML, whose envelope carries
-    the range of its rows, else ``timestamp`` (5).
+    envelope field the barrier orders by (its :func:`msgstream.envelope.index`):
+    ``end_ts`` for DML, whose envelope carries the range of its rows, else ``timestamp``.
     """
 
     __slots__ = ("code", "kind", "need", "stamp_rows", "stamps", "ts_field")
@@ -83,7 +83,7 @@ class Plan:
         self.code = code
         self.kind = kind_of(code)
         self.need = need
-        self.ts_field = 8 if self.kind == KIND_DML else 5
+        self.ts_field = _BY_END_TS if self.kind == KIND_DML else _BY_TIMESTAMP
         self.stamps = _NO_STAMPS
         """Where a payload of this plan holds its row timestamps (DML plans)."""
         self.stamp_rows = 0
