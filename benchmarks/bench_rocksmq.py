@@ -169,7 +169,7 @@ class _HeaderOnlyPlan(Plan):
     ) -> Any:
         msg: Any = object.__new__(self.cls)
         msg.msg_id, msg.timestamp, msg.source_id, msg.size = msg_id, timestamp, source_id, 0
-        msg._at, msg._in = at, where
+        msg.lazy_body = (self, payload, at, where)
         return msg
 
 

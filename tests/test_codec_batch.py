@@ -352,7 +352,7 @@ def lazy(msg: TsMsg) -> tuple[TsMsg, TsMsg]:
 
 
 def deferred(msg: TsMsg) -> bool:
-    return "_plan" in vars(msg)
+    return msg.lazy_body is not None
 
 
 def test_a_lazy_message_builds_its_arrays_only_when_used() -> None:
