@@ -40,6 +40,7 @@ MAGIC = b"MS"
 VERSION = 2
 ENVELOPE_SIZE = envelope.SIZE
 _ENVELOPE = envelope.STRUCT
+_COVERED = envelope.COVERED
 (_MAGIC, _VERSION, _MSG_TYPE, _MSG_ID, _TIMESTAMP, _SOURCE_ID, _BEGIN_TS, _END_TS) = map(
     envelope.index,
     ("magic", "version", "msg_type", "msg_id", "timestamp", "source_id", "begin_ts", "end_ts"),
@@ -124,7 +125,7 @@ def encode(msg: TsMsg, registry: MessageRegistry = default_registry) -> bytes:
     tail = b"".join([body, *chunks]) if chunks else body
     begin_ts, end_ts = msg.time_range()
     try:
-        prefix = envelope.COVERED.pack(  # in envelope.FIELDS order
+        prefix = _COVERED.pack(  # in envelope.FIELDS order
             MAGIC,
             VERSION,
             0,

@@ -6,13 +6,8 @@ buffers. User types subclass :class:`TsMsg`, set ``MSG_TYPE`` to a code >= 1000 
 registered with :func:`msgstream.codec.register_message_type`; their extra dataclass
 fields must be JSON-serialisable unless they override ``encode_body``/``decode_body``.
 
-Lazily decoded messages: a stream that delivers many messages builds each one from a
-decode plan (:mod:`msgstream.plans`). The payload is fully validated when it is read, but
-the numpy views over its buffers, the ``hash_keys`` list and the ``position`` are made
-only when first used. Such a message holds what it needs for that in one attribute,
-:attr:`TsMsg.lazy_body`; the deferred fields are simply absent from the instance until
-then, and :meth:`TsMsg.__getattr__` (which Python calls only for a missing attribute)
-builds and stores them, so every later read is a plain attribute read.
+A message a stream builds from a decode plan makes some fields on first use; each class
+names those with :func:`msgstream.lazy.deferred` (see :mod:`msgstream.lazy`).
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ import dataclasses
 import enum
 import functools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypedDict, TypeVar
+from typing import Any, ClassVar, Self, TypedDict, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +24,7 @@ import numpy.typing as npt
 from . import envelope
 from .buffers import BodyReader, BodyWriter
 from .errors import DecodeError
+from .lazy import DeferredBody, DeferredEmptyList, DeferredPosition, LazyBody, deferred
 from .position import MsgPosition
 from .schema import CollectionSchema, FieldData, values_equal
 
@@ -103,31 +99,11 @@ def _check_scalars(cls: type, body: dict[str, Any]) -> None:
             )
 
 
-class LazyPlan(Protocol):
-    """What a lazily decoded message needs of the decode plan that built it."""
-
-    @property
-    def deferred(self) -> frozenset[str]:
-        """The body fields the plan leaves for :meth:`build_body`."""
-
-    def build_body(self, payload: bytes) -> dict[str, Any]:
-        """The values of the deferred fields, made from ``payload``."""
-
-
-LazyBody = tuple[LazyPlan, bytes, Any, tuple[str, str]]
-"""``(plan, payload, id_bytes, (channel, subscription))``: what a message built by a
-decode plan keeps to build its deferred fields and its position. A plain tuple, not a
-named one: one is made per message on the hot path, and a tuple subclass costs far more
-to make (about 170 ns against 10 ns a message, measured on CPython 3.11)."""
-
 _TIME_RANGE = envelope.fields_struct("begin_ts", "end_ts")
 _TIME_RANGE_AT = envelope.offset("begin_ts")
 
 
-def _no_value() -> None:
-    return None
-
-
+@deferred(hash_keys=DeferredEmptyList(), position=DeferredPosition(None))
 @dataclass(kw_only=True, eq=False)
 class TsMsg:
     """Base of every message.
@@ -139,51 +115,33 @@ class TsMsg:
     MSG_TYPE: ClassVar[int] = 0
 
     lazy_body: ClassVar[LazyBody | None] = None
-    """None, except on a message a decode plan built whose deferred fields (see the
-    module docstring) are not all built yet: then the instance's own
-    :data:`LazyBody`. Not a dataclass field: no part of equality, repr or ``replace``."""
+    """What a message built by a decode plan builds its deferred fields from (see
+    :mod:`msgstream.lazy`); None on every other message. Not a dataclass field: no part of
+    equality, repr or ``replace``, and a copied or pickled message has none."""
 
     msg_id: int = 0
     timestamp: int = 0
     source_id: int = 0
     hash_keys: list[int] = field(default_factory=list)
-    # A factory, not ``= None``: a plain default would also be a class attribute, found
-    # before ``__getattr__`` on a lazily decoded message that has not built its position.
-    position: MsgPosition | None = field(default_factory=_no_value)
+    position: MsgPosition | None = None
     size: int = 0
 
-    if not TYPE_CHECKING:  # hidden from type checkers, which would type any name as Any
-
-        def __getattr__(self, name: str) -> Any:
-            return self._build_deferred(name)
-
-    def _build_deferred(self, name: str) -> Any:
-        """Build and store the missing attribute ``name``: an empty ``hash_keys`` (not
-        carried by payloads), or what :attr:`lazy_body` defers; any other name is
-        missing indeed. Building the body also builds the position and drops the lazy
-        body."""
-        state = self.__dict__
-        if name == "hash_keys":
-            keys: list[int] = []
-            state[name] = keys
-            return keys
-        lazy = self.lazy_body
-        if lazy is not None:
-            plan, payload, id_bytes, (channel, group) = lazy
-            if name == "position" or name in plan.deferred:
-                if "position" not in state:
-                    state["position"] = MsgPosition(channel, id_bytes, group, self.timestamp)
-                if name != "position" or not plan.deferred:  # the body, unless it can wait
-                    self._adopt_body(plan.build_body(payload), payload)
-                    del state["lazy_body"]
-                return state[name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    def _adopt_body(self, fields: dict[str, Any], payload: bytes) -> None:
-        """Take the built deferred ``fields`` of ``payload``, except those set meanwhile."""
+    def adopt_body(self, fields: dict[str, Any], payload: bytes) -> None:
+        """Take the deferred body ``fields`` built from ``payload`` by the message's plan,
+        except those set meanwhile."""
         state = self.__dict__
         for name, value in fields.items():
             state.setdefault(name, value)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copied or pickled message is a plain one: deferred fields built, no lazy body."""
+        state = self.__dict__
+        lazy = state.get("lazy_body")
+        if lazy is None:
+            return state
+        for name in ("hash_keys", "position", *lazy[0].deferred):
+            getattr(self, name)
+        return {name: value for name, value in state.items() if name != "lazy_body"}
 
     @property
     def msg_type(self) -> int:
@@ -276,6 +234,7 @@ def _row_timestamps(values: Any, rows: int, default: int, where: str) -> U64Arra
     return array
 
 
+@deferred(row_timestamps=DeferredBody(None))
 @dataclass(kw_only=True, eq=False, repr=False)
 class DmlMsg(TsMsg):
     """Rows with one timestamp each (Insert, Delete).
@@ -288,7 +247,7 @@ class DmlMsg(TsMsg):
 
     collection_name: str
     partition_name: str = "_default"
-    row_timestamps: U64Array | None = field(default_factory=_no_value)  # see TsMsg.position
+    row_timestamps: U64Array | None = None
 
     @property
     def num_rows(self) -> int:
@@ -357,11 +316,13 @@ class DmlMsg(TsMsg):
         state = self.__dict__
         state["_ts_span"] = (state.get("row_timestamps"), begin_ts, end_ts)
 
-    def _adopt_body(self, fields: dict[str, Any], payload: bytes) -> None:
-        keeps_stamps = "row_timestamps" in self.__dict__
-        super()._adopt_body(fields, payload)
-        if not keeps_stamps:  # its row timestamps came from the payload: so does the range
-            self.adopt_ts_range(*_TIME_RANGE.unpack_from(payload, _TIME_RANGE_AT))
+    def adopt_body(self, fields: dict[str, Any], payload: bytes) -> None:
+        state = self.__dict__
+        if "row_timestamps" not in state:  # they come from the payload: so does the range
+            begin, end = _TIME_RANGE.unpack_from(payload, _TIME_RANGE_AT)
+            state["_ts_span"] = (fields["row_timestamps"], begin, end)
+        for name, value in fields.items():
+            state.setdefault(name, value)
 
     @property
     def begin_ts(self) -> int:
@@ -386,6 +347,7 @@ def _assemble(
     return msg
 
 
+@deferred(row_ids=DeferredBody(), fields=DeferredBody())
 @dataclass(kw_only=True, eq=False, repr=False)
 class InsertMsg(DmlMsg):
     """Rows of one collection partition, column by column."""
@@ -471,6 +433,7 @@ class InsertMsg(DmlMsg):
 PrimaryKeys = I64Array | list[str]
 
 
+@deferred(primary_keys=DeferredBody())
 @dataclass(kw_only=True, eq=False, repr=False)
 class DeleteMsg(DmlMsg):
     """Deletes by primary key (int64 array or list of str), one timestamp per key."""
