@@ -7,7 +7,7 @@ library, and a backend whose extra is not installed fails only when it is chosen
 from __future__ import annotations
 
 import importlib
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, cast, runtime_checkable
 
 from .backend import Client
 from .config import Config, load_config, resolve_backend
@@ -28,9 +28,15 @@ class _BackendModule(Protocol):
     def new_client(self, config: Config) -> Client: ...
 
 
-def new_client(config: Config | None = None) -> Client:
-    """A client of the backend the configuration selects (see ``mq.type``)."""
-    config = config or load_config()
+@runtime_checkable
+class _InspectableBackend(Protocol):
+    """A backend with its own way to open a client for looking only (see
+    :func:`new_inspection_client`)."""
+
+    def new_inspection_client(self, config: Config) -> Client: ...
+
+
+def _backend_module(config: Config) -> _BackendModule:
     backend = resolve_backend(config)
     module_name = BACKEND_MODULES.get(backend)
     if module_name is None:
@@ -47,7 +53,26 @@ def new_client(config: Config | None = None) -> Client:
         raise BackendUnavailableError(
             f"backend {backend!r} needs the module {exc.name!r}, which is not installed{hint}"
         ) from exc
-    return cast(_BackendModule, module).new_client(config)
+    return cast(_BackendModule, module)
+
+
+def new_client(config: Config | None = None) -> Client:
+    """A client of the backend the configuration selects (see ``mq.type``)."""
+    config = config or load_config()
+    return _backend_module(config).new_client(config)
+
+
+def new_inspection_client(config: Config) -> Client:
+    """A client for looking at what exists (``msgstream inspect``), never making anything.
+
+    A backend can open one its own way by defining ``new_inspection_client`` (the embedded
+    store: never created, and opened read-only while another process writes it); any
+    other backend's is its ordinary client.
+    """
+    module = _backend_module(config)
+    if isinstance(module, _InspectableBackend):
+        return module.new_inspection_client(config)
+    return module.new_client(config)
 
 
 def _stream_options(config: Config) -> dict[str, Any]:
