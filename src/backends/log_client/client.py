@@ -399,7 +399,7 @@ class LogClient:
         first, last = self.store.first_id(channel), self.store.last_id(channel)
         if first is None or last is None:
             return None
-        return LogMessageID(self.backend_name, first), last - first + 1
+        return self.id_type(first), last - first + 1
 
     async def list_subscriptions(self, channel: str) -> list[SubscriptionInfo]:
         await self.check_topic_valid(channel)
