@@ -42,6 +42,7 @@ from msgstream import (
     TtMsgStream,
     decode,
     encode,
+    envelope,
     repack_by_first_key,
 )
 from msgstream.backends.rocksmq import RocksOptions, open_client
@@ -154,20 +155,6 @@ async def bench_tt_consume(path: str, channels: list[str], expected: int, subnam
     return expected / elapsed
 
 
-_ENVELOPE_RECORD = np.dtype(
-    [
-        ("head", "V4"),  # magic, version, flags
-        ("msg_type", "<u2"),
-        ("msg_id", "<i8"),
-        ("timestamp", "<u8"),
-        ("source_id", "<i8"),
-        ("begin_ts", "<u8"),
-        ("end_ts", "<u8"),
-        ("tail", "V8"),  # json_len, crc
-    ]
-)
-
-
 class _HeaderOnlyPlan(Plan):
     """Builds a message of the right class from its envelope alone: no body, no check."""
 
@@ -182,7 +169,7 @@ class _HeaderOnlyPlan(Plan):
     ) -> Any:
         msg: Any = object.__new__(self.cls)
         msg.msg_id, msg.timestamp, msg.source_id, msg.size = msg_id, timestamp, source_id, 0
-        msg._at, msg._in = at, where
+        msg.lazy_body = (self, payload, at, where)
         return msg
 
 
@@ -192,7 +179,7 @@ _HEADER_ONLY = {c.MSG_TYPE: _HeaderOnlyPlan(c) for c in (DeleteMsg, TimeTickMsg)
 def header_only_decode_batch(payloads: Sequence[bytes], *_: Any) -> DecodedBatch:
     """A stand-in for ``decode_batch`` that reads envelopes and nothing else (no checksum,
     no body, no plan): the ceiling of the stream's pipeline when validation is free."""
-    env = np.frombuffer(b"".join(p[:ENVELOPE_SIZE] for p in payloads), _ENVELOPE_RECORD)
+    env = np.frombuffer(b"".join(p[:ENVELOPE_SIZE] for p in payloads), envelope.DTYPE)
     plans: list[Plan] = [_HEADER_ONLY[code] for code in env["msg_type"].tolist()]
     return DecodedBatch(
         plans,

@@ -352,7 +352,8 @@ def lazy(msg: TsMsg) -> tuple[TsMsg, TsMsg]:
 
 
 def deferred(msg: TsMsg) -> bool:
-    return "_plan" in vars(msg)
+    """Whether ``msg`` has not built its arrays yet."""
+    return msg.lazy_body is not None and "row_timestamps" not in vars(msg)
 
 
 def test_a_lazy_message_builds_its_arrays_only_when_used() -> None:

@@ -10,12 +10,12 @@ from msgstream.backends.log_client.client import LogMessageID, MemoryMessageID, 
 
 
 def test_ids_are_tagged_ints_that_round_trip() -> None:
-    rocks = LogMessageID("rocksmq", 5)
+    rocks = LogMessageID.for_backend("rocksmq")(5)
     assert type(rocks) is RocksmqMessageID and int(rocks) == 5 and rocks.value == 5
     assert rocks.to_bytes() == b"r" + (5).to_bytes(8, "big")
-    assert LogMessageID.parse("rocksmq", rocks.to_bytes()) == rocks
-    negative = LogMessageID("memory", -1)
-    assert LogMessageID.parse("memory", negative.to_bytes()) == negative
+    assert RocksmqMessageID.parse(rocks.to_bytes()) == rocks
+    negative = LogMessageID.for_backend("memory")(-1)
+    assert MemoryMessageID.parse(negative.to_bytes()) == negative
     assert repr(rocks) == "LogMessageID(rocksmq:5)"
 
 
@@ -38,7 +38,7 @@ def test_ids_of_different_backends_never_mix() -> None:
         with pytest.raises(ForeignMessageIdError, match="'memory', not to 'rocksmq'"):
             compare()
     with pytest.raises(ForeignMessageIdError):
-        LogMessageID.parse("rocksmq", memory.to_bytes())
+        RocksmqMessageID.parse(memory.to_bytes())
     with pytest.raises(TypeError, match="cannot order"):
         _ = rocks < 4
 
@@ -46,22 +46,22 @@ def test_ids_of_different_backends_never_mix() -> None:
 @pytest.mark.parametrize("data", [b"", b"r", b"r" + bytes(7), b"x" + bytes(8), b"r" + bytes(9)])
 def test_malformed_bytes_are_rejected(data: bytes) -> None:
     with pytest.raises(InvalidPositionError, match="is not a rocksmq MessageID"):
-        LogMessageID.parse("rocksmq", data)
+        RocksmqMessageID.parse(data)
 
 
 def test_unknown_backend_name() -> None:
     with pytest.raises(ValueError, match="no local backend called 'kafka'"):
-        LogMessageID("kafka", 1)
+        LogMessageID.for_backend("kafka")(1)
 
 
 def test_a_kafka_id_is_named_as_foreign() -> None:
     kafka_id = b"k" + (3).to_bytes(8, "big")
     with pytest.raises(ForeignMessageIdError, match="'kafka'"):
-        LogMessageID.parse("rocksmq", kafka_id)
+        RocksmqMessageID.parse(kafka_id)
 
 
 def test_message_id_bytes_names_the_owner_or_refuses_a_non_id() -> None:
-    rocks = LogMessageID("rocksmq", 7)
+    rocks = LogMessageID.for_backend("rocksmq")(7)
     assert message_id_bytes("rocksmq", rocks) == rocks.to_bytes()
     with pytest.raises(ForeignMessageIdError, match="'rocksmq'"):
         message_id_bytes("kafka", rocks)

@@ -9,7 +9,7 @@ import pytest
 
 from msgstream.backend import ConsumedBatch, ConsumedMessage
 from msgstream.backends.log_client import LogClient, LogStore
-from msgstream.backends.log_client.client import LogMessageID
+from msgstream.backends.log_client.client import RocksmqMessageID
 from msgstream.backends.memory import MemoryStore
 from msgstream.backends.rocksmq import RocksOptions, RocksStore, open_client
 from msgstream.backends.rocksmq.retention import RetentionPolicy
@@ -95,7 +95,7 @@ async def test_receive_batch_nowait_gives_what_receive_nowait_gives(tmp_path: Pa
         assert [(m.channel, m.msg_id, m.payload, dict(m.properties)) for m in got] == [
             (m.channel, m.msg_id, m.payload, dict(m.properties)) for m in expected
         ]
-        assert [m.msg_id for m in got] == [LogMessageID("rocksmq", i) for i in range(1, 7)]
+        assert [m.msg_id for m in got] == [RocksmqMessageID(i) for i in range(1, 7)]
         assert dict(got[2].properties) == {"k": "v"}
         assert len(many.receive_batch_nowait(10)) == 0
     finally:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers.rocksmq_child import Child
-from msgstream.backends.log_client.client import LogMessageID
+from msgstream.backends.log_client.client import RocksmqMessageID
 from msgstream.backends.rocksmq import RocksOptions, RocksStore, open_client
 from msgstream.position import SubscriptionPosition
 
@@ -100,10 +100,10 @@ async def test_appends_after_crash_continue_without_id_reuse(tmp_path: Path) -> 
         producer = await client.create_producer("alpha")
         new_ids = [await producer.send(b"after-crash-%d" % i) for i in range(3)]
         end = ends["alpha"]
-        assert new_ids == [LogMessageID("rocksmq", end + i) for i in range(3)]
+        assert new_ids == [RocksmqMessageID(end + i) for i in range(3)]
         got = [await asyncio.wait_for(consumer.receive(), 5) for _ in range(3)]
         assert [(m.msg_id, m.payload) for m in got] == [
-            (LogMessageID("rocksmq", end + i), b"after-crash-%d" % i) for i in range(3)
+            (RocksmqMessageID(end + i), b"after-crash-%d" % i) for i in range(3)
         ]
         # The message before the new ones is still the child's last one.
         before = store.read("alpha", end - 1, 2)
@@ -115,7 +115,7 @@ async def test_appends_after_crash_continue_without_id_reuse(tmp_path: Path) -> 
     client = open_client(str(path))
     try:
         producer = await client.create_producer("alpha")
-        assert await producer.send(b"again") == LogMessageID("rocksmq", ends["alpha"] + 3)
+        assert await producer.send(b"again") == RocksmqMessageID(ends["alpha"] + 3)
     finally:
         await client.close()
 
@@ -139,8 +139,8 @@ async def test_ack_persisted_before_sigkill_survives(tmp_path: Path) -> None:
         consumer = await client.subscribe("ch", "sub", SubscriptionPosition.LATEST)
         first = await asyncio.wait_for(consumer.receive(), 5)
         second = await asyncio.wait_for(consumer.receive(), 5)
-        assert (first.msg_id, first.payload) == (LogMessageID("rocksmq", 8), b"m8")
-        assert (second.msg_id, second.payload) == (LogMessageID("rocksmq", 9), b"m9")
+        assert (first.msg_id, first.payload) == (RocksmqMessageID(8), b"m8")
+        assert (second.msg_id, second.payload) == (RocksmqMessageID(9), b"m9")
         await consumer.ack(second)
     finally:
         await client.close()
@@ -150,11 +150,9 @@ async def test_ack_persisted_before_sigkill_survives(tmp_path: Path) -> None:
     try:
         consumer = await client.subscribe("ch", "sub", SubscriptionPosition.EARLIEST)
         msg = await asyncio.wait_for(consumer.receive(), 5)
-        assert (msg.msg_id, msg.payload) == (LogMessageID("rocksmq", 10), b"m10")
+        assert (msg.msg_id, msg.payload) == (RocksmqMessageID(10), b"m10")
         infos = await client.list_subscriptions("ch")
-        assert [(i.name, i.acked_id, i.lag) for i in infos] == [
-            ("sub", LogMessageID("rocksmq", 9), 11)
-        ]
+        assert [(i.name, i.acked_id, i.lag) for i in infos] == [("sub", RocksmqMessageID(9), 11)]
     finally:
         await client.close()
 

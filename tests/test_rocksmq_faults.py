@@ -25,6 +25,7 @@ from msgstream import (
     SubscriptionPosition,
     TimeTickEmitter,
 )
+from msgstream.backends.log_client.client import RocksmqMessageID
 from msgstream.backends.rocksmq import RocksOptions, RocksStore, open_client
 from msgstream.backends.rocksmq.wal import BLOCK
 from test_rocksmq_durability import CHANNELS, produce_and_kill
@@ -208,7 +209,8 @@ async def test_a_full_disk_is_a_typed_error_and_writes_resume_once_space_is_free
                 await producer.send(b"still full")
             filler.unlink()
             after = [await producer.send(b"after-%d" % i) for i in range(3)]  # same client
-            assert after == [acked[-1] + 1 + i for i in range(3)]  # type: ignore[operator]
+            last = RocksmqMessageID.of(acked[-1]).value
+            assert after == [RocksmqMessageID(last + 1 + i) for i in range(3)]
             consumer = await client.subscribe("ch", "sub", EARLIEST)
             got = [await asyncio.wait_for(consumer.receive(), 5) for _ in range(len(acked) + 3)]
             assert [m.msg_id for m in got] == [*acked, *after]

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from helpers.rocksmq_child import Child
-from msgstream.backends.log_client.client import LogMessageID
+from msgstream.backends.log_client.client import RocksmqMessageID
 from msgstream.backends.rocksmq import RocksOptions, RocksStore, open_client
 from msgstream.errors import BackendUnavailableError, StreamStateError, TopicNotFoundError
 from msgstream.position import SubscriptionPosition
 
 
-def mid(value: int) -> LogMessageID:
-    return LogMessageID("rocksmq", value)
+def mid(value: int) -> RocksmqMessageID:
+    return RocksmqMessageID(value)
 
 
 def disk_state(path: Path) -> dict[str, tuple[int, int]]:

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from msgstream.backends import rocksmq
-from msgstream.backends.log_client.client import LogMessageID
+from msgstream.backends.log_client.client import RocksmqMessageID
 from msgstream.backends.rocksmq import RocksOptions, RocksStore, new_client, open_client
 from msgstream.config import config_from_dict
 from msgstream.errors import BackendUnavailableError, StreamClosedError, TopicNotFoundError
 from msgstream.position import SubscriptionPosition
 
 
-def mid(value: int) -> LogMessageID:
-    return LogMessageID("rocksmq", value)
+def mid(value: int) -> RocksmqMessageID:
+    return RocksmqMessageID(value)
 
 
 async def settle() -> None:

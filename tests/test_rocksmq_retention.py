@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from msgstream.backends.log_client.client import LogMessageID
+from msgstream.backends.log_client.client import RocksmqMessageID
 from msgstream.backends.log_client.store import now_ms
 from msgstream.backends.rocksmq import RocksOptions, RocksStore, open_client
 from msgstream.backends.rocksmq.retention import Page, RetentionPolicy, expired_pages
@@ -24,8 +24,8 @@ PAGE_SIZE = 30
 HOUR_MS = 3_600_000
 
 
-def mid(value: int) -> LogMessageID:
-    return LogMessageID("rocksmq", value)
+def mid(value: int) -> RocksmqMessageID:
+    return RocksmqMessageID(value)
 
 
 def payload(i: int) -> bytes:

@@ -7,28 +7,83 @@ brokers. Backends live in the separate ``backends`` package and are imported laz
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Any, ClassVar, NamedTuple, Protocol, Self, runtime_checkable
 
 from .errors import ForeignMessageIdError, InvalidPositionError
 from .position import SubscriptionPosition
 
 
-@runtime_checkable
-class MessageID(Protocol):
-    """A broker-specific message id, totally ordered within one channel."""
+class MessageID(ABC):
+    """A broker-specific message id, totally ordered within one channel.
 
-    def to_bytes(self) -> bytes: ...
+    The one design every backend's ids follow. A backend subclasses this and gives its
+    name (``backend``), one sort key per id (``sort_key``: what ids of one channel are
+    ordered by), ``to_bytes`` and ``parse`` (its inverse). The rest is derived here, the
+    same for every backend: ids are equal when they have the same backend and sort key
+    (ids of two backends never are), hash by their key, and order by it; ordering ids of
+    two backends raises :class:`ForeignMessageIdError`, ordering against anything else
+    ``TypeError``.
+    """
 
-    def __lt__(self, other: object) -> bool: ...
+    __slots__ = ()
+    backend: ClassVar[str]
 
-    def __le__(self, other: object) -> bool: ...
+    @property
+    @abstractmethod
+    def sort_key(self) -> Any:
+        """What ids of one channel are ordered, compared and hashed by."""
 
-    def __eq__(self, other: object) -> bool: ...
+    @abstractmethod
+    def to_bytes(self) -> bytes:
+        """The serialised id (what positions carry)."""
 
-    def __hash__(self) -> int: ...
+    @classmethod
+    @abstractmethod
+    def parse(cls, data: bytes) -> Self:
+        """The id whose ``to_bytes()`` is ``data``; ``ForeignMessageIdError`` when another
+        backend made it, ``InvalidPositionError`` when it is no id at all."""
+
+    @classmethod
+    def of(cls, msg_id: object) -> Self:
+        """``msg_id`` as an id of this class (read back from its bytes if need be), or a
+        clear error when another backend made it or it is no MessageID."""
+        if isinstance(msg_id, cls):
+            return msg_id
+        return cls.parse(message_id_bytes(cls.backend, msg_id))
+
+    def _key_of(self, other: object) -> Any:
+        """The sort key of ``other``, an id of the same backend."""
+        if type(other) is type(self):  # the usual case, first: ids are compared often
+            return other.sort_key
+        if isinstance(other, MessageID):
+            if other.backend == self.backend:
+                return other.sort_key
+            raise ForeignMessageIdError(self.backend, other.backend)
+        raise TypeError(f"cannot order a {self.backend} MessageID and a {type(other).__name__}")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is type(self) or isinstance(other, MessageID):
+            return other.backend == self.backend and bool(other.sort_key == self.sort_key)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.sort_key)
+
+    def __lt__(self, other: object) -> bool:
+        return bool(self.sort_key < self._key_of(other))
+
+    def __le__(self, other: object) -> bool:
+        return bool(self.sort_key <= self._key_of(other))
+
+    def __gt__(self, other: object) -> bool:
+        return bool(self.sort_key > self._key_of(other))
+
+    def __ge__(self, other: object) -> bool:
+        return bool(self.sort_key >= self._key_of(other))
 
 
 TAGGED_ID_OWNERS: Mapping[bytes, str] = MappingProxyType(

@@ -1,6 +1,6 @@
 """The wire format: a fixed binary envelope, an orjson body and raw side buffers.
 
-Layout (little-endian)::
+Layout (little-endian; the envelope's fields are declared in :mod:`msgstream.envelope`)::
 
     magic "MS" | version u8 | flags u8 | msg_type u16 | msg_id i64 | timestamp u64 |
     source_id i64 | begin_ts u64 | end_ts u64 | json_len u32 | crc32 u32 |
@@ -23,12 +23,13 @@ import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import attrgetter, getitem
+from operator import attrgetter, getitem, itemgetter
 from typing import Any, cast
 
 import numpy as np
 import orjson
 
+from . import envelope
 from .buffers import BodyReader, BodyWriter
 from .errors import CodecError, DecodeError, UnknownMessageTypeError, UnknownTypeCodeError
 from .messages import BUILTIN_TYPES, USER_TYPE_MIN, DmlMsg, Header, TsMsg
@@ -37,11 +38,17 @@ from .schema import CollectionSchema, FieldData
 
 MAGIC = b"MS"
 VERSION = 2
-_ENVELOPE = struct.Struct("<2sBBHqQqQQII")
-ENVELOPE_SIZE = _ENVELOPE.size
-_CRC_OFFSET = ENVELOPE_SIZE - 4  # the crc is the envelope's last field
-_CRC_COVERED = struct.Struct(_ENVELOPE.format[:-1])
-"""The envelope without its crc: what ``encode`` packs before computing the crc."""
+ENVELOPE_SIZE = envelope.SIZE
+_ENVELOPE = envelope.STRUCT
+_COVERED = envelope.COVERED
+(_MAGIC, _VERSION, _MSG_TYPE, _MSG_ID, _TIMESTAMP, _SOURCE_ID, _BEGIN_TS, _END_TS) = map(
+    envelope.index,
+    ("magic", "version", "msg_type", "msg_id", "timestamp", "source_id", "begin_ts", "end_ts"),
+)
+_JSON_LEN, _CRC = envelope.index("json_len"), envelope.index("crc")
+"""Positions of the fields in an unpacked envelope."""
+_header_of = itemgetter(_MSG_TYPE, _MSG_ID, _TIMESTAMP, _SOURCE_ID)
+_time_range_of = itemgetter(_MSG_TYPE, _BEGIN_TS, _END_TS)
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
 
@@ -118,7 +125,7 @@ def encode(msg: TsMsg, registry: MessageRegistry = default_registry) -> bytes:
     tail = b"".join([body, *chunks]) if chunks else body
     begin_ts, end_ts = msg.time_range()
     try:
-        prefix = _CRC_COVERED.pack(
+        prefix = _COVERED.pack(  # in envelope.FIELDS order
             MAGIC,
             VERSION,
             0,
@@ -147,29 +154,30 @@ def _where(msg: TsMsg) -> str:
 
 
 def _unpack_envelope(data: bytes) -> tuple[Any, ...]:
-    """The envelope fields after magic and version, which it checks."""
+    """The envelope's fields (see :mod:`msgstream.envelope`), its magic and version
+    checked."""
     if len(data) < ENVELOPE_SIZE:
         raise DecodeError(f"payload of {len(data)} bytes is shorter than the envelope")
-    magic, version, *fields = _ENVELOPE.unpack_from(data)
-    if magic != MAGIC:
-        raise DecodeError(f"bad magic {magic!r} (not a msgstream payload)")
-    if version != VERSION:
-        raise DecodeError(f"unsupported codec version {version}")
-    return tuple(fields)
+    head = _ENVELOPE.unpack_from(data)
+    if head[_MAGIC] != MAGIC:
+        raise DecodeError(f"bad magic {head[_MAGIC]!r} (not a msgstream payload)")
+    if head[_VERSION] != VERSION:
+        raise DecodeError(f"unsupported codec version {head[_VERSION]}")
+    return head
 
 
 def peek_header(data: bytes) -> tuple[int, int, int, int]:
     """``(msg_type, msg_id, timestamp, source_id)`` without decoding the body."""
-    _, msg_type, msg_id, ts, source, *_ = _unpack_envelope(data)
-    return msg_type, msg_id, ts, source
+    found: tuple[int, int, int, int] = _header_of(_unpack_envelope(data))
+    return found
 
 
 def peek_time_range(data: bytes) -> tuple[int, int, int]:
     """``(msg_type, begin_ts, end_ts)`` without decoding the body: the time range the
     time-tick barrier orders a message by (for Insert and Delete the min/max of their row
     timestamps, else the timestamp twice)."""
-    _, msg_type, _, _, _, begin_ts, end_ts, *_ = _unpack_envelope(data)
-    return msg_type, begin_ts, end_ts
+    found: tuple[int, int, int] = _time_range_of(_unpack_envelope(data))
+    return found
 
 
 def decode(
@@ -187,14 +195,16 @@ def _decode(data: bytes, registry: MessageRegistry, max_bytes: int) -> tuple[TsM
     size = len(data)
     if size > max_bytes:
         raise DecodeError(f"payload of {size} bytes exceeds the limit of {max_bytes}")
-    _, msg_type, msg_id, ts, source, begin_ts, end_ts, json_len, crc = _unpack_envelope(data)
+    head = _unpack_envelope(data)
+    msg_type, msg_id, ts, source = _header_of(head)
+    json_len = head[_JSON_LEN]
     body_end = ENVELOPE_SIZE + json_len
     if body_end > size:
         raise DecodeError(
             f"body of {json_len} bytes announced, {size - ENVELOPE_SIZE} present (truncated)"
         )
     view = memoryview(data)
-    if zlib.crc32(view[ENVELOPE_SIZE:], zlib.crc32(view[:_CRC_OFFSET])) != crc:
+    if zlib.crc32(view[ENVELOPE_SIZE:], zlib.crc32(view[: envelope.CRC_OFFSET])) != head[_CRC]:
         raise DecodeError("checksum mismatch (corrupt or truncated payload)")
     cls = registry.lookup(msg_type)
     if cls is None:
@@ -212,6 +222,7 @@ def _decode(data: bytes, registry: MessageRegistry, max_bytes: int) -> tuple[TsM
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         raise DecodeError(f"{cls.__name__} body is malformed: {exc!r}") from None
     if isinstance(msg, DmlMsg):
+        begin_ts, end_ts = head[_BEGIN_TS], head[_END_TS]
         _check_ts_range(msg, begin_ts, end_ts)
         msg.adopt_ts_range(begin_ts, end_ts)
     msg.size = size
@@ -266,7 +277,7 @@ class _NoPlan(Plan):
 
 
 _NO_PLAN = _NoPlan(-1, 1 << 62)
-_HEAD = slice(0, _CRC_OFFSET)
+_HEAD = slice(0, envelope.CRC_OFFSET)
 _TAIL = slice(ENVELOPE_SIZE, None)
 _need = attrgetter("need")
 _kind = attrgetter("kind")
@@ -278,23 +289,6 @@ _BYTES_ONLY = {bytes}
 _COPY_LIMIT = 4096
 """Payload size up to which the checksummed part is sliced (copied) rather than viewed."""
 _ENVELOPE_PART = slice(0, ENVELOPE_SIZE)
-_ENVELOPE_DTYPE = np.dtype(
-    [
-        ("magic", "S2"),
-        ("version", "u1"),
-        ("flags", "u1"),
-        ("msg_type", "<u2"),
-        ("msg_id", "<i8"),
-        ("timestamp", "<u8"),
-        ("source_id", "<i8"),
-        ("begin_ts", "<u8"),
-        ("end_ts", "<u8"),
-        ("json_len", "<u4"),
-        ("crc", "<u4"),
-    ]
-)
-"""The envelope as a numpy record (packed: the same bytes as ``_ENVELOPE``)."""
-_END_TS_FIELD = 8
 _part = cast(Callable[[bytes, slice], bytes], getitem)
 """``payload[a:b]``, for C-level maps."""
 
@@ -332,7 +326,7 @@ def _decode_known(
     sizes = np.fromiter(map(len, payloads), np.int64, count)
     if sizes.max() > max_bytes or sizes.min() < ENVELOPE_SIZE:
         return None
-    env = np.frombuffer(b"".join(map(_part, payloads, repeat(_ENVELOPE_PART))), _ENVELOPE_DTYPE)
+    env = np.frombuffer(b"".join(map(_part, payloads, repeat(_ENVELOPE_PART))), envelope.DTYPE)
     if not ((env["magic"] == MAGIC).all() and (env["version"] == VERSION).all()):
         return None
     body_ends = env["json_len"] + np.int64(ENVELOPE_SIZE)
@@ -358,7 +352,7 @@ def _decode_known(
     stamps = timestamp.tolist()
     ts = stamps
     if not (end_ts == timestamp).all():
-        by_end = np.fromiter(map(_ts_field, plans), np.int64, count) == _END_TS_FIELD
+        by_end = np.fromiter(map(_ts_field, plans), np.int64, count) == _END_TS
         ts = np.where(by_end, end_ts, timestamp).tolist()
     kinds = bytearray(map(_kind, plans))
     return DecodedBatch(plans, ts, kinds, env["msg_id"].tolist(), stamps, env["source_id"].tolist())
@@ -402,9 +396,9 @@ def _decode_each(
         batch.plans.append(plan)
         batch.ts.append(ts)
         batch.kinds.append(plan.kind)
-        batch.msg_ids.append(head[4])
-        batch.stamps.append(head[5])
-        batch.sources.append(head[6])
+        batch.msg_ids.append(head[_MSG_ID])
+        batch.stamps.append(head[_TIMESTAMP])
+        batch.sources.append(head[_SOURCE_ID])
     return batch
 
 
@@ -414,16 +408,16 @@ def _decode_one(
     size = len(payload)
     if type(payload) is bytes and ENVELOPE_SIZE <= size <= max_bytes:
         head = _ENVELOPE.unpack_from(payload)
-        body_end = ENVELOPE_SIZE + head[9]
-        key = (head[3], payload[ENVELOPE_SIZE:body_end])
+        body_end = ENVELOPE_SIZE + head[_JSON_LEN]
+        key = (head[_MSG_TYPE], payload[ENVELOPE_SIZE:body_end])
         plan = registry.plans.get(key) if body_end <= size else None
         if (
             plan is not None
             and plan.need <= size
-            and head[0] == MAGIC
-            and head[1] == VERSION
-            and zlib.crc32(payload[_TAIL], zlib.crc32(payload[_HEAD])) == head[10]
-            and plan.ts_range_agrees(payload, head[7], head[8])
+            and head[_MAGIC] == MAGIC
+            and head[_VERSION] == VERSION
+            and zlib.crc32(payload[_TAIL], zlib.crc32(payload[_HEAD])) == head[_CRC]
+            and plan.ts_range_agrees(payload, head[_BEGIN_TS], head[_END_TS])
         ):
             return head, plan, head[plan.ts_field]
     msg, body, body_end = _decode(payload, registry, max_bytes)
@@ -433,7 +427,7 @@ def _decode_one(
         return head, ReadyPlan(msg), msg.end_ts
     if len(registry.plans) >= PLAN_CACHE_SIZE:
         registry.plans.clear()
-    registry.plans[head[3], payload[ENVELOPE_SIZE:body_end]] = found
+    registry.plans[head[_MSG_TYPE], payload[ENVELOPE_SIZE:body_end]] = found
     return head, found, head[found.ts_field]
 
 

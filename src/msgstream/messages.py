@@ -5,6 +5,9 @@ Built-in DML types keep their columns as numpy arrays so the codec can ship them
 buffers. User types subclass :class:`TsMsg`, set ``MSG_TYPE`` to a code >= 1000 and are
 registered with :func:`msgstream.codec.register_message_type`; their extra dataclass
 fields must be JSON-serialisable unless they override ``encode_body``/``decode_body``.
+
+A message a stream builds from a decode plan makes some fields on first use; each class
+names those with :func:`msgstream.lazy.deferred` (see :mod:`msgstream.lazy`).
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from typing import Any, ClassVar, Self, TypedDict, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from . import envelope
 from .buffers import BodyReader, BodyWriter
 from .errors import DecodeError
+from .lazy import DeferredBody, DeferredEmptyList, DeferredPosition, LazyBody, deferred
 from .position import MsgPosition
 from .schema import CollectionSchema, FieldData, values_equal
 
@@ -94,6 +99,11 @@ def _check_scalars(cls: type, body: dict[str, Any]) -> None:
             )
 
 
+_TIME_RANGE = envelope.fields_struct("begin_ts", "end_ts")
+_TIME_RANGE_AT = envelope.offset("begin_ts")
+
+
+@deferred(hash_keys=DeferredEmptyList(), position=DeferredPosition(None))
 @dataclass(kw_only=True, eq=False)
 class TsMsg:
     """Base of every message.
@@ -104,12 +114,34 @@ class TsMsg:
 
     MSG_TYPE: ClassVar[int] = 0
 
+    lazy_body: ClassVar[LazyBody | None] = None
+    """What a message built by a decode plan builds its deferred fields from (see
+    :mod:`msgstream.lazy`); None on every other message. Not a dataclass field: no part of
+    equality, repr or ``replace``, and a copied or pickled message has none."""
+
     msg_id: int = 0
     timestamp: int = 0
     source_id: int = 0
     hash_keys: list[int] = field(default_factory=list)
     position: MsgPosition | None = None
     size: int = 0
+
+    def adopt_body(self, fields: dict[str, Any], payload: bytes) -> None:
+        """Take the deferred body ``fields`` built from ``payload`` by the message's plan,
+        except those set meanwhile."""
+        state = self.__dict__
+        for name, value in fields.items():
+            state.setdefault(name, value)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copied or pickled message is a plain one: deferred fields built, no lazy body."""
+        state = self.__dict__
+        lazy = state.get("lazy_body")
+        if lazy is None:
+            return state
+        for name in ("hash_keys", "position", *lazy[0].deferred):
+            getattr(self, name)
+        return {name: value for name, value in state.items() if name != "lazy_body"}
 
     @property
     def msg_type(self) -> int:
@@ -202,6 +234,7 @@ def _row_timestamps(values: Any, rows: int, default: int, where: str) -> U64Arra
     return array
 
 
+@deferred(row_timestamps=DeferredBody(None))
 @dataclass(kw_only=True, eq=False, repr=False)
 class DmlMsg(TsMsg):
     """Rows with one timestamp each (Insert, Delete).
@@ -238,16 +271,19 @@ class DmlMsg(TsMsg):
     def is_dml(self) -> bool:
         return True
 
+    # The range is cached in ``_ts_span`` with the array it was computed from (replacing
+    # the array invalidates it). Both are read through ``__dict__``: a lazily decoded
+    # message answers from its envelope without building its arrays.
+
     def _ts_range(self) -> tuple[int, int]:
         state = self.__dict__
         span = state.get("_ts_span")
         stamps = state.get("row_timestamps")
         if span is not None and span[0] is stamps:
             return span[1], span[2]
-        plan = state.get("_plan")
-        if plan is not None and stamps is None:
-            # Decoded lazily, arrays not built: the envelope holds the range.
-            begin, end = plan.ts_range(state["_payload"])
+        lazy = self.lazy_body
+        if lazy is not None and stamps is None:  # arrays not built: the envelope knows
+            begin, end = _TIME_RANGE.unpack_from(lazy[1], _TIME_RANGE_AT)
             state["_ts_span"] = (None, begin, end)
             return begin, end
         stamps = self.timestamps
@@ -280,9 +316,14 @@ class DmlMsg(TsMsg):
         state = self.__dict__
         state["_ts_span"] = (state.get("row_timestamps"), begin_ts, end_ts)
 
-    # The range is cached with the array it was computed from (replacing the array
-    # invalidates it) and read through ``__dict__``, so that a lazily decoded message
-    # answers from its envelope without building its arrays.
+    def adopt_body(self, fields: dict[str, Any], payload: bytes) -> None:
+        state = self.__dict__
+        if "row_timestamps" not in state:  # they come from the payload: so does the range
+            begin, end = _TIME_RANGE.unpack_from(payload, _TIME_RANGE_AT)
+            state["_ts_span"] = (fields["row_timestamps"], begin, end)
+        for name, value in fields.items():
+            state.setdefault(name, value)
+
     @property
     def begin_ts(self) -> int:
         return self._ts_range()[0]
@@ -306,6 +347,7 @@ def _assemble(
     return msg
 
 
+@deferred(row_ids=DeferredBody(), fields=DeferredBody())
 @dataclass(kw_only=True, eq=False, repr=False)
 class InsertMsg(DmlMsg):
     """Rows of one collection partition, column by column."""
@@ -391,6 +433,7 @@ class InsertMsg(DmlMsg):
 PrimaryKeys = I64Array | list[str]
 
 
+@deferred(primary_keys=DeferredBody())
 @dataclass(kw_only=True, eq=False, repr=False)
 class DeleteMsg(DmlMsg):
     """Deletes by primary key (int64 array or list of str), one timestamp per key."""
@@ -533,82 +576,3 @@ BUILTIN_TYPES: tuple[type[TsMsg], ...] = (
     CreatePartitionMsg,
     DropPartitionMsg,
 )
-
-
-# --- lazily decoded messages --------------------------------------------------------------
-#
-# A stream that delivers many messages builds each one from a decode plan (see
-# ``msgstream.plans``): the payload is fully validated when it is read, but the numpy
-# views over its buffers, the ``hash_keys`` list and the ``position`` are only made when
-# first used. Until then such a message holds ``_plan`` and ``_payload`` (and ``_at``,
-# ``_in``: its MessageID bytes and its (channel, subscription)). The fields below are
-# non-data descriptors: once a value is set on the instance it is found there first, at
-# plain attribute speed, and the descriptor is not consulted again.
-
-_NO_DEFAULT: Any = object()
-
-
-class _DeferredField:
-    """A body field a lazily decoded message fills on first access.
-
-    ``default`` stands in for the class attribute a dataclass field with a plain default
-    would have; ``factory`` makes the value of a ``default_factory`` field that is missing
-    (``hash_keys``, which decoded messages do not carry).
-    """
-
-    __slots__ = ("_default", "_factory", "_name")
-
-    def __init__(self, name: str, default: Any = _NO_DEFAULT, factory: Any = None) -> None:
-        self._name = name
-        self._default = default
-        self._factory = factory
-
-    def __get__(self, instance: Any, owner: type | None = None) -> Any:
-        if instance is None:
-            if self._default is _NO_DEFAULT:
-                raise AttributeError(f"type object {owner!r} has no attribute {self._name!r}")
-            return self._default
-        state = instance.__dict__
-        plan = state.get("_plan")
-        if plan is not None:
-            plan.fill(instance)
-            if self._name in state:
-                return state[self._name]
-        if self._factory is not None:
-            value = state[self._name] = self._factory()
-            return value
-        if self._default is _NO_DEFAULT:
-            raise AttributeError(
-                f"{type(instance).__name__!r} object has no attribute {self._name!r}"
-            )
-        return self._default
-
-
-class _DeferredPosition:
-    """``position`` of a lazily decoded message, made on first access."""
-
-    __slots__ = ()
-
-    def __get__(self, instance: Any, owner: type | None = None) -> MsgPosition | None:
-        if instance is None:
-            return None
-        state = instance.__dict__
-        msg_id = state.pop("_at", None)
-        if msg_id is None:
-            return None
-        channel, group = state.pop("_in")
-        position = state["position"] = MsgPosition(channel, msg_id, group, state["timestamp"])
-        return position
-
-
-def _defer(cls: type, name: str, **how: Any) -> None:
-    # ``setattr``: the class attribute stays typed as the field's value for type checkers.
-    setattr(cls, name, _DeferredField(name, **how))
-
-
-_defer(TsMsg, "hash_keys", factory=list)
-setattr(TsMsg, "position", _DeferredPosition())  # noqa: B010 (see _defer)
-_defer(DmlMsg, "row_timestamps", default=None)
-_defer(InsertMsg, "row_ids")
-_defer(InsertMsg, "fields")
-_defer(DeleteMsg, "primary_keys")

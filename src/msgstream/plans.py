@@ -11,20 +11,20 @@ and that the buffer area is large enough: all that can differ, since the rest of
 ``decode``'s checks depend on the body bytes alone.
 
 A plan builds a message in one step, and defers the numpy views over its buffers, its
-``hash_keys`` list and its ``position`` until first used (see the end of
-:mod:`msgstream.messages`). The built message equals what :func:`~msgstream.codec.decode`
-returns for the same payload. Types and bodies without a plan (a Delete with string
-keys, an Insert with varchar, JSON or binary columns, a CreateCollection, user types)
-are decoded in full, as before.
+``hash_keys`` list and its ``position`` until first used: the message keeps its
+:attr:`~msgstream.messages.TsMsg.lazy_body` (see :mod:`msgstream.messages`). The built
+message equals what :func:`~msgstream.codec.decode` returns for the same payload. Types
+and bodies without a plan (a Delete with string keys, an Insert with varchar, JSON or
+binary columns, a CreateCollection, user types) are decoded in full, as before.
 """
 
 from __future__ import annotations
 
-import struct
 from typing import Any, ClassVar
 
 import numpy as np
 
+from . import envelope
 from .messages import (
     CreatePartitionMsg,
     DeleteMsg,
@@ -33,15 +33,14 @@ from .messages import (
     InsertMsg,
     TimeTickMsg,
     TsMsg,
+    U64Array,
 )
 from .schema import DataType, FieldData
 
 Where = tuple[str, str]
 """(channel, subscription name): what a position needs besides the MessageID."""
-_TS_RANGE = struct.Struct("<QQ")
-_TS_RANGE_AT = struct.calcsize("<2sBBHqQq")
-"""Offset of begin_ts in the envelope: after magic, version, flags, msg_type, msg_id,
-timestamp and source_id (see :mod:`msgstream.codec`)."""
+_BY_END_TS = envelope.index("end_ts")
+_BY_TIMESTAMP = envelope.index("timestamp")
 
 # Row kinds, as the time-tick barrier sees them (one byte per row in a ``bytearray``).
 KIND_DML = 0
@@ -73,17 +72,20 @@ class Plan:
 
     ``code`` is the message type the plan is for, ``kind`` its barrier row kind, ``need``
     the smallest payload the plan fits (its buffers must lie inside). ``ts_field`` is the
-    envelope field the barrier orders by: ``end_ts`` (8) for DML, whose envelope carries
-    the range of its rows, else ``timestamp`` (5).
+    envelope field the barrier orders by (its :func:`msgstream.envelope.index`):
+    ``end_ts`` for DML, whose envelope carries the range of its rows, else ``timestamp``.
     """
 
     __slots__ = ("code", "kind", "need", "stamp_rows", "stamps", "ts_field")
+
+    deferred: ClassVar[frozenset[str]] = frozenset()
+    """The body fields a message built by this plan leaves to :meth:`build_body`."""
 
     def __init__(self, code: int, need: int) -> None:
         self.code = code
         self.kind = kind_of(code)
         self.need = need
-        self.ts_field = 8 if self.kind == KIND_DML else 5
+        self.ts_field = _BY_END_TS if self.kind == KIND_DML else _BY_TIMESTAMP
         self.stamps = _NO_STAMPS
         """Where a payload of this plan holds its row timestamps (DML plans)."""
         self.stamp_rows = 0
@@ -124,17 +126,10 @@ class Plan:
             )
         ]
 
-    def fill(self, msg: TsMsg) -> None:
-        """Build the deferred fields of ``msg`` (made by :meth:`build`)."""
-        state = msg.__dict__
-        state.pop("_plan", None)
-        state.pop("_payload", None)
-
-    @staticmethod
-    def ts_range(payload: bytes) -> tuple[int, int]:
-        """``(begin_ts, end_ts)`` from the envelope of ``payload``."""
-        begin, end = _TS_RANGE.unpack_from(payload, _TS_RANGE_AT)
-        return begin, end
+    def build_body(self, payload: bytes) -> dict[str, Any]:
+        """The :attr:`deferred` fields of the message of ``payload`` (built by
+        :meth:`build`)."""
+        return {}
 
 
 class ReadyPlan(Plan):
@@ -177,8 +172,7 @@ class StaticPlan(Plan):
         msg.timestamp = timestamp
         msg.source_id = source_id
         msg.size = len(payload)
-        msg._at = at
-        msg._in = where
+        msg.lazy_body = (self, payload, at, where)
         for name, value in self.fields.items():
             setattr(msg, name, value)
         return msg  # type: ignore[no-any-return]
@@ -206,6 +200,9 @@ class _DmlPlan(Plan):
         self.stamps_at = stamps_at
         self.stamps = slice(stamps_at, stamps_at + rows * 8)
         self.stamp_rows = rows
+
+    def _row_timestamps(self, payload: bytes) -> U64Array:
+        return np.ndarray((self.rows,), _U8, payload, self.stamps_at)
 
     def build(
         self, msg_id: int, timestamp: int, source_id: int, payload: bytes, at: Any, where: Where
@@ -237,10 +234,7 @@ class _DmlPlan(Plan):
             msg.size = len(payload)
             msg.collection_name = collection
             msg.partition_name = partition
-            msg._plan = self
-            msg._payload = payload
-            msg._at = at
-            msg._in = where
+            msg.lazy_body = (self, payload, at, where)
             add(msg)
         return out
 
@@ -249,6 +243,7 @@ class DeletePlan(_DmlPlan):
     """A Delete with int64 keys: timestamps and keys are views into the payload."""
 
     __slots__ = ("keys_at",)
+    deferred = frozenset({"row_timestamps", "primary_keys"})
 
     def __init__(
         self, collection: str, partition: str, rows: int, stamps_at: int, keys_at: int
@@ -257,11 +252,11 @@ class DeletePlan(_DmlPlan):
         super().__init__(DeleteMsg, collection, partition, rows, stamps_at, need)
         self.keys_at = keys_at
 
-    def fill(self, msg: TsMsg) -> None:
-        state = msg.__dict__
-        payload = _fill_stamps(state, self.rows, self.stamps_at)
-        if "primary_keys" not in state:
-            state["primary_keys"] = np.ndarray((self.rows,), _I8, payload, self.keys_at)
+    def build_body(self, payload: bytes) -> dict[str, Any]:
+        return {
+            "row_timestamps": self._row_timestamps(payload),
+            "primary_keys": np.ndarray((self.rows,), _I8, payload, self.keys_at),
+        }
 
 
 class _Column:
@@ -305,6 +300,7 @@ class InsertPlan(_DmlPlan):
     """An Insert whose columns are all numeric, bool or vectors (no inline values)."""
 
     __slots__ = ("columns", "ids_at")
+    deferred = frozenset({"row_timestamps", "row_ids", "fields"})
 
     def __init__(
         self,
@@ -320,25 +316,12 @@ class InsertPlan(_DmlPlan):
         self.ids_at = ids_at
         self.columns = columns
 
-    def fill(self, msg: TsMsg) -> None:
-        state = msg.__dict__
-        payload = _fill_stamps(state, self.rows, self.stamps_at)
-        if "row_ids" not in state:
-            state["row_ids"] = np.ndarray((self.rows,), _I8, payload, self.ids_at)
-        if "fields" not in state:
-            state["fields"] = [c.build(payload) for c in self.columns]
-
-
-def _fill_stamps(state: dict[str, Any], rows: int, at: int) -> bytes:
-    """Take the plan off a lazily decoded DML message and build its row timestamps
-    (unless set meanwhile), their range taken from the envelope; return the payload."""
-    payload: bytes = state.pop("_payload")
-    del state["_plan"]
-    if "row_timestamps" not in state:
-        stamps = np.ndarray((rows,), _U8, payload, at)
-        state["row_timestamps"] = stamps
-        state["_ts_span"] = (stamps, *Plan.ts_range(payload))
-    return payload
+    def build_body(self, payload: bytes) -> dict[str, Any]:
+        return {
+            "row_timestamps": self._row_timestamps(payload),
+            "row_ids": np.ndarray((self.rows,), _I8, payload, self.ids_at),
+            "fields": [c.build(payload) for c in self.columns],
+        }
 
 
 # --- making plans -----------------------------------------------------------------------

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from operator import add
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any
 
 import anyio
 
@@ -17,14 +17,12 @@ from msgstream.backend import (
     ConsumedMessage,
     MessageID,
     SubscriptionInfo,
-    tagged_id_owner,
 )
 from msgstream.channels import validate_channel_name, validate_subscription_name
 from msgstream.consumer_base import ClientHooks, ClientState, ConsumerBase
 from msgstream.cooperate import cooperate
 from msgstream.errors import (
     BackendUnavailableError,
-    ForeignMessageIdError,
     InvalidPositionError,
     MessageTooLargeError,
     MsgStreamError,
@@ -33,6 +31,7 @@ from msgstream.errors import (
     TopicNotFoundError,
 )
 from msgstream.position import SubscriptionPosition
+from msgstream.tagged_id import TaggedMessageID
 
 from .store import FIRST_ID, LogStore, StoredBatch
 
@@ -41,75 +40,22 @@ log = logging.getLogger(__name__)
 PREFETCH = 256
 
 
-class LogMessageID(int):
-    """An int64 id within one channel, tagged with the backend that made it.
-
-    An ``int`` subclass per backend (``LogMessageID("rocksmq", 5)`` makes the right
-    one), so making one per message costs no Python-level call. Ids of different
-    backends never compare equal, and ordering them raises ``ForeignMessageIdError``.
-    """
+class LogMessageID(TaggedMessageID):
+    """The id of a message in a local log: an int64 within one channel, tagged with the
+    backend (memory or rocksmq) whose store holds it."""
 
     __slots__ = ()
-    backend: ClassVar[str] = ""
-    tag: ClassVar[bytes] = b""
 
-    def __new__(cls, backend: str, value: int) -> LogMessageID:
+    @staticmethod
+    def for_backend(backend: str) -> type[LogMessageID]:
+        """The id class of the local backend called ``backend``."""
         try:
-            return _new_int(_ID_TYPES[backend], value)
+            return _ID_TYPES[backend]
         except KeyError:
             raise ValueError(f"no local backend called {backend!r}") from None
 
-    @property
-    def value(self) -> int:
-        return int(self)
-
-    def to_bytes(self) -> bytes:  # type: ignore[override]
-        return self.tag + int.to_bytes(self, 8, "big", signed=True)
-
-    @staticmethod
-    def parse(backend: str, data: bytes) -> LogMessageID:
-        """The id whose ``to_bytes()`` is ``data``; another backend's id is an error."""
-        owner = tagged_id_owner(data)
-        if owner is None:
-            raise InvalidPositionError(
-                f"{len(data)}-byte MessageID {data[:16]!r} is not a {backend} MessageID"
-            )
-        if owner != backend:
-            raise ForeignMessageIdError(backend, owner)
-        return _new_int(_ID_TYPES[owner], int.from_bytes(data[1:], "big", signed=True))
-
-    def _same(self, other: object) -> bool:
-        if type(other) is type(self):
-            return True
-        if isinstance(other, LogMessageID):
-            raise ForeignMessageIdError(self.backend, other.backend)
-        raise TypeError(f"cannot order a {self.backend} MessageID and a {type(other).__name__}")
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, LogMessageID):
-            return type(other) is type(self) and int.__eq__(self, other)
-        return NotImplemented
-
-    def __ne__(self, other: object) -> bool:
-        equal = self.__eq__(other)
-        return equal if equal is NotImplemented else not equal
-
-    __hash__ = int.__hash__
-
-    def __lt__(self, other: object) -> bool:
-        return self._same(other) and int.__lt__(self, other)  # type: ignore[operator]
-
-    def __le__(self, other: object) -> bool:
-        return self._same(other) and int.__le__(self, other)  # type: ignore[operator]
-
-    def __gt__(self, other: object) -> bool:
-        return self._same(other) and int.__gt__(self, other)  # type: ignore[operator]
-
-    def __ge__(self, other: object) -> bool:
-        return self._same(other) and int.__ge__(self, other)  # type: ignore[operator]
-
     def __repr__(self) -> str:
-        return f"LogMessageID({self.backend}:{int(self)})"
+        return f"LogMessageID({self.backend}:{self.value})"
 
     __str__ = __repr__
 
@@ -118,21 +64,18 @@ class MemoryMessageID(LogMessageID):
     __slots__ = ()
     backend = "memory"
     tag = b"m"
-    __new__ = int.__new__  # type: ignore[assignment]
 
 
 class RocksmqMessageID(LogMessageID):
     __slots__ = ()
     backend = "rocksmq"
     tag = b"r"
-    __new__ = int.__new__  # type: ignore[assignment]
 
 
-_ID_CLASSES: tuple[type[LogMessageID], ...] = (MemoryMessageID, RocksmqMessageID)
-_ID_TYPES: dict[str, type[LogMessageID]] = {c.backend: c for c in _ID_CLASSES}
+_ID_TYPES: dict[str, type[LogMessageID]] = {
+    c.backend: c for c in (MemoryMessageID, RocksmqMessageID)
+}
 _NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
-_new_int = int.__new__
-"""``_new_int(RocksmqMessageID, 5)``: an id without going through ``type.__call__``."""
 
 
 def _no_message(index: int) -> ConsumedMessage:
@@ -188,7 +131,7 @@ class LogProducer:
             ) from exc
         store.notify(self.channel)
         await cooperate()  # the append completed inline: let other tasks run now and then
-        return list(map(_new_int, repeat(self._id_type), ids))
+        return list(map(self._id_type, ids))
 
     async def close(self) -> None:
         self._closed = True
@@ -206,12 +149,10 @@ class LogConsumer(ConsumerBase):
         store: LogStore,
         hooks: ClientHooks,
         id_type: type[LogMessageID],
-        parse_id: Callable[[bytes], LogMessageID],
     ) -> None:
         super().__init__(channel, subname, hooks)
         self._store = store
         self._id_type = id_type
-        self._parse_id = parse_id
         self._next_read: int | None = next_id
         self._buffer: deque[ConsumedMessage] = deque()
 
@@ -232,7 +173,7 @@ class LogConsumer(ConsumerBase):
         channel = self.channel
         make = tuple.__new__  # ConsumedMessage(...) without its Python-level __new__: hot path
         self._buffer.extend(
-            make(ConsumedMessage, (channel, _new_int(id_type, i), payload, props))
+            make(ConsumedMessage, (channel, id_type(i), payload, props))
             for i, payload, props in records
         )
         self._next_read = records[-1].msg_id + 1
@@ -288,32 +229,25 @@ class LogConsumer(ConsumerBase):
         channel, id_type = self.channel, self._id_type
 
         def message(index: int) -> ConsumedMessage:
-            msg_id = _new_int(id_type, int.from_bytes(stored.ids[index], "big", signed=True))
+            msg_id = id_type(int.from_bytes(stored.ids[index], "big", signed=True))
             props = stored.properties[index] if stored.properties else _NO_PROPERTIES
             return ConsumedMessage(channel, msg_id, stored.payloads[index], props)
 
         return message
-
-    def _own_id(self, msg_id: MessageID) -> LogMessageID:
-        if isinstance(msg_id, LogMessageID):
-            if msg_id.backend != self._store.backend_name:
-                raise ForeignMessageIdError(self._store.backend_name, msg_id.backend)
-            return msg_id
-        return self._parse_id(msg_id.to_bytes())
 
     async def seek(self, msg_id: MessageID, inclusive: bool) -> None:
         """Read from ``msg_id`` (``inclusive``) or after it next. A position before the
         first retained message starts there; one past the channel's end is refused (it
         would silently swallow the messages sent until the end reached it)."""
         self._check_open()
-        own = self._own_id(msg_id)
+        own = self._id_type.of(msg_id)
         store, channel = self._store, self.channel
-        target = int(own) if inclusive else int(own) + 1
+        target = own.value if inclusive else own.value + 1
         end = store.next_id(channel)
         if target > end:
             last = store.last_id(channel)
             raise InvalidPositionError(
-                f"cannot seek channel {channel!r} to MessageID {int(own)} "
+                f"cannot seek channel {channel!r} to MessageID {own.value} "
                 f"({'inclusive' if inclusive else 'exclusive'}): past the channel's end "
                 + ("(it is empty" if last is None else f"(its last message is id {last}")
                 + f"; the next message will get id {end})"
@@ -324,14 +258,14 @@ class LogConsumer(ConsumerBase):
             self._store.put_subscription(self.channel, self.subname, self._next_read)
 
     async def seek_to_earliest(self) -> None:
-        await self.seek(_new_int(self._id_type, FIRST_ID - 1), inclusive=True)
+        await self.seek(self._id_type(FIRST_ID - 1), inclusive=True)
 
     async def ack(self, msg: ConsumedMessage) -> None:
         """Acknowledge ``msg`` and everything before it. The persisted cursor only moves
         forward (seek to replay older messages)."""
         self._check_open()
         self._check_ack_channel(msg)
-        resume_at = int(self._own_id(msg.msg_id)) + 1
+        resume_at = self._id_type.of(msg.msg_id).value + 1
         current = self._store.get_subscription(self.channel, self.subname)
         if current is None or resume_at > current.next_id:  # cumulative: never moves back
             self._store.put_subscription(self.channel, self.subname, resume_at)
@@ -360,7 +294,7 @@ class LogClient:
         where background maintenance can start); ``on_close`` once, when closed."""
         self.store = store
         self.backend_name = store.backend_name
-        self.id_type: type[LogMessageID] = _ID_TYPES[store.backend_name]
+        self.id_type = LogMessageID.for_backend(store.backend_name)
         self.max_message_bytes = max_message_bytes
         self.blocking_writes = blocking_writes
         """True when an append may block (fsync): appends then run in a worker thread."""
@@ -431,7 +365,6 @@ class LogClient:
             store=store,
             hooks=self._hooks,
             id_type=self.id_type,
-            parse_id=self.message_id_from_bytes,
         )
         self._consumers.add(consumer)
         store.consumer_opened(channel, subname)
@@ -441,15 +374,15 @@ class LogClient:
         self._consumers.discard(consumer)
 
     def earliest_message_id(self) -> LogMessageID:
-        return LogMessageID(self.backend_name, FIRST_ID - 1)
+        return self.id_type(FIRST_ID - 1)
 
     def message_id_from_bytes(self, data: bytes) -> LogMessageID:
-        return LogMessageID.parse(self.backend_name, data)
+        return self.id_type.parse(data)
 
     async def get_latest_msg_id(self, channel: str) -> LogMessageID | None:
         await self.check_topic_valid(channel)
         last = self.store.last_id(channel)
-        return None if last is None else LogMessageID(self.backend_name, last)
+        return None if last is None else self.id_type(last)
 
     async def check_topic_valid(self, channel: str) -> None:
         self.check_open()
@@ -466,7 +399,7 @@ class LogClient:
         first, last = self.store.first_id(channel), self.store.last_id(channel)
         if first is None or last is None:
             return None
-        return LogMessageID(self.backend_name, first), last - first + 1
+        return self.id_type(first), last - first + 1
 
     async def list_subscriptions(self, channel: str) -> list[SubscriptionInfo]:
         await self.check_topic_valid(channel)
@@ -475,7 +408,7 @@ class LogClient:
             SubscriptionInfo(
                 channel=channel,
                 name=sub.name,
-                acked_id=LogMessageID(self.backend_name, sub.next_id - 1),
+                acked_id=self.id_type(sub.next_id - 1),
                 lag=max(end - sub.next_id, 0),
                 last_active_ms=sub.last_active_ms,
             )

@@ -186,14 +186,16 @@ class PulsarConsumer(ConsumerBase):
             await self._reopen()
         self._buffer.clear()
         self._error = None
-        at_start = target.key <= EARLIEST.key
+        at_start = target.sort_key <= EARLIEST.sort_key
         if not at_start:
             await self._refuse_past_end(target, inclusive)
         async with self._call(f"seeking to {target}"):
             # Seeking to the earliest id is a real seek (never skipped, whatever the
             # subscription's position): the broker moves to the first message it still has.
-            await self._inner.seek(pulsar.MessageId(-1, *(EARLIEST if at_start else target).key))
-        self._floor = target.key
+            await self._inner.seek(
+                pulsar.MessageId(-1, *(EARLIEST if at_start else target).sort_key)
+            )
+        self._floor = target.sort_key
         self._floor_inclusive = inclusive or at_start
         self._positioned = True
 
@@ -202,7 +204,7 @@ class PulsarConsumer(ConsumerBase):
         (Pulsar cannot name the id the next message will get, so an inclusive seek must
         name a stored message too.)"""
         last = await self.get_latest_msg_id()
-        if last is None or target.key > PulsarMessageID.of(last).key:
+        if last is None or target.sort_key > PulsarMessageID.of(last).sort_key:
             where = "it is empty" if last is None else f"its last message is {last}"
             raise InvalidPositionError(
                 f"cannot seek channel {self.channel!r} to {target} "
@@ -231,7 +233,7 @@ class PulsarConsumer(ConsumerBase):
         self._check_open()
         self._check_ack_channel(msg)
         target = PulsarMessageID.of(msg.msg_id)
-        ledger, entry, batch = target.key
+        ledger, entry, batch = target.sort_key
         if batch >= 0:
             # Inside a batch: acknowledging the entry would acknowledge the batch's later
             # messages too. Acknowledge up to the previous entry; the batch may be read again.

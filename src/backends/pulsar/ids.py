@@ -8,9 +8,9 @@ non-partitioned topic. The partition (always -1 here) and batch size do not take
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
-from msgstream.backend import message_id_bytes, tagged_id_owner
+from msgstream.backend import MessageID, tagged_id_owner
 from msgstream.errors import ForeignMessageIdError, InvalidPositionError
 
 from .library import _pulsar
@@ -19,9 +19,9 @@ _LEDGER_FIELD_TAG = 0x08
 """A serialised MessageIdData starts with its required field 1 (ledgerId, varint)."""
 
 
-class PulsarMessageID:
-    """A message's place in a non-partitioned topic. Ids of other backends never compare
-    equal, and ordering against one raises :class:`ForeignMessageIdError`."""
+class PulsarMessageID(MessageID):
+    """A message's place in a non-partitioned topic (see
+    :class:`~msgstream.backend.MessageID` for equality and order)."""
 
     __slots__ = ("_native", "batch", "entry", "ledger")
     backend = "pulsar"
@@ -34,12 +34,12 @@ class PulsarMessageID:
         """The ``_pulsar.MessageId`` this id came from (kept: it serialises itself)."""
 
     @classmethod
-    def from_native(cls, native: Any) -> PulsarMessageID:
+    def from_native(cls, native: Any) -> Self:
         """Wrap a ``_pulsar.MessageId`` (or ``pulsar.MessageId``) as returned by the client."""
         return cls(native.ledger_id(), native.entry_id(), native.batch_index(), native)
 
     @property
-    def key(self) -> tuple[int, int, int]:
+    def sort_key(self) -> tuple[int, int, int]:
         return (self.ledger, self.entry, self.batch)
 
     def native(self) -> Any:
@@ -53,7 +53,7 @@ class PulsarMessageID:
         return data
 
     @classmethod
-    def parse(cls, data: bytes) -> PulsarMessageID:
+    def parse(cls, data: bytes) -> Self:
         """The id whose ``to_bytes()`` is ``data``; another backend's id is an error."""
         owner = tagged_id_owner(data)
         if owner is not None:
@@ -67,37 +67,6 @@ class PulsarMessageID:
         except (ValueError, RuntimeError):
             raise _not_an_id(data) from None
         return cls.from_native(native)
-
-    @classmethod
-    def of(cls, msg_id: object) -> PulsarMessageID:
-        """``msg_id`` as a Pulsar id, or a clear error when another backend made it."""
-        if isinstance(msg_id, PulsarMessageID):
-            return msg_id
-        return cls.parse(message_id_bytes("pulsar", msg_id))
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, PulsarMessageID):
-            return (
-                self.entry == other.entry
-                and self.ledger == other.ledger
-                and self.batch == other.batch
-            )
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash((self.ledger, self.entry, self.batch))
-
-    def __lt__(self, other: object) -> bool:
-        return self.key < PulsarMessageID.of(other).key
-
-    def __le__(self, other: object) -> bool:
-        return self.key <= PulsarMessageID.of(other).key
-
-    def __gt__(self, other: object) -> bool:
-        return self.key > PulsarMessageID.of(other).key
-
-    def __ge__(self, other: object) -> bool:
-        return self.key >= PulsarMessageID.of(other).key
 
     def __repr__(self) -> str:
         return f"PulsarMessageID({self.ledger}:{self.entry}:{self.batch})"
