@@ -32,6 +32,7 @@ from msgstream.errors import (
     StreamStateError,
     TopicNotFoundError,
 )
+from msgstream.plugins import backend_specs
 from msgstream.position import SubscriptionPosition
 
 from .store import FIRST_ID, LogStore, StoredBatch
@@ -131,6 +132,23 @@ class RocksmqMessageID(LogMessageID):
 _ID_CLASSES: tuple[type[LogMessageID], ...] = (MemoryMessageID, RocksmqMessageID)
 _ID_TYPES: dict[str, type[LogMessageID]] = {c.backend: c for c in _ID_CLASSES}
 _NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
+
+
+def _id_type(backend: str) -> type[LogMessageID]:
+    """The id class of a store's backend: memory's or rocksmq's, or for a plug-in whose
+    store runs on the log client, one made (when its first client is) from the tag its
+    spec registers."""
+    id_type = _ID_TYPES.get(backend)
+    if id_type is None:
+        specs = backend_specs()
+        tag = specs[backend].message_id_tag if backend in specs else None
+        if tag is None:
+            raise ValueError(f"no local backend called {backend!r}")
+        namespace = {"__slots__": (), "backend": backend, "tag": tag, "__new__": int.__new__}
+        id_type = _ID_TYPES[backend] = type(f"{backend}MessageID", (LogMessageID,), namespace)
+    return id_type
+
+
 _new_int = int.__new__
 """``_new_int(RocksmqMessageID, 5)``: an id without going through ``type.__call__``."""
 
@@ -360,7 +378,7 @@ class LogClient:
         where background maintenance can start); ``on_close`` once, when closed."""
         self.store = store
         self.backend_name = store.backend_name
-        self.id_type: type[LogMessageID] = _ID_TYPES[store.backend_name]
+        self.id_type: type[LogMessageID] = _id_type(store.backend_name)
         self.max_message_bytes = max_message_bytes
         self.blocking_writes = blocking_writes
         """True when an append may block (fsync): appends then run in a worker thread."""

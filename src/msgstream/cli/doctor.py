@@ -69,8 +69,10 @@ def render(diagnosis: Any) -> Table:
 
 
 async def handle(config: Config, args: argparse.Namespace) -> int:
+    from msgstream.backends.rocksmq.settings import RocksmqConfig  # loaded only when used
+
     doctor = importlib.import_module("msgstream.backends.rocksmq.doctor")
-    path = args.path or config.rocksmq_path()
+    path = args.path or config.section(RocksmqConfig).resolved_path()
     diagnosis = doctor.repair(path) if args.repair else doctor.check(path)
     if args.json:
         print(dumps({**dataclasses.asdict(diagnosis), "healthy": diagnosis.healthy}), flush=True)

@@ -69,12 +69,15 @@ async def open_client(config: Config) -> Client:
     one writer) is opened read-only instead."""
     if resolve_backend(config) != "rocksmq":
         return new_client(config)
+    from msgstream.backends.rocksmq.settings import RocksmqConfig  # loaded only when used
+
     module = importlib.import_module("msgstream.backends.rocksmq")
     try:
-        client: Client = module.new_client(config, create=False)
+        section = config.section(RocksmqConfig)
+        client: Client = module.new_client(section, config.msgstream, create=False)
     except StoreLockedError:
         log.info("rocksmq store is in use by another process; opening it read-only")
-        client = module.new_client(config, read_only=True)
+        client = module.new_client(section, config.msgstream, read_only=True)
     return client
 
 
