@@ -35,7 +35,6 @@ PROBLEMS: dict[str, str] = {
     "greater_than_equal": "out of range: got {value}, expected {expected}",
     "greater_than": "out of range: got {value}, expected {expected}",
     "literal_error": "invalid value {value}: must be one of {choices}{hint}",
-    "model_type": "expected a mapping of keys, got {got}",
 }
 """Error type -> problem text. Fields: ``got`` (value and type), ``value`` (the value),
 ``expected`` (the key's type and range), ``choices`` and ``hint`` (for choice keys)."""
