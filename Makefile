@@ -20,8 +20,8 @@ demo: $(STAMP)
 	$(BIN)/msgstream demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
 	$(MAKE) --no-print-directory typed-view
 	$(BIN)/mypy --strict
 

@@ -210,7 +210,10 @@ def test_consume_tt_from_earliest_and_latest(cli: Cli) -> None:
 
 def test_consume_tt_from_positions_resumes_exactly_after(cli: Cli, tmp_path: Path) -> None:
     channels = ["--channel", "r0", "--channel", "r1", "--channel", "r2"]
-    cli.ok("produce", *channels, "--count", "200", "--batch", "4")
+    # Four runs, each closed by its final tick, so there are at least four data packs
+    # whatever the machine's speed (one fast run can fit in a single 50 ms tick interval).
+    for start in range(0, 200, 50):
+        cli.ok("produce", *channels, "--count", "50", "--batch", "4", "--start-id", str(start))
     first = cli.packs(*channels, "--tt", "--skip-empty", "--max-packs", "3", "--subname", "s1")
     seen = [m["msg_id"] for m in data_msgs(first)]
     assert 0 < len(seen) < 200

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from msgstream.bridge_spark import ParquetSink
-from msgstream.cli import demo
+from msgstream.bridge_spark.cli import demo
 from msgstream.cli.main import main
 from spark.sessions import spark as spark  # the shared session fixture
 

@@ -11,25 +11,62 @@ Two entry points:
 
 Rows become frames of a collection schema (:class:`FrameSchema`): ``inserts``,
 ``deletes`` or ``changes``, with ``_ts``, ``_channel``, ``_msg_id`` (and more) columns.
+
+The names are imported on first use (PEP 562), so importing the package -- as the CLI
+does to find the bridge's commands -- loads neither PySpark nor pyarrow.
 """
 
-from .batcher import BatcherProgress, BatchInfo, MicroBatcher, Until, UserFunction
-from .checkpoint import BatchMark, CheckpointState, load_checkpoint, save_checkpoint
-from .convert import FrameBuilder, table_from_packs
-from .errors import (
-    BridgeError,
-    CheckpointError,
-    OptionError,
-    SchemaMismatchError,
-    SchemaNotFoundError,
-    SliceIncompleteError,
-)
-from .frames import FrameKind, FrameSchema
-from .offsets import SliceOffset
-from .options import bridge_config
-from .session import local_spark
-from .sink import ParquetSink
-from .source import MsgStreamDataSource, register
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .batcher import BatcherProgress, BatchInfo, MicroBatcher, Until, UserFunction
+    from .checkpoint import BatchMark, CheckpointState, load_checkpoint, save_checkpoint
+    from .convert import FrameBuilder, table_from_packs
+    from .errors import (
+        BridgeError,
+        CheckpointError,
+        OptionError,
+        SchemaMismatchError,
+        SchemaNotFoundError,
+        SliceIncompleteError,
+    )
+    from .frames import FrameKind, FrameSchema
+    from .offsets import SliceOffset
+    from .options import bridge_config
+    from .session import local_spark
+    from .sink import ParquetSink
+    from .source import MsgStreamDataSource, register
+
+_MODULE_OF = {
+    "BatchInfo": "batcher",
+    "BatchMark": "checkpoint",
+    "BatcherProgress": "batcher",
+    "BridgeError": "errors",
+    "CheckpointError": "errors",
+    "CheckpointState": "checkpoint",
+    "FrameBuilder": "convert",
+    "FrameKind": "frames",
+    "FrameSchema": "frames",
+    "MicroBatcher": "batcher",
+    "MsgStreamDataSource": "source",
+    "OptionError": "errors",
+    "ParquetSink": "sink",
+    "SchemaMismatchError": "errors",
+    "SchemaNotFoundError": "errors",
+    "SliceIncompleteError": "errors",
+    "SliceOffset": "offsets",
+    "Until": "batcher",
+    "UserFunction": "batcher",
+    "bridge_config": "options",
+    "load_checkpoint": "checkpoint",
+    "local_spark": "session",
+    "register": "source",
+    "save_checkpoint": "checkpoint",
+    "table_from_packs": "convert",
+}
 
 __all__ = [
     "BatchInfo",
@@ -58,3 +95,12 @@ __all__ = [
     "save_checkpoint",
     "table_from_packs",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups do not come here
+    return value

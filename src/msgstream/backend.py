@@ -217,8 +217,10 @@ class Client(Protocol):
     async def close(self) -> None: ...
 
 
+@runtime_checkable
 class AdminClient(Client, Protocol):
-    """Optional management calls used by ``msgstream inspect`` and retention tools."""
+    """Optional management calls used by ``msgstream inspect`` and retention tools: a
+    client has them when ``isinstance(client, AdminClient)``."""
 
     async def list_channels(self) -> list[str]: ...
 
@@ -227,3 +229,14 @@ class AdminClient(Client, Protocol):
     async def delete_channel(self, channel: str) -> None: ...
 
     async def delete_subscription(self, channel: str, subname: str) -> None: ...
+
+
+@runtime_checkable
+class RetainedMessagesClient(Client, Protocol):
+    """A client that knows which messages of a channel it still holds (an embedded log,
+    whose ids count messages): ``msgstream inspect`` shows the first id and the count."""
+
+    async def retained_messages(self, channel: str) -> tuple[MessageID, int] | None:
+        """The first retained message's id and how many messages are retained from it on
+        (None when the channel holds none)."""
+        ...

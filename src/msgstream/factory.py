@@ -23,10 +23,10 @@ ClientFactory = Callable[[Section, MsgStreamConfig], Client]
 """What a spec's ``client_factory`` names: (its own section, the shared section) -> client."""
 
 
-def client_factory(spec: BackendSpec) -> ClientFactory:
-    """Import the function ``spec.client_factory`` names; a missing module is a
-    :class:`BackendUnavailableError` naming the extra that installs it."""
-    module_name, _, function = spec.client_factory.partition(":")
+def client_factory(spec: BackendSpec, target: str | None = None) -> ClientFactory:
+    """Import the function ``target`` (``spec.client_factory`` by default) names; a
+    missing module is a :class:`BackendUnavailableError` naming the extra that installs it."""
+    module_name, _, function = (target or spec.client_factory).partition(":")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -52,6 +52,18 @@ def new_client(config: Config | None = None) -> Client:
     config = config or load_config()
     spec = backend_spec(resolve_backend(config))
     return client_factory(spec)(config.section(spec.section), config.msgstream)
+
+
+def new_inspection_client(config: Config) -> Client:
+    """A client for looking at what exists (``msgstream inspect``), never making anything.
+
+    A backend can open one its own way by naming an ``inspection_client_factory`` in its
+    spec (the embedded store: never created, and opened read-only while another process
+    writes it); any other backend's is its ordinary client.
+    """
+    spec = backend_spec(resolve_backend(config))
+    make = client_factory(spec, spec.inspection_client_factory)
+    return make(config.section(spec.section), config.msgstream)
 
 
 def _stream_options(config: Config) -> dict[str, Any]:

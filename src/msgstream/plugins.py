@@ -50,6 +50,9 @@ class BackendSpec:
     section: type[Section]
     """Its config section (``section.SECTION == name``), with defaults and validation."""
     client_factory: str
+    inspection_client_factory: str | None = None
+    """Like ``client_factory``, for a client that only looks (``msgstream inspect``) when
+    the backend opens one its own way; None: the ordinary client."""
     message_id_tag: bytes | None = None
     """First byte of its serialised MessageIDs when they are that byte plus an int64 (9
     bytes), so another backend can name the owner of a misplaced id; None otherwise."""
@@ -77,9 +80,10 @@ class BackendSpec:
         for key in (self.selected_by, *self.required_keys):
             if key is not None and key not in self.section.model_fields:
                 raise ValueError(f"backend {self.name!r}: {key!r} is no key of its section")
-        module, _, function = self.client_factory.partition(":")
-        if not module or not function:
-            raise ValueError(f"backend {self.name!r}: client_factory must be 'module:function'")
+        for factory in (self.client_factory, self.inspection_client_factory):
+            module, _, function = (factory or "m:f").partition(":")
+            if not module or not function:
+                raise ValueError(f"backend {self.name!r}: {factory!r} is not 'module:function'")
 
 
 _lock = threading.Lock()

@@ -479,6 +479,13 @@ class LogClient:
         self.check_open()
         return self.store.list_channels()
 
+    async def retained_messages(self, channel: str) -> tuple[LogMessageID, int] | None:
+        self.check_open()
+        first, last = self.store.first_id(channel), self.store.last_id(channel)
+        if first is None or last is None:
+            return None
+        return LogMessageID(self.backend_name, first), last - first + 1
+
     async def list_subscriptions(self, channel: str) -> list[SubscriptionInfo]:
         await self.check_topic_valid(channel)
         end = self.store.next_id(channel)

@@ -10,9 +10,23 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .client import RocksOptions, RocksStore, new_client, open_client, options_from_config
+    from .client import (
+        RocksOptions,
+        RocksStore,
+        new_client,
+        new_inspection_client,
+        open_client,
+        options_from_config,
+    )
 
-__all__ = ["RocksOptions", "RocksStore", "new_client", "open_client", "options_from_config"]
+__all__ = [
+    "RocksOptions",
+    "RocksStore",
+    "new_client",
+    "new_inspection_client",
+    "open_client",
+    "options_from_config",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -16,14 +16,21 @@ from dataclasses import dataclass
 import anyio
 
 from msgstream.config import MsgStreamConfig
-from msgstream.errors import BackendUnavailableError
+from msgstream.errors import BackendUnavailableError, StoreLockedError
 
 from ..log_client import LogClient
 from .retention import RetentionPolicy
 from .settings import RocksmqConfig
 from .store import RocksOptions, RocksStore
 
-__all__ = ["RocksOptions", "RocksStore", "new_client", "open_client", "options_from_config"]
+__all__ = [
+    "RocksOptions",
+    "RocksStore",
+    "new_client",
+    "new_inspection_client",
+    "open_client",
+    "options_from_config",
+]
 
 log = logging.getLogger(__name__)
 
@@ -161,3 +168,14 @@ def new_client(
         retention_interval_s=section.retention_check_interval_s,
         compaction_interval_s=section.compaction_interval_s,
     )
+
+
+def new_inspection_client(section: RocksmqConfig, shared: MsgStreamConfig) -> LogClient:
+    """A client for looking only (``msgstream inspect``): a store is never created here (a
+    mistyped path is an error), and one another process holds open (RocksDB allows one
+    writer) is opened read-only instead."""
+    try:
+        return new_client(section, shared, create=False)
+    except StoreLockedError:
+        log.info("rocksmq store is in use by another process; opening it read-only")
+        return new_client(section, shared, read_only=True)

@@ -12,6 +12,7 @@ SPEC = BackendSpec(
     section=RocksmqConfig,
     listing_position=0,
     client_factory="msgstream.backends.rocksmq.client:new_client",
+    inspection_client_factory="msgstream.backends.rocksmq.client:new_inspection_client",
     message_id_tag=b"r",
     selected_by="path",
     selection_rank=0,

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeAlias
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.logging import RichHandler
+from rich.progress import Progress, ProgressColumn, TimeElapsedColumn
+from rich.table import Table
 
 from ..channels import validate_channel_name
 from ..errors import InvalidChannelNameError
@@ -125,9 +127,61 @@ def fmt_rate(count: int, seconds: float) -> int:
     return int(count / max(seconds, 1e-9))
 
 
-def getattr_any(obj: object, name: str) -> Any:
-    """``getattr(obj, name, None)`` typed as Any (optional admin calls of a client)."""
-    return getattr(obj, name, None)
+def one_line(exc: BaseException) -> str:
+    """An exception as one line of text (its type when it has no message)."""
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+def stderr_progress(*columns: ProgressColumn | str, enabled: bool | None = None) -> Progress:
+    """A progress display on stderr, followed by the elapsed time; shown only while running
+    and (unless ``enabled`` says otherwise) only when stderr is a terminal."""
+    return Progress(
+        *columns,
+        TimeElapsedColumn(),
+        console=stderr_console(),
+        transient=True,
+        disable=not (stderr_is_tty() if enabled is None else enabled),
+    )
+
+
+def add_channel_option(
+    parser: argparse.ArgumentParser, help: str, *, required: bool = False
+) -> None:
+    """``--channel C``, repeatable, checked against the portable channel-name rules."""
+    parser.add_argument(
+        "--channel",
+        dest="channels",
+        action="append",
+        required=required,
+        type=channel_name,
+        metavar="C",
+        help=help,
+    )
+
+
+def add_option(
+    parser: argparse.ArgumentParser, flag: str, metavar: str, help: str, **settings: Any
+) -> None:
+    """An option that takes a value; ``settings`` are argparse's (``type``, ``default``...)."""
+    parser.add_argument(flag, metavar=metavar, help=help, **settings)
+
+
+def add_flag(parser: argparse.ArgumentParser, flag: str, help: str) -> None:
+    """An option without a value: True when given."""
+    parser.add_argument(flag, action="store_true", help=help)
+
+
+def add_json_option(parser: argparse.ArgumentParser, help: str = "print one JSON document") -> None:
+    add_flag(parser, "--json", help)
+
+
+def new_table(title: str, columns: Sequence[tuple[str, JustifyMethod]]) -> Table:
+    """A table with the given (name, justification) columns."""
+    table = Table(title=title)
+    for name, justify in columns:
+        table.add_column(name, justify=justify)
+    return table
 
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"

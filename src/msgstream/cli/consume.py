@@ -19,9 +19,13 @@ from ..pack import MsgPack
 from ..position import MsgPosition, SubscriptionPosition, positions_from_json, positions_to_json
 from ..stream import MsgStream
 from ..ttstream import TtMsgStream
+from .command import Command
 from .common import (
     CliError,
-    Subparsers,
+    add_channel_option,
+    add_flag,
+    add_json_option,
+    add_option,
     channel_name,
     positive_float,
     positive_int,
@@ -63,77 +67,50 @@ class ConsumeOptions:
     save_positions: str | None = None
 
 
-def add_parser(sub: Subparsers, parent: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "consume",
-        parents=[parent],
-        help="consume packs from channels and print them",
-        description=(
-            "Consume channels with a plain MsgStream (one message per pack) or, with --tt, "
-            "a TtMsgStream (packs aligned on time ticks). Without --from, an existing "
-            "subscription resumes after its last ack and a new one starts at the earliest "
-            "message. The last line, on stderr, gives the counts."
-        ),
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_channel_option(
+        parser,
+        "channel to consume (repeat for several); defaults to the channels of --from positions",
     )
-    parser.add_argument(
-        "--channel",
-        dest="channels",
-        action="append",
-        type=channel_name,
-        metavar="C",
-        help="channel to consume (repeat for several); defaults to the channels of --from "
-        "positions",
-    )
-    parser.add_argument("--subname", default=DEFAULT_SUBNAME, metavar="S", help="subscription name")
-    parser.add_argument(
-        "--from",
-        dest="start",
-        metavar="WHERE",
-        help="where to start, whatever the subscription acked: 'earliest', 'latest' (only "
+    add_option(parser, "--subname", "S", "subscription name", default=DEFAULT_SUBNAME)
+    add_option(
+        parser, "--from", "WHERE",
+        "where to start, whatever the subscription acked: 'earliest', 'latest' (only "
         "messages produced from now on), positions JSON (a list of positions, or one) or "
         "@FILE holding it. A --tt stream resumes exactly after the pack whose end_positions "
         "are given; a plain stream resumes after the message of each position (see "
         "--inclusive)",
-    )
-    parser.add_argument("--tt", action="store_true", help="use a TtMsgStream (time-tick packs)")
-    parser.add_argument("--max-packs", type=positive_int, metavar="N", help="stop after N packs")
-    parser.add_argument(
-        "--idle-timeout",
-        type=positive_float,
-        metavar="SECONDS",
-        help="stop when no pack arrived for SECONDS (default: run until Ctrl-C; "
+        dest="start",
+    )  # fmt: skip
+    add_flag(parser, "--tt", "use a TtMsgStream (time-tick packs)")
+    add_option(parser, "--max-packs", "N", "stop after N packs", type=positive_int)
+    add_option(
+        parser, "--idle-timeout", "SECONDS",
+        "stop when no pack arrived for SECONDS (default: run until Ctrl-C; "
         f"{DEFAULT_PIPE_IDLE_S:g} s when stdin is not a terminal and no limit is given)",
-    )
-    parser.add_argument(
-        "--ack",
-        action="store_true",
-        help="acknowledge each pack once printed (--tt: up to, per channel, the last message "
+        type=positive_float,
+    )  # fmt: skip
+    add_flag(
+        parser, "--ack",
+        "acknowledge each pack once printed (--tt: up to, per channel, the last message "
         "that it and everything before it was delivered)",
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object per pack")
-    parser.add_argument(
-        "--skip-empty", action="store_true", help="do not print or count empty packs (--tt)"
-    )
-    parser.add_argument(
-        "--skip-ticks",
-        action="store_true",
-        help="plain stream: do not print or count TimeTickMsgs (still acked with --ack)",
-    )
-    parser.add_argument(
-        "--full-vectors", action="store_true", help="print float vectors in full (--json)"
-    )
-    parser.add_argument(
-        "--inclusive",
-        action="store_true",
-        help="plain stream with --from positions: start AT each position's message",
-    )
-    parser.add_argument(
-        "--save-positions",
-        metavar="FILE",
-        help="on exit, write positions to resume from (for --from @FILE): a --tt stream's "
+    )  # fmt: skip
+    add_json_option(parser, "print one JSON object per pack")
+    add_flag(parser, "--skip-empty", "do not print or count empty packs (--tt)")
+    add_flag(
+        parser, "--skip-ticks",
+        "plain stream: do not print or count TimeTickMsgs (still acked with --ack)",
+    )  # fmt: skip
+    add_flag(parser, "--full-vectors", "print float vectors in full (--json)")
+    add_flag(
+        parser, "--inclusive",
+        "plain stream with --from positions: start AT each position's message",
+    )  # fmt: skip
+    add_option(
+        parser, "--save-positions", "FILE",
+        "on exit, write positions to resume from (for --from @FILE): a --tt stream's "
         "last end_positions, or each channel's last consumed message",
-    )
-    parser.set_defaults(handler=handle)
+    )  # fmt: skip
 
 
 def parse_from(value: str | None) -> StartSpec:
@@ -216,6 +193,20 @@ def options_from_args(args: argparse.Namespace) -> ConsumeOptions:
 
 async def handle(config: Config, args: argparse.Namespace) -> int:
     return await run_consume(config, options_from_args(args))
+
+
+COMMAND = Command(
+    name="consume",
+    help="consume packs from channels and print them",
+    description=(
+        "Consume channels with a plain MsgStream (one message per pack) or, with --tt, "
+        "a TtMsgStream (packs aligned on time ticks). Without --from, an existing "
+        "subscription resumes after its last ack and a new one starts at the earliest "
+        "message. The last line, on stderr, gives the counts."
+    ),
+    add_arguments=add_arguments,
+    handler=handle,
+)
 
 
 # --------------------------------------------------------------------------- subscribing

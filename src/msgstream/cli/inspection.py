@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -12,38 +10,17 @@ from typing import Any
 
 from rich.table import Table
 
-from ..backend import Client, MessageID, SubscriptionInfo
-from ..config import Config, resolve_backend
-from ..errors import StoreLockedError
-from ..factory import new_client
-from .common import CliError, Subparsers, channel_name, getattr_any, stdout_console
+from ..backend import AdminClient, Client, MessageID, RetainedMessagesClient, SubscriptionInfo
+from ..config import Config
+from ..factory import new_inspection_client
+from .command import Command
+from .common import CliError, add_channel_option, add_json_option, new_table, stdout_console
 from .output import dumps, format_message_id
 
-log = logging.getLogger(__name__)
 
-
-def add_parser(sub: Subparsers, parent: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "inspect",
-        parents=[parent],
-        help="show channels, message ids and subscriptions with their lag",
-        description=(
-            "Per channel: first and latest MessageID, message count, and every subscription "
-            "with its acknowledged id, lag (messages not yet acknowledged) and last activity, "
-            "on every backend (rocksmq, memory, Kafka, Pulsar). A rocksmq store is never "
-            "created here, and one another process holds is opened read-only."
-        ),
-    )
-    parser.add_argument(
-        "--channel",
-        dest="channels",
-        action="append",
-        type=channel_name,
-        metavar="C",
-        help="channel to show (repeat for several; default: all)",
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.set_defaults(handler=handle)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_channel_option(parser, "channel to show (repeat for several; default: all)")
+    add_json_option(parser)
 
 
 @dataclass
@@ -64,55 +41,32 @@ class ChannelView:
 
 
 async def open_client(config: Config) -> Client:
-    """A client of the configured backend. An embedded store is never created here (a
-    mistyped path is an error), and one that another process holds open (RocksDB allows
-    one writer) is opened read-only instead."""
-    if resolve_backend(config) != "rocksmq":
-        return new_client(config)
-    from msgstream.backends.rocksmq.settings import RocksmqConfig  # loaded only when used
-
-    module = importlib.import_module("msgstream.backends.rocksmq")
-    try:
-        section = config.section(RocksmqConfig)
-        client: Client = module.new_client(section, config.msgstream, create=False)
-    except StoreLockedError:
-        log.info("rocksmq store is in use by another process; opening it read-only")
-        client = module.new_client(section, config.msgstream, read_only=True)
-    return client
+    """A client of the configured backend for looking only (the backend decides what that
+    takes: :func:`msgstream.factory.new_inspection_client`)."""
+    return new_inspection_client(config)
 
 
 async def collect(client: Client, channels: list[str] | None) -> list[ChannelView]:
-    list_channels = getattr_any(client, "list_channels")
-    list_subscriptions = getattr_any(client, "list_subscriptions")
+    admin = client if isinstance(client, AdminClient) else None
     if channels is None:
-        if list_channels is None:
+        if admin is None:
             raise CliError(
                 f"backend {client.backend_name!r} has no admin API (list_channels); "
                 "give --channel to see the latest MessageID of given channels"
             )
-        channels = list(await list_channels())
+        channels = list(await admin.list_channels())
     views: list[ChannelView] = []
     for channel in channels:
         view = ChannelView(channel, _fmt(await client.get_latest_msg_id(channel)))
-        _first_and_count(client, channel, view)
-        if list_subscriptions is not None:
-            infos: list[SubscriptionInfo] = list(await list_subscriptions(channel))
+        if isinstance(client, RetainedMessagesClient):
+            retained = await client.retained_messages(channel)
+            view.messages = 0 if retained is None else retained[1]
+            view.first_id = None if retained is None else format_message_id(retained[0])
+        if admin is not None:
+            infos = await admin.list_subscriptions(channel)
             view.subscriptions = [_subscription(client, info) for info in infos]
         views.append(view)
     return views
-
-
-def _first_and_count(client: Client, channel: str, view: ChannelView) -> None:
-    """First retained id and message count, where the client exposes its local store."""
-    store = getattr_any(client, "store")
-    if store is None or not hasattr(store, "first_id") or not hasattr(store, "last_id"):
-        return
-    first, last = store.first_id(channel), store.last_id(channel)
-    if first is None or last is None:
-        view.messages = 0
-        return
-    view.first_id = str(first)
-    view.messages = int(last) - int(first) + 1
 
 
 def _subscription(client: Client, info: SubscriptionInfo) -> SubscriptionView:
@@ -175,18 +129,19 @@ def to_json(backend: str, views: list[ChannelView]) -> dict[str, Any]:
 
 
 def render(backend: str, views: list[ChannelView]) -> Table:
-    table = Table(title=f"msgstream channels ({backend})")
-    for name, justify in (
-        ("channel", "left"),
-        ("first id", "right"),
-        ("latest id", "right"),
-        ("messages", "right"),
-        ("subscription", "left"),
-        ("acked id", "right"),
-        ("lag", "right"),
-        ("last active", "left"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table = new_table(
+        f"msgstream channels ({backend})",
+        [
+            ("channel", "left"),
+            ("first id", "right"),
+            ("latest id", "right"),
+            ("messages", "right"),
+            ("subscription", "left"),
+            ("acked id", "right"),
+            ("lag", "right"),
+            ("last active", "left"),
+        ],
+    )
     for view in views:
         head = [
             view.channel,
@@ -230,3 +185,18 @@ async def handle(config: Config, args: argparse.Namespace) -> int:
         return 0
     out.print(render(backend, views))
     return 0
+
+
+COMMAND = Command(
+    name="inspect",
+    help="show channels, message ids and subscriptions with their lag",
+    description=(
+        "Per channel: first and latest MessageID, message count, and every subscription "
+        "with its acknowledged id, lag (messages not yet acknowledged) and last activity, "
+        "on every backend (rocksmq, memory, Kafka, Pulsar). Nothing is created here: an "
+        "embedded store that does not exist is an error, and one that another process "
+        "holds is opened read-only."
+    ),
+    add_arguments=add_arguments,
+    handler=handle,
+)

@@ -8,13 +8,13 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from .. import __version__
 from ..config import Config, load_config
 from ..errors import BackendUnavailableError, MsgStreamError
-from . import consume, demo, doctor, ingest, inspection, produce
+from . import consume, inspection, produce
+from .command import Command, Handler, plugin_commands
 from .common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -23,9 +23,11 @@ from .common import (
     EXIT_USAGE,
     CliError,
     cli_logging,
+    one_line,
 )
 
-Handler = Callable[[Config, argparse.Namespace], Coroutine[Any, Any, int]]
+CORE_COMMANDS = (produce.COMMAND, consume.COMMAND, inspection.COMMAND)
+"""The commands of the core; packages add more (:mod:`msgstream.cli.command`)."""
 
 _CONFIG_HELP = (
     "YAML configuration file (default: $MSGSTREAM_CONFIG, else built-in defaults: the "
@@ -52,13 +54,19 @@ def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     )
 
 
+def commands() -> list[Command]:
+    """The core's commands, then those of the ``msgstream.commands`` entry points."""
+    core = list(CORE_COMMANDS)
+    return [*core, *plugin_commands({command.name for command in core})]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="msgstream",
         description=(
-            "Produce to, consume from and inspect msgstream channels, ingest them into "
-            "Parquet through Spark, check an embedded store, or run the self-checking demo. "
-            "Exit codes: 0 ok; 1 a runtime failure (a broker that cannot be reached or "
+            "Produce to, consume from and inspect msgstream channels, plus the commands that "
+            "installed packages add (the Spark bridge's ingest and demo, the rocksmq backend's "
+            "doctor). Exit codes: 0 ok; 1 a runtime failure (a broker that cannot be reached or "
             "refuses, a full disk, a damaged or locked store) or a failed check; 2 a usage "
             "or configuration error (bad option, config key, position or channel name); "
             "130 interrupted (Ctrl-C), 143 terminated (SIGTERM), each after the command "
@@ -69,19 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(parser, suppress=False)
     common = argparse.ArgumentParser(add_help=False)
     _add_common(common, suppress=True)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    produce.add_parser(sub, common)
-    consume.add_parser(sub, common)
-    inspection.add_parser(sub, common)
-    doctor.add_parser(sub, common)
-    ingest.add_parser(sub, common)
-    demo.add_parser(sub, common)
+    sub = parser.add_subparsers(dest="command_name", metavar="COMMAND", required=True)
+    for command in commands():
+        command.add_to(sub, common)
     return parser
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
 
 
 def _silence_stdout() -> None:
@@ -133,16 +132,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # usage error (2), --help / --version (0)
         code = exc.code
         return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_USAGE)
-    handler: Handler = args.handler
+    command: Command = args.command
     with cli_logging(int(args.verbose)):
         try:
             config = load_config(args.config)  # --config, else $MSGSTREAM_CONFIG, else defaults
-            return asyncio.run(_run(handler, config, args))
+            return asyncio.run(_run(command.load_handler(), config, args))
         except BackendUnavailableError as exc:  # the command was right; the world was not
-            print(f"error: {_one_line(exc)}", file=sys.stderr, flush=True)
+            print(f"error: {one_line(exc)}", file=sys.stderr, flush=True)
             return EXIT_FAILED
         except (MsgStreamError, CliError) as exc:
-            print(f"error: {_one_line(exc)}", file=sys.stderr, flush=True)
+            print(f"error: {one_line(exc)}", file=sys.stderr, flush=True)
             return EXIT_USAGE
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr, flush=True)
@@ -155,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
-            print(f"error: unexpected {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+            print(f"error: unexpected {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
             return EXIT_FAILED
 
 

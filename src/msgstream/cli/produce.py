@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 import numpy as np
 import orjson
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 
 from ..config import Config
 from ..emitter import TimeTickEmitter
@@ -26,15 +26,16 @@ from ..pack import MsgPack
 from ..routing import INT64_MAX, INT64_MIN, hash_int64, hash_primary_keys, hash_str
 from ..schema import DataType, FieldData
 from ..stream import MsgStream
+from .command import Command
 from .common import (
     CliError,
-    Subparsers,
-    channel_name,
+    add_channel_option,
+    add_flag,
+    add_option,
     fmt_rate,
     non_negative_int,
     positive_int,
-    stderr_console,
-    stderr_is_tty,
+    stderr_progress,
 )
 
 SYNTHETIC_DIM = 8
@@ -52,65 +53,31 @@ class ProduceOptions:
     source_id: int
 
 
-def add_parser(sub: Subparsers, parent: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "produce",
-        parents=[parent],
-        help="produce InsertMsgs (synthetic or JSON lines from stdin)",
-        description=(
-            "Produce one-row InsertMsgs, routed to the channels by the hash of a key. With "
-            "--count N, N synthetic rows (id int64 primary key, vec float_vector[8], text "
-            "varchar); otherwise one row per stdin line: a JSON object (types inferred per "
-            "key) or, for any other line, {'text': line}. A TimeTickEmitter stamps every "
-            "message and broadcasts time ticks (interval msgstream.tick_interval_s) plus a "
-            "final tick, unless --no-ticks."
-        ),
-    )
-    parser.add_argument(
-        "--channel",
-        dest="channels",
-        action="append",
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_channel_option(
+        parser,
+        "producer channel (repeat for several; routing bucket i goes to the i-th)",
         required=True,
-        type=channel_name,
-        metavar="C",
-        help="producer channel (repeat for several; routing bucket i goes to the i-th)",
     )
-    parser.add_argument(
-        "--count", type=non_negative_int, metavar="N", help="produce N synthetic rows"
-    )
-    parser.add_argument(
-        "--collection", default="msgstream_cli", metavar="NAME", help="collection name"
-    )
-    parser.add_argument(
-        "--key",
-        metavar="FIELD",
-        help="field whose value (int or str) is hashed for routing (default: the row id)",
-    )
-    parser.add_argument(
-        "--batch",
-        type=positive_int,
-        default=100,
-        metavar="B",
-        help="messages per produce call (default 100)",
-    )
-    parser.add_argument(
-        "--no-ticks", action="store_true", help="send no time ticks (plain MsgStream consumers)"
-    )
-    parser.add_argument(
-        "--start-id",
-        type=non_negative_int,
-        default=0,
-        metavar="ID",
-        help="first row id (and synthetic primary key); default 0",
-    )
-    parser.add_argument(
-        "--source-id",
+    add_option(parser, "--count", "N", "produce N synthetic rows", type=non_negative_int)
+    add_option(parser, "--collection", "NAME", "collection name", default="msgstream_cli")
+    add_option(
+        parser, "--key", "FIELD", "field whose value (int or str) is hashed for routing "
+        "(default: the row id)",
+    )  # fmt: skip
+    add_option(
+        parser, "--batch", "B", "messages per produce call (default 100)",
+        type=positive_int, default=100,
+    )  # fmt: skip
+    add_flag(parser, "--no-ticks", "send no time ticks (plain MsgStream consumers)")
+    add_option(
+        parser, "--start-id", "ID", "first row id (and synthetic primary key); default 0",
+        type=non_negative_int, default=0,
+    )  # fmt: skip
+    add_option(
+        parser, "--source-id", "ID", "source_id of the messages (default: the process id)",
         type=int,
-        default=None,
-        metavar="ID",
-        help="source_id of the messages (default: the process id)",
-    )
-    parser.set_defaults(handler=handle)
+    )  # fmt: skip
 
 
 def options_from_args(args: argparse.Namespace) -> ProduceOptions:
@@ -132,6 +99,22 @@ async def handle(config: Config, args: argparse.Namespace) -> int:
     if len(set(opts.channels)) != len(opts.channels):
         raise CliError(f"--channel: duplicate channels in {opts.channels}")
     return await run_produce(config, opts)
+
+
+COMMAND = Command(
+    name="produce",
+    help="produce InsertMsgs (synthetic or JSON lines from stdin)",
+    description=(
+        "Produce one-row InsertMsgs, routed to the channels by the hash of a key. With "
+        "--count N, N synthetic rows (id int64 primary key, vec float_vector[8], text "
+        "varchar); otherwise one row per stdin line: a JSON object (types inferred per "
+        "key) or, for any other line, {'text': line}. A TimeTickEmitter stamps every "
+        "message and broadcasts time ticks (interval msgstream.tick_interval_s) plus a "
+        "final tick, unless --no-ticks."
+    ),
+    add_arguments=add_arguments,
+    handler=handle,
+)
 
 
 # --------------------------------------------------------------------------- rows
@@ -387,15 +370,7 @@ async def _produce_synthetic(
 ) -> None:
     stamper = _Stamper(opts)
     rng = np.random.default_rng()
-    progress = Progress(
-        TextColumn("producing"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=stderr_console(),
-        transient=True,
-        disable=not stderr_is_tty(),
-    )
+    progress = stderr_progress(TextColumn("producing"), BarColumn(), MofNCompleteColumn())
     with progress:
         task = progress.add_task("produce", total=total)
         remaining = total

@@ -15,7 +15,8 @@ resume, read back and verify row by row.
    ``demo: rows=<n> deletes=<n> batches=<n> lost=0 duplicated=0 rows_per_s=<n>`` and the
    exit code is 1 on any loss, duplicate, mismatch or timeout.
 
-PySpark is imported only when the command runs.
+Imported (with PySpark) only when ``demo`` runs; the options are declared in
+:mod:`.commands`.
 """
 
 from __future__ import annotations
@@ -32,28 +33,20 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..config import Config, MqConfig
-from ..factory import MsgStreamFactory
-from .common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    Subparsers,
-    fmt_rate,
-    non_negative_int,
-    positive_float,
-    positive_int,
-    stderr_console,
-    stdout_console,
-)
-from .ingest import DEFAULT_MASTER, BatchProgress, spark_session, summary_table
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+import msgstream.bridge_spark
+from msgstream.cli.common import EXIT_FAILED, EXIT_OK, fmt_rate, stderr_console, stdout_console
+from msgstream.config import Config, MqConfig
+from msgstream.factory import MsgStreamFactory
 
-    from msgstream.bridge_spark import BatcherProgress, Until
-    from msgstream.bridge_spark.workload import Produced, SampleProducer
+from ..batcher import BatcherProgress, MicroBatcher, Until
+from ..workload import Produced, SampleProducer
+from .commands import DEFAULT_MASTER
+from .ingest import BatchProgress, spark_session, summary_table
 
 COLLECTION = "demo"
 
@@ -70,67 +63,11 @@ class DemoOptions:
     master: str = DEFAULT_MASTER
 
 
-def add_parser(sub: Subparsers, parent: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "demo",
-        parents=[parent],
-        help="produce a collection, ingest it with Spark across a crash, and verify",
-        description=(
-            "Produce a collection (int64 key, float vector, string, JSON) with inserts and "
-            "deletes over several channels; ingest it with Spark into Parquet, crash half-way "
-            "(after a batch's files were written, before its checkpoint), resume, then read "
-            "the Parquet back and check that every row is there exactly once. Exits 1 on any "
-            "loss or duplicate. Runs on a temporary rocksmq store unless --path or --config "
-            "is given."
-        ),
-    )
-    parser.add_argument(
-        "--channels", type=positive_int, default=4, metavar="N", help="channels (default 4)"
-    )
-    parser.add_argument(
-        "--rows", type=positive_int, default=20000, metavar="N", help="rows to insert (20000)"
-    )
-    parser.add_argument(
-        "--batch-rows",
-        type=positive_int,
-        default=4000,
-        metavar="N",
-        help="rows per Spark batch, at most (a pack is never split; default 4000)",
-    )
-    parser.add_argument(
-        "--path", metavar="DIR", help="directory for the store and output (default: temporary)"
-    )
-    parser.add_argument(
-        "--keep", action="store_true", help="keep the temporary store, Parquet and checkpoint"
-    )
-    parser.add_argument(
-        "--timeout",
-        type=positive_float,
-        default=300.0,
-        metavar="SECONDS",
-        help="fail if the demo has not finished after SECONDS (default 300)",
-    )
-    parser.add_argument("--seed", type=non_negative_int, metavar="N", help="random seed")
-    parser.add_argument(
-        "--master", default=DEFAULT_MASTER, help=f"Spark master (default {DEFAULT_MASTER})"
-    )
-    parser.set_defaults(handler=handle)
-
-
 # --------------------------------------------------------------------------- state
 
 
 class SimulatedCrash(RuntimeError):
     """Raised by the phase-1 sink to stop the job at the worst moment."""
-
-
-@dataclass
-class Phase:
-    batches: int = 0
-    redone: int = 0
-    rows: int = 0
-    deletes: int = 0
-    seconds: float = 0.0
 
 
 @dataclass
@@ -148,7 +85,8 @@ class Verification:
 @dataclass
 class DemoState:
     produced: Produced | None = None
-    phases: list[Phase] = field(default_factory=lambda: [Phase(), Phase()])
+    phases: list[BatcherProgress] = field(default_factory=list)
+    """The figures of each ingest phase run so far (the crashed one, the resumed one)."""
     crashed_batch: int | None = None
     spark_start_s: float = 0.0
     elapsed_s: float = 0.0
@@ -162,7 +100,7 @@ class DemoState:
 
     @property
     def ingested_rows(self) -> int:
-        return sum(p.rows + p.deletes for p in self.phases)
+        return sum(p.rows for p in self.phases)
 
     @property
     def rows_per_s(self) -> int:
@@ -223,12 +161,12 @@ async def ingest_phase(
     checkpoint: Path,
     fn: Any,
     opts: DemoOptions,
-    phase: Phase,
+    phases: list[BatcherProgress],
     label: str,
     until: Until,
-) -> BatcherProgress:
-    from msgstream.bridge_spark import MicroBatcher
-
+) -> None:
+    """Run one ingest job with ``fn`` as its sink; its figures go to ``phases`` even when
+    ``fn`` raises."""
     batcher = MicroBatcher(
         spark,
         config,
@@ -242,13 +180,7 @@ async def ingest_phase(
         async with BatchProgress(label).follow(batcher):
             await batcher.run(fn, until=until)
     finally:
-        progress = batcher.progress
-        phase.batches += progress.batches
-        phase.redone += progress.redone
-        phase.rows += progress.insert_rows
-        phase.deletes += progress.delete_rows
-        phase.seconds += progress.seconds
-    return progress
+        phases.append(batcher.progress)
 
 
 # --------------------------------------------------------------------------- verifying
@@ -256,8 +188,6 @@ async def ingest_phase(
 
 def verify(spark: SparkSession, out: str, produced: Produced, dim: int) -> Verification:
     """Read the Parquet back and compare it with what was produced, row by row."""
-    from pyspark.sql import functions as F
-
     df = spark.read.parquet(out)
     keys = df.select("_op", "pk", "batch_id").toArrow().to_pydict()
     check = Verification()
@@ -292,9 +222,6 @@ def verify(spark: SparkSession, out: str, produced: Produced, dim: int) -> Verif
 
 
 async def run_demo(config: Config, opts: DemoOptions, workdir: Path) -> DemoState:
-    from msgstream.bridge_spark import ParquetSink
-    from msgstream.bridge_spark.workload import SampleProducer
-
     state = DemoState()
     run_id = secrets.token_hex(3)
     channels = [f"demo-{run_id}-{i}" for i in range(opts.channels)]
@@ -317,14 +244,15 @@ async def run_demo(config: Config, opts: DemoOptions, workdir: Path) -> DemoStat
                     await asyncio.to_thread(lambda: spark.range(1).count())
                     state.spark_start_s = time.perf_counter() - spark_started
                     await first_half
-                    sink = ParquetSink(str(out))
+                    # Looked up as it runs: a test swaps in a faulty sink.
+                    sink = msgstream.bridge_spark.ParquetSink(str(out))
                     # Phase 1: ingest while the rest is produced; crash past half-way.
                     second_half = asyncio.create_task(produce(producer, opts.rows - opts.rows // 2))
                     crash = CrashHalfWay(sink, (opts.rows + 1) // 2, state)
                     with contextlib.suppress(SimulatedCrash):
                         await ingest_phase(
                             spark, config, channels, checkpoint, crash, opts,
-                            state.phases[0], "phase 1", "forever",
+                            state.phases, "phase 1", "forever",
                         )  # fmt: skip
                     await second_half
                     await producer.finish()
@@ -332,7 +260,7 @@ async def run_demo(config: Config, opts: DemoOptions, workdir: Path) -> DemoStat
                     # Phase 2: resume from the checkpoint up to the final tick.
                     await ingest_phase(
                         spark, config, channels, checkpoint, sink, opts,
-                        state.phases[1], "phase 2", final_tick,
+                        state.phases, "phase 2", final_tick,
                     )  # fmt: skip
                     state.check = await asyncio.to_thread(
                         verify, spark, str(out), producer.produced, producer.dim
@@ -345,7 +273,7 @@ async def run_demo(config: Config, opts: DemoOptions, workdir: Path) -> DemoStat
 
 def demo_summary(opts: DemoOptions, state: DemoState, backend: str) -> list[tuple[str, str]]:
     produced = state.produced
-    first, second = state.phases
+    first, second = (*state.phases, BatcherProgress(), BatcherProgress())[:2]
     check = state.check
     crashed = "-" if state.crashed_batch is None else str(state.crashed_batch)
     return [
@@ -361,11 +289,14 @@ def demo_summary(opts: DemoOptions, state: DemoState, backend: str) -> list[tupl
             else f"{produced.insert_msgs} / {produced.delete_msgs}, {produced.ticks}",
         ),
         ("spark start (s)", f"{state.spark_start_s:.2f}"),
-        ("phase 1: batches / rows / deletes", f"{first.batches} / {first.rows} / {first.deletes}"),
+        (
+            "phase 1: batches / rows / deletes",
+            f"{first.batches} / {first.insert_rows} / {first.delete_rows}",
+        ),
         ("crashed batch (redone in phase 2)", crashed),
         (
             "phase 2: batches (redone) / rows / deletes",
-            f"{second.batches} ({second.redone}) / {second.rows} / {second.deletes}",
+            f"{second.batches} ({second.redone}) / {second.insert_rows} / {second.delete_rows}",
         ),
         ("parquet: rows / deletes / batches", f"{check.rows} / {check.deletes} / {check.batches}"),
         ("lost / duplicated", f"{check.lost} / {check.duplicated}"),

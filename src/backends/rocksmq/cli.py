@@ -1,62 +1,58 @@
-"""``msgstream doctor``: check an embedded rocksmq store; with ``--repair``, recover it."""
+"""``msgstream doctor``, the command the rocksmq backend adds to the CLI (entry point
+``msgstream.commands``): check an embedded store; with ``--repair``, recover it."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
-from typing import Any
 
 from rich.table import Table
 
-from ..config import Config
-from .common import EXIT_FAILED, EXIT_OK, Subparsers, stdout_console
-from .output import dumps
+from msgstream.cli.command import Command
+from msgstream.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    add_flag,
+    add_json_option,
+    new_table,
+    stdout_console,
+)
+from msgstream.cli.output import dumps
+from msgstream.config import Config
+
+from . import doctor
+from .settings import RocksmqConfig
 
 
-def add_parser(sub: Subparsers, parent: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "doctor",
-        parents=[parent],
-        help="check a rocksmq store for damage; --repair recovers what can be read",
-        description=(
-            "Read every record of an embedded rocksmq store (read-only: nothing is "
-            "written), say which file is damaged and which message ids of which channel "
-            "cannot be read. With --repair, rebuild the store from everything readable, "
-            "record the lost ids so reads pass over them, and keep the damaged store as "
-            "PATH.damaged-<time>. Exit codes: 0 healthy (or repaired), 1 damaged."
-        ),
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "path",
         nargs="?",
         metavar="PATH",
         help="the store's directory (default: rocksmq.path of the configuration)",
     )
-    parser.add_argument(
-        "--repair",
-        action="store_true",
-        help="recover what can be recovered (the store must be closed everywhere)",
+    add_flag(
+        parser, "--repair", "recover what can be recovered (the store must be closed everywhere)"
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.set_defaults(handler=handle)
+    add_json_option(parser)
 
 
 def _ranges(ranges: list[tuple[int, int]]) -> str:
     return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in ranges) or "-"
 
 
-def render(diagnosis: Any) -> Table:
+def render(diagnosis: doctor.Diagnosis) -> Table:
     state = "repaired" if diagnosis.backup else "healthy" if diagnosis.healthy else "DAMAGED"
-    table = Table(title=f"rocksmq store {diagnosis.path}: {state}")
-    for name, justify in (
-        ("channel", "left"),
-        ("readable messages", "right"),
-        ("ids", "right"),
-        ("lost ids", "left"),
-        ("lost before (holes)", "left"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table = new_table(
+        f"rocksmq store {diagnosis.path}: {state}",
+        [
+            ("channel", "left"),
+            ("readable messages", "right"),
+            ("ids", "right"),
+            ("lost ids", "left"),
+            ("lost before (holes)", "left"),
+        ],
+    )
     for health in diagnosis.channels:
         table.add_row(
             health.channel,
@@ -69,9 +65,6 @@ def render(diagnosis: Any) -> Table:
 
 
 async def handle(config: Config, args: argparse.Namespace) -> int:
-    from msgstream.backends.rocksmq.settings import RocksmqConfig  # loaded only when used
-
-    doctor = importlib.import_module("msgstream.backends.rocksmq.doctor")
     path = args.path or config.section(RocksmqConfig).resolved_path()
     diagnosis = doctor.repair(path) if args.repair else doctor.check(path)
     if args.json:
@@ -91,3 +84,18 @@ async def handle(config: Config, args: argparse.Namespace) -> int:
         elif not diagnosis.healthy:
             out.print(f"run `msgstream doctor {diagnosis.path} --repair` to recover", markup=False)
     return EXIT_OK if diagnosis.healthy or diagnosis.backup else EXIT_FAILED
+
+
+DOCTOR = Command(
+    name="doctor",
+    help="check a rocksmq store for damage; --repair recovers what can be read",
+    description=(
+        "Read every record of an embedded rocksmq store (read-only: nothing is "
+        "written), say which file is damaged and which message ids of which channel "
+        "cannot be read. With --repair, rebuild the store from everything readable, "
+        "record the lost ids so reads pass over them, and keep the damaged store as "
+        "PATH.damaged-<time>. Exit codes: 0 healthy (or repaired), 1 damaged."
+    ),
+    add_arguments=add_arguments,
+    handler=handle,
+)

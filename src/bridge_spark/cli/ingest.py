@@ -1,12 +1,13 @@
 """``msgstream ingest``: the main job -- channels into Parquet through the Spark bridge.
 
-Reads the channels with the driver-side micro-batcher (:mod:`bridge_spark`): time-tick
-aligned batches become DataFrames written by the idempotent Parquet sink (one
+Reads the channels with the driver-side micro-batcher (:mod:`msgstream.bridge_spark`):
+time-tick aligned batches become DataFrames written by the idempotent Parquet sink (one
 ``batch_id=N`` directory per batch) with an atomic checkpoint, so a run that is stopped
 or fails resumes where it left off and the output holds every row exactly once. By
 default it ingests what is available when it starts and exits (``--follow`` keeps going).
 
-PySpark is imported only when the command runs.
+Imported (with PySpark) only when ``ingest`` or ``demo`` runs; the options are declared in
+:mod:`.commands`.
 """
 
 from __future__ import annotations
@@ -18,35 +19,33 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+from rich.progress import BarColumn, TaskID, TextColumn
 from rich.table import Table
 
-from ..config import Config
-from .common import (
+from msgstream.backend import AdminClient
+from msgstream.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     CliError,
-    Subparsers,
-    channel_name,
     fmt_rate,
-    getattr_any,
-    positive_float,
-    positive_int,
+    new_table,
     stderr_console,
-    stderr_is_tty,
+    stderr_progress,
     stdout_console,
 )
+from msgstream.config import Config
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from msgstream.bridge_spark import BatcherProgress, MicroBatcher
-
-CHECKPOINT_NAME = "_msgstream_checkpoint.json"
-"""The checkpoint's default name inside ``--out`` (Spark ignores ``_`` names)."""
-DEFAULT_MASTER = "local[2]"
+from ..batcher import BatcherProgress, MicroBatcher
+from ..clients import open_reader
+from ..options import parse_schema
+from ..session import active_spark, local_spark
+from ..sink import ParquetSink
+from ..source import register
+from .commands import CHECKPOINT_NAME, DEFAULT_MASTER
 
 
 @dataclass(frozen=True)
@@ -68,89 +67,6 @@ class IngestOptions:
     @property
     def checkpoint_path(self) -> str:
         return self.checkpoint or str(Path(self.out) / CHECKPOINT_NAME)
-
-
-def add_parser(sub: Subparsers, parent: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "ingest",
-        parents=[parent],
-        help="ingest channels into Parquet with Spark (the main job)",
-        description=(
-            "Read channels through the Spark bridge's micro-batcher -- batches cut at time "
-            "ticks, each written as a batch_id=N directory of Parquet under --out -- with "
-            "an atomic checkpoint: a stopped or failed run resumes where it left off and the "
-            "output holds every row exactly once. Ingests what is available at start, then "
-            "exits (or keeps going with --follow). Without --config it reads the embedded "
-            "default store."
-        ),
-    )
-    parser.add_argument("--out", required=True, metavar="DIR", help="Parquet output directory")
-    parser.add_argument(
-        "--channel",
-        dest="channels",
-        action="append",
-        type=channel_name,
-        metavar="C",
-        help="channel to read (repeat for several; default: every channel of the store)",
-    )
-    parser.add_argument(
-        "--collection", metavar="NAME", help="collection to ingest (default: the first found)"
-    )
-    parser.add_argument(
-        "--schema",
-        dest="schema_file",
-        metavar="FILE",
-        help="collection schema as JSON (CollectionSchema.to_dict()); default: read from the "
-        "channels' CreateCollectionMsg",
-    )
-    parser.add_argument(
-        "--frame",
-        choices=("changes", "inserts", "deletes"),
-        default="changes",
-        help="rows to write: inserts and deletes with an _op column (default), or one kind",
-    )
-    parser.add_argument(
-        "--checkpoint", metavar="FILE", help=f"checkpoint file (default: OUT/{CHECKPOINT_NAME})"
-    )
-    parser.add_argument(
-        "--from",
-        dest="start",
-        default="earliest",
-        metavar="WHERE",
-        help="where a new job starts: 'earliest' (default), 'latest', a pack's end positions "
-        "as JSON, or @FILE; ignored once a checkpoint exists",
-    )
-    parser.add_argument(
-        "--max-rows",
-        type=positive_int,
-        default=100_000,
-        metavar="N",
-        help="close a batch once it holds N rows (at the next pack boundary; default 100000)",
-    )
-    parser.add_argument(
-        "--max-interval",
-        type=positive_float,
-        default=1.0,
-        metavar="SECONDS",
-        help="close a batch SECONDS after its first row (default 1)",
-    )
-    parser.add_argument(
-        "--follow", action="store_true", help="keep ingesting new data until interrupted"
-    )
-    parser.add_argument(
-        "--max-batches", type=positive_int, metavar="N", help="stop after N batches"
-    )
-    parser.add_argument(
-        "--master", default=DEFAULT_MASTER, help=f"Spark master (default {DEFAULT_MASTER})"
-    )
-    parser.add_argument(
-        "--spark-conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra Spark setting (repeatable)",
-    )
-    parser.set_defaults(handler=handle)
 
 
 def _spark_conf(values: list[str]) -> tuple[tuple[str, str], ...]:
@@ -187,9 +103,6 @@ def options_from_args(args: argparse.Namespace) -> IngestOptions:
 @contextlib.contextmanager
 def spark_session(master: str, conf: tuple[tuple[str, str], ...] = ()) -> Iterator[SparkSession]:
     """The running Spark session, or a new local one (stopped afterwards)."""
-    from msgstream.bridge_spark import local_spark, register
-    from msgstream.bridge_spark.session import active_spark
-
     active = active_spark()
     if active is not None:
         register(active)
@@ -204,14 +117,11 @@ def spark_session(master: str, conf: tuple[tuple[str, str], ...] = ()) -> Iterat
 
 async def default_channels(config: Config) -> list[str]:
     """Every channel of the store, for a backend that can list them."""
-    from msgstream.bridge_spark.clients import open_reader
-
     reader = open_reader(config)
     try:
-        lister = getattr_any(reader.client, "list_channels")
-        if lister is None:
+        if not isinstance(reader.client, AdminClient):
             raise CliError(f"backend {config.backend()!r} cannot list its channels: give --channel")
-        channels: list[str] = sorted(await lister())
+        channels = sorted(await reader.client.list_channels())
     finally:
         await reader.client.close()
     if not channels:
@@ -220,8 +130,6 @@ async def default_channels(config: Config) -> list[str]:
 
 
 def load_schema_file(path: str) -> Any:
-    from msgstream.bridge_spark.options import parse_schema
-
     try:
         text = Path(path).expanduser().read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -237,15 +145,12 @@ class BatchProgress:
 
     def __init__(self, label: str, enabled: bool | None = None) -> None:
         self.label = label
-        self._progress = Progress(
+        self._progress = stderr_progress(
             TextColumn("{task.description}"),
             BarColumn(),
             TextColumn("{task.percentage:>3.0f}%"),
             TextColumn("{task.fields[detail]}"),
-            TimeElapsedColumn(),
-            console=stderr_console(),
-            transient=True,
-            disable=not (stderr_is_tty() if enabled is None else enabled),
+            enabled=enabled,
         )
         self._task: TaskID | None = None
 
@@ -289,9 +194,7 @@ class BatchProgress:
 
 
 def summary_table(title: str, rows: list[tuple[str, str]]) -> Table:
-    table = Table(title=title, show_header=True)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
+    table = new_table(title, [("metric", "left"), ("value", "right")])
     for name, value in rows:
         table.add_row(name, value)
     return table
@@ -304,8 +207,6 @@ async def run_ingest(
     fn: Callable[[Any, int], object] | None = None,
 ) -> BatcherProgress:
     """Run the batcher once with the Parquet sink (or ``fn``); return its figures."""
-    from msgstream.bridge_spark import MicroBatcher, ParquetSink
-
     channels = opts.channels or await default_channels(config)
     schema = load_schema_file(opts.schema_file) if opts.schema_file else None
     batcher = MicroBatcher(
@@ -331,8 +232,6 @@ async def run_ingest(
 
 async def handle(config: Config, args: argparse.Namespace) -> int:
     opts = options_from_args(args)
-    from pyspark.errors import PySparkException
-
     started = time.perf_counter()
     try:
         with spark_session(opts.master, opts.spark_conf) as spark:

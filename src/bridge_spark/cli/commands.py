@@ -1,0 +1,128 @@
+"""``msgstream ingest`` and ``msgstream demo``: their options, for the CLI's parser.
+
+Imported each time the parser is built, so it imports nothing of Spark; the handlers
+(:mod:`.ingest`, :mod:`.demo`) are imported when their command runs, and without the
+``spark`` extra the command says what to install.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from msgstream.cli.command import Command
+from msgstream.cli.common import (
+    add_channel_option,
+    add_flag,
+    add_option,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
+
+CHECKPOINT_NAME = "_msgstream_checkpoint.json"
+"""The checkpoint's default name inside ``--out`` (Spark ignores ``_`` names)."""
+DEFAULT_MASTER = "local[2]"
+INSTALL = "msgstream[spark]"
+
+
+def _add_master(parser: argparse.ArgumentParser) -> None:
+    add_option(
+        parser, "--master", "MASTER", f"Spark master (default {DEFAULT_MASTER})",
+        default=DEFAULT_MASTER,
+    )  # fmt: skip
+
+
+def _ingest_arguments(parser: argparse.ArgumentParser) -> None:
+    add_option(parser, "--out", "DIR", "Parquet output directory", required=True)
+    add_channel_option(
+        parser, "channel to read (repeat for several; default: every channel of the store)"
+    )
+    add_option(parser, "--collection", "NAME", "collection to ingest (default: the first found)")
+    add_option(
+        parser, "--schema", "FILE",
+        "collection schema as JSON (CollectionSchema.to_dict()); default: read from the "
+        "channels' CreateCollectionMsg",
+        dest="schema_file",
+    )  # fmt: skip
+    parser.add_argument(
+        "--frame",
+        choices=("changes", "inserts", "deletes"),
+        default="changes",
+        help="rows to write: inserts and deletes with an _op column (default), or one kind",
+    )
+    add_option(parser, "--checkpoint", "FILE", f"checkpoint file (default: OUT/{CHECKPOINT_NAME})")
+    add_option(
+        parser, "--from", "WHERE",
+        "where a new job starts: 'earliest' (default), 'latest', a pack's end positions "
+        "as JSON, or @FILE; ignored once a checkpoint exists",
+        dest="start", default="earliest",
+    )  # fmt: skip
+    add_option(
+        parser, "--max-rows", "N",
+        "close a batch once it holds N rows (at the next pack boundary; default 100000)",
+        type=positive_int, default=100_000,
+    )  # fmt: skip
+    add_option(
+        parser, "--max-interval", "SECONDS",
+        "close a batch SECONDS after its first row (default 1)",
+        type=positive_float, default=1.0,
+    )  # fmt: skip
+    add_flag(parser, "--follow", "keep ingesting new data until interrupted")
+    add_option(parser, "--max-batches", "N", "stop after N batches", type=positive_int)
+    _add_master(parser)
+    add_option(
+        parser, "--spark-conf", "KEY=VALUE", "extra Spark setting (repeatable)",
+        action="append", default=[],
+    )  # fmt: skip
+
+
+def _demo_arguments(parser: argparse.ArgumentParser) -> None:
+    add_option(parser, "--channels", "N", "channels (default 4)", type=positive_int, default=4)
+    add_option(parser, "--rows", "N", "rows to insert (20000)", type=positive_int, default=20000)
+    add_option(
+        parser, "--batch-rows", "N",
+        "rows per Spark batch, at most (a pack is never split; default 4000)",
+        type=positive_int, default=4000,
+    )  # fmt: skip
+    add_option(parser, "--path", "DIR", "directory for the store and output (default: temporary)")
+    add_flag(parser, "--keep", "keep the temporary store, Parquet and checkpoint")
+    add_option(
+        parser, "--timeout", "SECONDS",
+        "fail if the demo has not finished after SECONDS (default 300)",
+        type=positive_float, default=300.0,
+    )  # fmt: skip
+    add_option(parser, "--seed", "N", "random seed", type=non_negative_int)
+    _add_master(parser)
+
+
+INGEST = Command(
+    name="ingest",
+    help="ingest channels into Parquet with Spark (the main job)",
+    description=(
+        "Read channels through the Spark bridge's micro-batcher -- batches cut at time "
+        "ticks, each written as a batch_id=N directory of Parquet under --out -- with "
+        "an atomic checkpoint: a stopped or failed run resumes where it left off and the "
+        "output holds every row exactly once. Ingests what is available at start, then "
+        "exits (or keeps going with --follow). Without --config it reads the embedded "
+        "default store."
+    ),
+    add_arguments=_ingest_arguments,
+    handler="msgstream.bridge_spark.cli.ingest:handle",
+    install=INSTALL,
+)
+
+DEMO = Command(
+    name="demo",
+    help="produce a collection, ingest it with Spark across a crash, and verify",
+    description=(
+        "Produce a collection (int64 key, float vector, string, JSON) with inserts and "
+        "deletes over several channels; ingest it with Spark into Parquet, crash half-way "
+        "(after a batch's files were written, before its checkpoint), resume, then read "
+        "the Parquet back and check that every row is there exactly once. Exits 1 on any "
+        "loss or duplicate. Runs on a temporary rocksmq store unless --path or --config "
+        "is given."
+    ),
+    add_arguments=_demo_arguments,
+    handler="msgstream.bridge_spark.cli.demo:handle",
+    install=INSTALL,
+)

@@ -1,0 +1,105 @@
+"""The programs in ``examples/`` run as a user runs them (a subprocess each) and do what
+their docstrings say: on rocksmq, Kafka and Pulsar, with Spark, and under SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+ROWS_PER_INSERT = 5
+
+
+def run(program: str, *args: str, env: dict[str, str], timeout: float = 120) -> str:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / program), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, f"{program} exited {done.returncode}:\n{done.stderr}"
+    return done.stdout
+
+
+def environment(**overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MSGSTREAM_")}
+    return {**env, **overrides}
+
+
+def produce_then_consume_twice(tmp_path: Path, env: dict[str, str], *config: str) -> None:
+    """60 inserts (300 orders); a consumer stops after 2 packs, a second one resumes from
+    its checkpoint: together they handle every order exactly once."""
+    produced = run("producer_service.py", *config, "--count", "60", "--every", "0.01", env=env)
+    assert produced.strip() == "produced inserts=60 rows=300 stopped_by=None"
+    out, positions = tmp_path / "orders.txt", tmp_path / "positions.json"
+    files = ["--out", str(out), "--positions", str(positions)]
+    first = run("checkpointing_consumer.py", *config, *files, "--max-packs", "2", env=env)
+    assert first.startswith("consumed orders=") and "packs=2 " in first
+    handled_first = len(out.read_text().split())
+    assert 0 < handled_first < 300
+    rest = run("checkpointing_consumer.py", *config, *files, "--idle-timeout", "3", env=env)
+    assert f"consumed orders={300 - handled_first} " in rest
+    assert sorted(int(line) for line in out.read_text().split()) == list(range(300))
+
+
+def test_producer_and_checkpointing_consumer_on_rocksmq(tmp_path: Path) -> None:
+    env = environment(MSGSTREAM_ROCKSMQ_PATH=str(tmp_path / "store"))
+    produce_then_consume_twice(tmp_path, env)
+
+
+def test_sigterm_stops_the_producer_after_a_whole_insert_and_a_final_tick(
+    tmp_path: Path,
+) -> None:
+    env = environment(MSGSTREAM_ROCKSMQ_PATH=str(tmp_path / "store"))
+    producer = subprocess.Popen(
+        [sys.executable, str(EXAMPLES / "producer_service.py"), "--count", "100000",
+         "--every", "0.005"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(3)  # interpreter start, then inserts for a while
+    producer.send_signal(signal.SIGTERM)
+    out, err = producer.communicate(timeout=60)
+    assert producer.returncode == 143, err
+    inserts = int(out.split("inserts=")[1].split()[0])
+    assert 0 < inserts < 100000
+    assert out.strip().endswith("stopped_by=SIGTERM")
+    # the final tick was sent: a consumer reads every insert the producer reported
+    files = ["--out", str(tmp_path / "o.txt"), "--positions", str(tmp_path / "p.json")]
+    consumed = run("checkpointing_consumer.py", *files, "--idle-timeout", "2", env=env)
+    assert f"consumed orders={inserts * ROWS_PER_INSERT} " in consumed
+
+
+@pytest.mark.kafka
+def test_the_same_programs_on_kafka(tmp_path: Path, kafka_broker: Any) -> None:
+    env = environment(MSGSTREAM_KAFKA_BROKERS=kafka_broker.bootstrap)
+    produce_then_consume_twice(tmp_path, env, "--config", str(EXAMPLES / "kafka.yaml"))
+
+
+@pytest.mark.pulsar
+def test_the_same_programs_on_pulsar(tmp_path: Path, pulsar_broker: Any) -> None:
+    env = environment(
+        MSGSTREAM_PULSAR_ADDRESS=pulsar_broker.service_url,
+        MSGSTREAM_PULSAR_ADMIN_URL=pulsar_broker.admin_url,
+    )
+    produce_then_consume_twice(tmp_path, env, "--config", str(EXAMPLES / "pulsar.yaml"))
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_spark_ingest_writes_every_order_once_across_runs(tmp_path: Path) -> None:
+    env = environment(MSGSTREAM_ROCKSMQ_PATH=str(tmp_path / "store"))
+    run("producer_service.py", "--count", "20", env=env)
+    job = ["--out", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "job.json")]
+    assert "ingested batches=1 rows=100 parquet_rows=100" in run("spark_ingest.py", *job, env=env)
+    run("producer_service.py", "--count", "20", env=env)  # more orders, then the job again
+    again = run("spark_ingest.py", *job, env=env)
+    assert "rows=100 parquet_rows=200" in again
