@@ -10,14 +10,8 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .client import (
-        RocksOptions,
-        RocksStore,
-        new_client,
-        new_inspection_client,
-        open_client,
-        options_from_config,
-    )
+    from .client import new_client, new_inspection_client, open_client, options_from_config
+    from .store import RocksOptions, RocksStore
 
 __all__ = [
     "RocksOptions",
@@ -30,4 +24,5 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    return getattr(import_module(".client", __name__), name)
+    module = ".store" if name in ("RocksOptions", "RocksStore") else ".client"
+    return getattr(import_module(module, __name__), name)

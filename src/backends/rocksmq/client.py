@@ -23,15 +23,6 @@ from .retention import RetentionPolicy
 from .settings import RocksmqConfig
 from .store import RocksOptions, RocksStore
 
-__all__ = [
-    "RocksOptions",
-    "RocksStore",
-    "new_client",
-    "new_inspection_client",
-    "open_client",
-    "options_from_config",
-]
-
 log = logging.getLogger(__name__)
 
 
