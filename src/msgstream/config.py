@@ -40,7 +40,13 @@ from pydantic_core import PydanticCustomError
 from .config_errors import describe, unknown_key
 from .config_keys import ENV_PREFIX, ConfigKey
 from .errors import ConfigError
-from .plugins import BackendSpec, backend_spec, backend_specs
+from .plugins import (
+    BackendSpec,
+    backend_spec,
+    backend_specs,
+    fallback_backend,
+    selecting_backends,
+)
 from .sections import FrozenModel, Section
 
 __all__ = [
@@ -93,14 +99,10 @@ class MqConfig(Section):
     def key_doc(cls, name: str) -> str:
         if name != "type":
             return super().key_doc(name)
-        ranked = sorted(
-            (s for s in backend_specs().values() if s.selected_by is not None),
-            key=lambda s: s.selection_rank,
-        )
-        picks = [f"{s.name} if {s.name}.{s.selected_by} is set" for s in ranked]
-        fallback = next((s.name for s in backend_specs().values() if s.fallback), None)
+        picks = [f"{s.name} if {s.name}.{s.selected_by} is set" for s in selecting_backends()]
+        fallback = fallback_backend()
         if fallback is not None:
-            picks.append(fallback)
+            picks.append(fallback.name)
         return "Backend; 'default' picks " + ", else ".join(picks)
 
 
@@ -404,20 +406,15 @@ def resolve_backend(cfg: Config) -> str:
     first (by ``selection_rank``) whose selecting key is set, else the ``fallback`` one.
     An explicitly named backend needs its ``required_keys`` set.
     """
-    specs = backend_specs()
     mq_type = cfg.mq.type
     if mq_type == "default":
-        ranked = sorted(
-            (s for s in specs.values() if s.selected_by is not None),
-            key=lambda s: s.selection_rank,
-        )
-        for spec in ranked:
+        for spec in selecting_backends():
             if getattr(cfg.section(spec.section), str(spec.selected_by)) is not None:
                 return spec.name
-        fallback = [s.name for s in specs.values() if s.fallback]
-        if not fallback:
+        fallback = fallback_backend()
+        if fallback is None:
             raise ConfigError("mq.type", "'default' needs a key that selects a backend")
-        return fallback[0]
+        return fallback.name
     try:
         spec = backend_spec(mq_type)
     except KeyError:

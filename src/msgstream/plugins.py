@@ -28,7 +28,9 @@ __all__ = [
     "backend_names",
     "backend_spec",
     "backend_specs",
+    "fallback_backend",
     "register_backend",
+    "selecting_backends",
     "tag_owner",
     "unregister_backend",
 ]
@@ -152,6 +154,17 @@ def backend_names() -> tuple[str, ...]:
 def backend_spec(name: str) -> BackendSpec:
     """The spec of backend ``name``; ``KeyError`` when none is registered."""
     return _loaded()[name]
+
+
+def selecting_backends() -> list[BackendSpec]:
+    """The backends ``mq.type: default`` may pick by a key of theirs, in rank order."""
+    ranked = [s for s in _loaded().values() if s.selected_by is not None]
+    return sorted(ranked, key=lambda s: s.selection_rank)
+
+
+def fallback_backend() -> BackendSpec | None:
+    """The backend ``mq.type: default`` picks when no selecting key is set."""
+    return next((s for s in _loaded().values() if s.fallback), None)
 
 
 def tag_owner(tag: bytes) -> str | None:
