@@ -51,7 +51,7 @@ ROUNDS = 6  # even: each side goes first in half of the rounds
 async def bench_latency(config: Any, count: int) -> tuple[list[float], list[float]]:
     """Interleave raw send_and_wait and MsgStream.produce, so noise hits both alike."""
     stamp = time.monotonic_ns()
-    raw = AIOKafkaProducer(**producer_kwargs(config))
+    raw = AIOKafkaProducer(**producer_kwargs(config.kafka))
     await raw.start()
     stream = MsgStream(new_client(config))
     ours_topic, raw_topic = f"bench-lat-ours-{stamp}", f"bench-lat-raw-{stamp}"
@@ -69,7 +69,7 @@ async def bench_latency(config: Any, count: int) -> tuple[list[float], list[floa
 
 
 async def bench_raw_pipelined(config: Any, total: int) -> float:
-    producer = AIOKafkaProducer(**producer_kwargs(config))
+    producer = AIOKafkaProducer(**producer_kwargs(config.kafka))
     await producer.start()
     topic = f"bench-tput-raw-{time.monotonic_ns()}"
     client = new_client(config)

@@ -47,9 +47,10 @@ ROUNDS = 6  # even: each side goes first in half of the rounds
 
 async def raw_producer(config: Any, channel: str) -> tuple[Any, Any]:
     """A raw ``pulsar.asyncio`` client and producer with msgstream's producer settings."""
-    client = pulsar.asyncio.Client(service_url(config.pulsar), **client_kwargs(config))
+    section, shared = config.pulsar, config.msgstream
+    client = pulsar.asyncio.Client(service_url(section), **client_kwargs(section, shared))
     producer = await client.create_producer(
-        topic_name(config.pulsar, channel), **producer_kwargs(config)
+        topic_name(section, channel), **producer_kwargs(section, shared)
     )
     return client, producer
 

@@ -1,13 +1,16 @@
 """Shared fixtures: every backend the conformance suite runs on, behind one harness.
 
 A backend joins the suite by adding a harness factory to ``BACKENDS``; the tests never
-name a backend. Broker backends (Kafka, Pulsar) start their real broker once per session
-(see ``brokers.fixtures``) and, under ``CI=true``, fail rather than skip when it cannot start.
+name a backend. ``tinylog`` is a plug-in defined in the tests (``plugin_backend``),
+registered only while its harness exists. Broker backends (Kafka, Pulsar) start their
+real broker once per session (see ``brokers.fixtures``) and, under ``CI=true``, fail
+rather than skip when it cannot start.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ import pytest
 from brokers.fixtures import kafka_broker, pulsar_broker
 from harness import BackendHarness
 from msgstream import Config, config_from_dict
+from plugin_backend import plugged_in
 
 __all__ = ["kafka_broker", "pulsar_broker"]  # session fixtures, re-exported for pytest
 
@@ -70,17 +74,29 @@ def _pulsar(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
     )
 
 
+def _tinylog(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
+    return config_from_dict(
+        {"mq": {"type": "tinylog"}, "tinylog": {"store": str(tmp_path)}, **LOCAL_LIMITS}, env={}
+    )
+
+
 BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Config]] = {
     "memory": _memory,
     "rocksmq": _rocksmq,
     "kafka": _kafka,
     "pulsar": _pulsar,
+    "tinylog": _tinylog,
 }
+TEST_PLUGINS = {"tinylog": plugged_in}
+"""Backends the tests define: registered for the lifetime of their harness only."""
 _MARKS = {"kafka": [pytest.mark.kafka], "pulsar": [pytest.mark.pulsar]}
 
 
 @pytest.fixture(params=[pytest.param(name, marks=_MARKS.get(name, [])) for name in BACKENDS])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[BackendHarness]:
-    harness = BackendHarness(request.param, BACKENDS[request.param](request, tmp_path))
-    yield harness
-    await harness.close()
+    with ExitStack() as plugins:
+        if request.param in TEST_PLUGINS:
+            plugins.enter_context(TEST_PLUGINS[request.param]())
+        harness = BackendHarness(request.param, BACKENDS[request.param](request, tmp_path))
+        yield harness
+        await harness.close()

@@ -64,7 +64,7 @@ from msgstream import (
     positions_to_json,
 )
 from msgstream.codec import ENVELOPE_SIZE, decode, decode_batch, encode, to_jsonable
-from msgstream.config import _all_specs
+from msgstream.config import config_keys
 from msgstream.messages import BUILTIN_TYPES
 
 DEFAULT_ITERATIONS = 100_000
@@ -652,7 +652,7 @@ def fuzz_positions(rng: random.Random, iterations: int) -> Report:
     return report
 
 
-_SPECS = list(_all_specs())
+_SPECS = list(config_keys())
 
 
 def _valid_config(rng: random.Random) -> dict[str, Any]:

@@ -9,22 +9,21 @@ from typing import Any
 import pytest
 import yaml
 
+from msgstream.backends.kafka.settings import KafkaConfig
+from msgstream.backends.pulsar.settings import PulsarConfig
+from msgstream.backends.rocksmq.settings import RocksmqConfig, default_rocksmq_path
 from msgstream.config import (
-    BACKENDS,
     Config,
-    KafkaConfig,
     MqConfig,
     MsgStreamConfig,
-    PulsarConfig,
-    RocksmqConfig,
     config_from_dict,
     config_reference_markdown,
-    default_rocksmq_path,
     env_var_name,
     load_config,
     resolve_backend,
 )
 from msgstream.errors import ConfigError
+from msgstream.plugins import backend_names
 
 EXAMPLE_YAML = Path(__file__).resolve().parents[1] / "msgstream.yaml"
 
@@ -562,7 +561,7 @@ def test_resolve_backend_explicit(backend: str) -> None:
         env=NO_ENV,
     )
     assert resolve_backend(cfg) == backend
-    assert backend in BACKENDS
+    assert backend in backend_names()
 
 
 def test_resolve_backend_explicit_kafka_and_pulsar() -> None:
@@ -620,12 +619,13 @@ def test_default_rocksmq_path_uses_os_environ(
 
 def test_effective_rocksmq_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     env = {"XDG_DATA_HOME": str(tmp_path)}
-    assert Config().rocksmq_path(env) == str(tmp_path / "msgstream" / "rocksmq")
-    assert Config().rocksmq_path(env) == str(tmp_path / "msgstream" / "rocksmq")
+    assert Config().rocksmq.resolved_path(env) == str(tmp_path / "msgstream" / "rocksmq")
+    assert Config().rocksmq.resolved_path(env) == str(tmp_path / "msgstream" / "rocksmq")
     cfg = Config(rocksmq=RocksmqConfig(path="/srv/rmq"))
-    assert cfg.rocksmq_path(env) == "/srv/rmq"
+    assert cfg.rocksmq.resolved_path(env) == "/srv/rmq"
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert Config(rocksmq=RocksmqConfig(path="~/rmq")).rocksmq_path() == str(tmp_path / "rmq")
+    rmq = Config(rocksmq=RocksmqConfig(path="~/rmq")).rocksmq
+    assert rmq.resolved_path() == str(tmp_path / "rmq")
 
 
 # --------------------------------------------------------------------------- documentation
@@ -648,11 +648,11 @@ def test_reference_markdown_lists_every_key() -> None:
 
 def test_sections_are_declared_generically() -> None:
     """Every section field carries a description, so docs and env mapping stay complete."""
-    for section_field in dataclasses.fields(Config):
-        section_cls = type(getattr(Config(), section_field.name))
-        assert section_field.name == section_cls.SECTION
-        for f in dataclasses.fields(section_cls):
-            assert f.metadata, f"{section_field.name}.{f.name} lacks metadata"
+    for name, section in Config().sections().items():
+        section_cls = type(section)
+        assert name == section_cls.SECTION
+        for key, info in section_cls.model_fields.items():
+            assert info.description, f"{name}.{key} lacks a description"
     assert isinstance(Config().msgstream, MsgStreamConfig)
 
 

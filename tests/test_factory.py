@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -12,9 +13,9 @@ from msgstream import (
     MsgStreamFactory,
     TtMsgStream,
     config_from_dict,
-    factory,
     new_msgstream,
     new_ttmsgstream,
+    plugins,
 )
 
 
@@ -69,10 +70,16 @@ def test_a_backend_whose_library_is_missing_names_the_extra(
     assert repr(library) in str(info.value)
 
 
-def test_a_backend_module_that_does_not_exist_is_a_clear_error(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setitem(factory.BACKEND_MODULES, "kafka", "msgstream.backends.no_such_module")
-    config = config_from_dict({"mq": {"type": "kafka"}, **BROKER_CONFIG}, env={})
-    with pytest.raises(BackendUnavailableError, match="backend 'kafka' is not implemented"):
-        new_msgstream(config)
+def test_a_backend_module_that_does_not_exist_is_a_clear_error() -> None:
+    kafka = plugins.backend_spec("kafka")
+    plugins.unregister_backend("kafka")
+    plugins.register_backend(
+        dataclasses.replace(kafka, client_factory="msgstream.backends.no_such_module:new")
+    )
+    try:
+        config = config_from_dict({"mq": {"type": "kafka"}, **BROKER_CONFIG}, env={})
+        with pytest.raises(BackendUnavailableError, match="backend 'kafka' is not implemented"):
+            new_msgstream(config)
+    finally:
+        plugins.unregister_backend("kafka")
+        plugins.register_backend(kafka)

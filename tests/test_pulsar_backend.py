@@ -99,7 +99,7 @@ async def test_bare_host_address_uses_the_port_key(pulsar_broker: Any) -> None:
 
 async def test_message_over_the_broker_limit_names_size_and_limit(pulsar_broker: Any) -> None:
     client = client_for(pulsar_broker)
-    limit = client.config.pulsar.max_message_size  # type: ignore[attr-defined]
+    limit = client.section.max_message_size  # type: ignore[attr-defined]
     channel = channel_name()
     producer = await client.create_producer(channel)
     with pytest.raises(MessageTooLargeError) as info:

@@ -25,8 +25,7 @@ from msgstream.backends.pulsar.admin import _is_refused_permission
 from msgstream.backends.pulsar.failures import is_untrusted_certificate, translate
 from msgstream.backends.pulsar.handshake import connect_frame, refusal
 from msgstream.backends.pulsar.ids import EARLIEST, PulsarMessageID
-from msgstream.backends.pulsar.settings import admin_url, service_url
-from msgstream.config import PulsarConfig
+from msgstream.backends.pulsar.settings import PulsarConfig, admin_url, service_url
 from msgstream.errors import AuthorizationError
 
 

@@ -143,8 +143,8 @@ async def test_last_client_close_closes_the_store(tmp_path: Path) -> None:
 
 async def test_new_client_from_config_shares_by_path(tmp_path: Path) -> None:
     config = config_from_dict({"rocksmq": {"path": str(tmp_path / "cfg")}}, env={})
-    one = new_client(config)
-    two = new_client(config)
+    one = new_client(config.rocksmq, config.msgstream)
+    two = new_client(config.rocksmq, config.msgstream)
     try:
         assert one.store is two.store
         with pytest.raises(

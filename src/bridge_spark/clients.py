@@ -9,13 +9,12 @@ Every other backend is opened through the ordinary factory.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
 
 from msgstream.backend import Client
-from msgstream.config import Config, MqType, resolve_backend
+from msgstream.backends.rocksmq.settings import RocksmqConfig
+from msgstream.config import Config, resolve_backend
 from msgstream.factory import new_client
 
 
@@ -33,11 +32,11 @@ class ReaderClient:
 def resolved_config(config: Config) -> Config:
     """The same configuration with the backend and (for rocksmq) the store path made
     explicit, so a process with another environment opens the same thing."""
-    backend = cast(MqType, resolve_backend(config))
-    resolved = dataclasses.replace(config, mq=dataclasses.replace(config.mq, type=backend))
+    backend = resolve_backend(config)
+    resolved = config.replace(mq=config.mq.replace(type=backend))
     if backend == "rocksmq":
-        rocksmq = dataclasses.replace(config.rocksmq, path=config.rocksmq_path())
-        resolved = dataclasses.replace(resolved, rocksmq=rocksmq)
+        rocksmq = config.section(RocksmqConfig)
+        resolved = resolved.replace(rocksmq=rocksmq.replace(path=rocksmq.resolved_path()))
     return resolved
 
 
@@ -48,7 +47,7 @@ def open_reader(config: Config) -> ReaderClient:
     from msgstream.backends.rocksmq import RocksStore
     from msgstream.backends.rocksmq import new_client as new_rocksmq_client
 
-    client = new_rocksmq_client(config, read_only=True)
+    client = new_rocksmq_client(config.section(RocksmqConfig), config.msgstream, read_only=True)
     store = client.store
     assert isinstance(store, RocksStore)
     return ReaderClient(client, store.catch_up)

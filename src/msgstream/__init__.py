@@ -47,6 +47,7 @@ from .messages import (
     TsMsg,
 )
 from .pack import MsgPack
+from .plugins import BackendSpec, register_backend, unregister_backend
 from .position import MsgPosition, SubscriptionPosition, positions_from_json, positions_to_json
 from .routing import (
     RepackFunc,
@@ -65,6 +66,7 @@ from .ttstream import TtMsgStream
 __version__ = "0.1.0"
 
 __all__ = [
+    "BackendSpec",
     "AuthenticationError",
     "AuthorizationError",
     "BackendUnavailableError",
@@ -136,7 +138,9 @@ __all__ = [
     "positions_to_json",
     "register_message_type",
     "repack_by_first_key",
+    "register_backend",
     "resolve_backend",
+    "unregister_backend",
 ]
 
 

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple, Protocol, Self, runtime_checkable
 
 from .errors import ForeignMessageIdError, InvalidPositionError
+from .plugins import tag_owner
 from .position import SubscriptionPosition
 
 
@@ -86,17 +87,15 @@ class MessageID(ABC):
         return bool(self.sort_key >= self._key_of(other))
 
 
-TAGGED_ID_OWNERS: Mapping[bytes, str] = MappingProxyType(
-    {b"m": "memory", b"r": "rocksmq", b"k": "kafka"}
-)
-"""Backends whose serialised MessageID is one tag byte plus an int64 (9 bytes): another
-backend can name the owner of such an id in its error instead of calling it garbage."""
 TAGGED_ID_SIZE = 9
+"""Backends whose spec has a ``message_id_tag`` serialise a MessageID as that byte plus an
+int64: another backend can name the owner of such an id in its error instead of calling
+it garbage."""
 
 
 def tagged_id_owner(data: bytes) -> str | None:
-    """The backend that serialised ``data``, if it is one of the tagged 9-byte ids."""
-    return TAGGED_ID_OWNERS.get(data[:1]) if len(data) == TAGGED_ID_SIZE else None
+    """The registered backend that serialised ``data``, if it is a tagged 9-byte id."""
+    return tag_owner(data[:1]) if len(data) == TAGGED_ID_SIZE else None
 
 
 def message_id_bytes(backend: str, msg_id: object) -> bytes:

@@ -1,78 +1,69 @@
 """Build clients and streams from configuration; caller code never names a broker.
 
-Backends are imported lazily by name, so importing msgstream never imports a broker
-library, and a backend whose extra is not installed fails only when it is chosen.
+A backend's client factory (its spec's ``"module:function"``, see :mod:`msgstream.plugins`)
+is imported when a client is made, so importing msgstream never imports a broker library,
+and a backend whose extra is not installed fails only when it is chosen.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any, Protocol, cast, runtime_checkable
+from collections.abc import Callable
+from typing import Any, cast
 
 from .backend import Client
-from .config import Config, load_config, resolve_backend
-from .errors import BackendUnavailableError, ConfigError
+from .config import Config, MsgStreamConfig, load_config, resolve_backend
+from .errors import BackendUnavailableError
+from .plugins import BackendSpec, backend_spec
+from .sections import Section
 from .stream import MsgStream
 from .ttstream import TtMsgStream
 
-BACKEND_MODULES = {
-    "rocksmq": "msgstream.backends.rocksmq",
-    "memory": "msgstream.backends.memory",
-    "kafka": "msgstream.backends.kafka",
-    "pulsar": "msgstream.backends.pulsar",
-}
-EXTRAS = {"kafka": "kafka", "pulsar": "pulsar"}
+ClientFactory = Callable[[Section, MsgStreamConfig], Client]
+"""What a spec's ``client_factory`` names: (its own section, the shared section) -> client."""
 
 
-class _BackendModule(Protocol):
-    def new_client(self, config: Config) -> Client: ...
-
-
-@runtime_checkable
-class _InspectableBackend(Protocol):
-    """A backend with its own way to open a client for looking only (see
-    :func:`new_inspection_client`)."""
-
-    def new_inspection_client(self, config: Config) -> Client: ...
-
-
-def _backend_module(config: Config) -> _BackendModule:
-    backend = resolve_backend(config)
-    module_name = BACKEND_MODULES.get(backend)
-    if module_name is None:
-        raise ConfigError("mq.type", f"unknown backend {backend!r}")
+def client_factory(spec: BackendSpec, target: str | None = None) -> ClientFactory:
+    """Import the function ``target`` (``spec.client_factory`` by default) names; a
+    missing module is a :class:`BackendUnavailableError` naming the extra that installs it."""
+    module_name, _, function = (target or spec.client_factory).partition(":")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name == module_name:
             raise BackendUnavailableError(
-                f"backend {backend!r} is not implemented in this version of msgstream"
+                f"backend {spec.name!r} is not implemented in this version of msgstream"
             ) from None
-        extra = EXTRAS.get(backend)
-        hint = f"; install it with: pip install 'msgstream[{extra}]'" if extra else ""
+        hint = f"; install it with: pip install 'msgstream[{spec.extra}]'" if spec.extra else ""
         raise BackendUnavailableError(
-            f"backend {backend!r} needs the module {exc.name!r}, which is not installed{hint}"
+            f"backend {spec.name!r} needs the module {exc.name!r}, which is not installed{hint}"
         ) from exc
-    return cast(_BackendModule, module)
+    try:
+        return cast(ClientFactory, getattr(module, function))
+    except AttributeError:
+        raise BackendUnavailableError(
+            f"backend {spec.name!r}: {module_name} has no client factory {function!r}"
+        ) from None
 
 
 def new_client(config: Config | None = None) -> Client:
-    """A client of the backend the configuration selects (see ``mq.type``)."""
+    """A client of the backend the configuration selects (see ``mq.type``): its factory
+    gets the backend's own section and the shared ``msgstream`` section."""
     config = config or load_config()
-    return _backend_module(config).new_client(config)
+    spec = backend_spec(resolve_backend(config))
+    return client_factory(spec)(config.section(spec.section), config.msgstream)
 
 
 def new_inspection_client(config: Config) -> Client:
     """A client for looking at what exists (``msgstream inspect``), never making anything.
 
-    A backend can open one its own way by defining ``new_inspection_client`` (the embedded
-    store: never created, and opened read-only while another process writes it); any
-    other backend's is its ordinary client.
+    A backend can open one its own way by naming an ``inspection_client_factory`` in its
+    spec (the embedded store: never created, and opened read-only while another process
+    writes it); any other backend's is its ordinary client.
     """
-    module = _backend_module(config)
-    if isinstance(module, _InspectableBackend):
-        return module.new_inspection_client(config)
-    return module.new_client(config)
+    spec = backend_spec(resolve_backend(config))
+    make = client_factory(spec, spec.inspection_client_factory)
+    return make(config.section(spec.section), config.msgstream)
 
 
 def _stream_options(config: Config) -> dict[str, Any]:

@@ -15,12 +15,11 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.protocol.admin import DeleteGroupsRequest
 
-from msgstream.config import Config
 from msgstream.errors import BackendUnavailableError
 
 from . import connect
 from .failures import ANY_CHANNEL, broker_call, refusal_of_code
-from .settings import admin_kwargs
+from .settings import KafkaConfig, admin_kwargs
 
 _TOPIC_ALREADY_EXISTS = 36
 _UNKNOWN_TOPIC = 3
@@ -30,9 +29,9 @@ _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__sh
 
 
 class KafkaAdmin:
-    def __init__(self, config: Config, deadline_s: float) -> None:
-        self._config = config
-        self._brokers = config.kafka.brokers or ""
+    def __init__(self, section: KafkaConfig, deadline_s: float) -> None:
+        self._section = section
+        self._brokers = section.brokers or ""
         self._deadline = deadline_s
         self._client: AIOKafkaAdminClient | None = None
         self._lock = asyncio.Lock()
@@ -46,7 +45,7 @@ class KafkaAdmin:
     async def _admin(self) -> AIOKafkaAdminClient:
         async with self._lock:
             if self._client is None:
-                kwargs = admin_kwargs(self._config)
+                kwargs = admin_kwargs(self._section)
                 client = AIOKafkaAdminClient(**kwargs)
                 try:
                     await connect.start(client, "connecting", kwargs, self._deadline)
@@ -72,7 +71,7 @@ class KafkaAdmin:
         """Create ``topic`` with one partition unless it exists (races are fine)."""
         if await self.topic_exists(topic):
             return
-        section = self._config.kafka
+        section = self._section
         configs = {k: str(v) for k, v in section.topic_config.items()}
         new = NewTopic(topic, 1, await self._replication_factor(), topic_configs=configs)
         admin = await self._admin()
@@ -121,7 +120,7 @@ class KafkaAdmin:
         """``kafka.replication_factor``, where -1 means the brokers' own
         ``default.replication.factor``: aiokafka's ``NewTopic`` refuses -1 itself, so the
         value is read from a broker once (1, Kafka's default, if it does not say)."""
-        wanted = self._config.kafka.replication_factor
+        wanted = self._section.replication_factor
         if wanted != -1:
             return wanted
         if self._default_replication is None:

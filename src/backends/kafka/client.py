@@ -10,7 +10,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from msgstream.backend import SubscriptionInfo
 from msgstream.channels import validate_channel_name, validate_subscription_name
-from msgstream.config import Config
+from msgstream.config import MsgStreamConfig
 from msgstream.consumer_base import ClientHooks, ClientState
 from msgstream.errors import TopicNotFoundError
 from msgstream.position import SubscriptionPosition
@@ -23,7 +23,7 @@ from .deadlines import SendDeadlines
 from .failures import ERRORS
 from .ids import KafkaMessageID
 from .producer import KafkaProducer, SharedProducer
-from .settings import consumer_kwargs, producer_kwargs
+from .settings import KafkaConfig, consumer_kwargs, producer_kwargs
 
 _START_AT = {
     SubscriptionPosition.EARLIEST: "earliest",
@@ -32,18 +32,24 @@ _START_AT = {
 }
 
 
+def new_client(section: KafkaConfig, shared: MsgStreamConfig) -> KafkaClient:
+    """A client of the cluster at ``kafka.brokers`` (connections open on first use; the
+    plug-in's client factory)."""
+    return KafkaClient(section, shared)
+
+
 class KafkaClient:
     """A connection to a Kafka cluster. Every channel is a one-partition topic."""
 
     backend_name = "kafka"
     inline_sends = False
 
-    def __init__(self, config: Config) -> None:
-        self.config = config
-        self.brokers = config.kafka.brokers or ""
-        self.deadline_s = config.msgstream.operation_timeout_s
-        self.max_message_bytes = config.msgstream.max_message_bytes
-        self.admin = KafkaAdmin(config, self.deadline_s)
+    def __init__(self, section: KafkaConfig, shared: MsgStreamConfig) -> None:
+        self.section = section
+        self.brokers = section.brokers or ""
+        self.deadline_s = shared.operation_timeout_s
+        self.max_message_bytes = shared.max_message_bytes
+        self.admin = KafkaAdmin(section, self.deadline_s)
         self.deadlines = SendDeadlines(self.deadline_s, self.brokers)
         self.calls = BrokerCalls(ERRORS, self.brokers, self.deadline_s)
         """The error mapping bound to this cluster and deadline, for this client's parts."""
@@ -51,7 +57,7 @@ class KafkaClient:
         self._offsets: AIOKafkaConsumer | None = None
         self._lock = asyncio.Lock()
         self._shared = SharedProducer(
-            lambda: producer_kwargs(config), self.deadline_s, self._lock, self.check_open
+            lambda: producer_kwargs(section), self.deadline_s, self._lock, self.check_open
         )
         self._hooks = ClientHooks(
             self._state, self.get_latest_msg_id, self.check_topic_valid, self.forget
@@ -69,7 +75,7 @@ class KafkaClient:
         async with self._lock:
             self.check_open()
             if self._offsets is None:
-                kwargs = consumer_kwargs(self.config, None)
+                kwargs = consumer_kwargs(self.section, None)
                 reader = connect.construct(AIOKafkaConsumer, kwargs, "consumer")
                 try:
                     await connect.start(reader, "connecting", kwargs, self.deadline_s)
@@ -83,7 +89,7 @@ class KafkaClient:
         self.check_open()
         validate_channel_name(channel)
         await self.admin.ensure_topic(channel)
-        limit = self.config.kafka.max_request_size
+        limit = self.section.max_request_size
         topic_limit = await self.admin.max_message_bytes(channel)
         if topic_limit is not None:
             limit = min(limit, topic_limit)
@@ -103,7 +109,7 @@ class KafkaClient:
         validate_channel_name(channel)
         validate_subscription_name(subname)
         await self.admin.ensure_topic(channel)
-        kwargs = consumer_kwargs(self.config, subname)
+        kwargs = consumer_kwargs(self.section, subname)
         inner = connect.construct(AIOKafkaConsumer, kwargs, "consumer")
         consumer = KafkaConsumer(
             channel, subname, inner, kwargs, hooks=self._hooks, calls=self.calls

@@ -1,11 +1,148 @@
-"""aiokafka keyword arguments derived from the ``kafka`` configuration section."""
+"""The ``kafka`` configuration section and the aiokafka keyword arguments it means."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal, Self
 
-from msgstream.config import Config, KafkaConfig
+from pydantic import Field, model_validator
+
+from msgstream.config_keys import Special
 from msgstream.errors import ConfigError
+from msgstream.sections import PassThrough, Section
+
+__all__ = ["KafkaConfig", "admin_kwargs", "connection_kwargs", "consumer_kwargs", "producer_kwargs"]
+
+KafkaSecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+KafkaSaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+KafkaAcks = Literal["1", "all"]  # not "0": a send must return the offset the broker gave
+KafkaCompression = Literal["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+class KafkaConfig(Section):
+    """The Apache Kafka backend."""
+
+    SECTION: ClassVar[str] = "kafka"
+
+    brokers: str | None = Field(
+        default=None,
+        description=(
+            "Comma-separated host:port bootstrap servers; setting it makes mq.type "
+            "'default' pick kafka (unless rocksmq.path or pulsar.address is set)"
+        ),
+    )
+
+    client_id: str = Field(default="msgstream", description="Client id reported to the brokers")
+
+    security_protocol: KafkaSecurityProtocol = Field(
+        default="PLAINTEXT", description="How clients talk to the brokers"
+    )
+
+    sasl_mechanism: KafkaSaslMechanism = Field(
+        default="PLAIN", description="SASL mechanism (security_protocol SASL_PLAINTEXT/SASL_SSL)"
+    )
+
+    sasl_username: str | None = Field(
+        default=None, description="SASL user name; needs kafka.sasl_password"
+    )
+
+    sasl_password: str | None = Field(
+        default=None, description="SASL password; needs kafka.sasl_username"
+    )
+
+    ssl_cafile: str | None = Field(
+        default=None, description="CA bundle (PEM) to verify the brokers; null uses the system CAs"
+    )
+
+    ssl_certfile: str | None = Field(
+        default=None, description="Client certificate (PEM) for mutual TLS"
+    )
+
+    ssl_keyfile: str | None = Field(
+        default=None, description="Private key (PEM) of kafka.ssl_certfile"
+    )
+
+    ssl_key_password: str | None = Field(
+        default=None, description="Password of kafka.ssl_keyfile, if it is encrypted"
+    )
+
+    ssl_check_hostname: bool = Field(
+        default=True, description="Check that the broker certificate matches its host name"
+    )
+
+    acks: KafkaAcks = Field(
+        default="all",
+        description=(
+            "Replicas that must have a message before a send is acknowledged ('all' never"
+            " loses an acknowledged message to a single broker failure; '0' is not "
+            "offered: a send returns the offset the broker assigned)"
+        ),
+    )
+
+    linger_ms: int = Field(
+        default=0, description="Milliseconds a send waits to fill a batch; 0 favours latency", ge=0
+    )
+
+    compression: KafkaCompression = Field(
+        default="none", description="Compression of produced batches"
+    )
+
+    max_request_size: int = Field(
+        default=1048576,
+        description="Largest produce request in bytes; a bigger message is refused before sending",
+        ge=1,
+    )
+
+    request_timeout_s: float = Field(
+        default=30.0, description="Seconds a broker request may take", gt=0
+    )
+
+    replication_factor: Annotated[int, Special(-1, "broker default")] = Field(
+        default=1, description="Replication factor of the topics msgstream creates", ge=1
+    )
+
+    topic_config: PassThrough = Field(
+        default_factory=dict,
+        description="Topic configs for created topics, e.g. {retention.ms: 604800000}",
+    )
+
+    producer: PassThrough = Field(
+        default_factory=dict,
+        description=(
+            "Extra aiokafka producer arguments, passed as is (e.g. {max_batch_size: 65536})"
+        ),
+    )
+
+    consumer: PassThrough = Field(
+        default_factory=dict,
+        description=(
+            "Extra aiokafka consumer arguments, passed as is (e.g. {fetch_max_bytes: 1048576})"
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _check_together(self) -> Self:
+        """Rules spanning several keys."""
+        if (self.sasl_username is None) != (self.sasl_password is None):
+            given, missing = (
+                ("sasl_username", "sasl_password")
+                if self.sasl_password is None
+                else ("sasl_password", "sasl_username")
+            )
+            raise ConfigError(
+                "kafka.sasl_username, kafka.sasl_password",
+                f"kafka.{given} is set but kafka.{missing} is not; set both or neither",
+            )
+        if self.security_protocol.startswith("SASL_") and self.sasl_username is None:
+            raise ConfigError(
+                "kafka.sasl_username, kafka.sasl_password",
+                f"required when kafka.security_protocol is {self.security_protocol}",
+            )
+        if (self.ssl_certfile is None) != (self.ssl_keyfile is None):
+            raise ConfigError(
+                "kafka.ssl_certfile, kafka.ssl_keyfile",
+                "a client certificate needs its key and the reverse; set both or neither",
+            )
+        return self
 
 
 def connection_kwargs(section: KafkaConfig) -> dict[str, Any]:
@@ -46,8 +183,7 @@ def _ssl_context(section: KafkaConfig) -> Any:
     return context
 
 
-def producer_kwargs(config: Config) -> dict[str, Any]:
-    section = config.kafka
+def producer_kwargs(section: KafkaConfig) -> dict[str, Any]:
     kwargs = connection_kwargs(section)
     kwargs.update(
         acks="all" if section.acks == "all" else int(section.acks),
@@ -59,8 +195,7 @@ def producer_kwargs(config: Config) -> dict[str, Any]:
     return kwargs
 
 
-def consumer_kwargs(config: Config, group_id: str | None) -> dict[str, Any]:
-    section = config.kafka
+def consumer_kwargs(section: KafkaConfig, group_id: str | None) -> dict[str, Any]:
     kwargs = connection_kwargs(section)
     kwargs.update(
         group_id=group_id,
@@ -75,5 +210,5 @@ def consumer_kwargs(config: Config, group_id: str | None) -> dict[str, Any]:
     return kwargs
 
 
-def admin_kwargs(config: Config) -> dict[str, Any]:
-    return connection_kwargs(config.kafka)
+def admin_kwargs(section: KafkaConfig) -> dict[str, Any]:
+    return connection_kwargs(section)

@@ -30,6 +30,7 @@ from msgstream.errors import (
     StreamStateError,
     TopicNotFoundError,
 )
+from msgstream.plugins import backend_specs
 from msgstream.position import SubscriptionPosition
 from msgstream.tagged_id import TaggedMessageID
 
@@ -48,11 +49,18 @@ class LogMessageID(TaggedMessageID):
 
     @staticmethod
     def for_backend(backend: str) -> type[LogMessageID]:
-        """The id class of the local backend called ``backend``."""
-        try:
-            return _ID_TYPES[backend]
-        except KeyError:
-            raise ValueError(f"no local backend called {backend!r}") from None
+        """The id class of the local backend called ``backend``: memory's or rocksmq's, or,
+        for a plug-in whose store runs on the log client, one made (when its first client
+        is) from the tag its spec registers."""
+        id_type = _ID_TYPES.get(backend)
+        if id_type is None:
+            specs = backend_specs()
+            tag = specs[backend].message_id_tag if backend in specs else None
+            if tag is None:
+                raise ValueError(f"no local backend called {backend!r}")
+            namespace = {"__slots__": (), "backend": backend, "tag": tag}
+            id_type = _ID_TYPES[backend] = type(f"{backend}MessageID", (LogMessageID,), namespace)
+        return id_type
 
     def __repr__(self) -> str:
         return f"LogMessageID({self.backend}:{self.value})"

@@ -16,23 +16,21 @@ from urllib.parse import quote
 
 import anyio
 
-from msgstream.config import Config
 from msgstream.errors import AuthenticationError, BackendUnavailableError, TopicNotFoundError
 
 from .failures import UNTRUSTED_HINT, is_untrusted_certificate, not_authorized
 from .ids import PulsarMessageID
-from .settings import admin_token, admin_url, operation_timeout_s, tls_context
+from .settings import PulsarConfig, admin_token, admin_url, tls_context
 
 
 class PulsarAdmin:
     """Admin calls on the topics of one tenant/namespace."""
 
-    def __init__(self, config: Config) -> None:
-        section = config.pulsar
+    def __init__(self, section: PulsarConfig, timeout_s: float) -> None:
         self.url = admin_url(section)
         self._base = f"{self.url}/admin/v2/persistent/{section.tenant}/{section.namespace}"
         self._prefix = f"persistent://{section.tenant}/{section.namespace}/"
-        self._timeout = operation_timeout_s(config)
+        self._timeout = timeout_s
         self._headers = {"Accept": "application/json"}
         token = admin_token(section)
         if token is not None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from msgstream.backend import SubscriptionInfo
 from msgstream.channels import validate_channel_name, validate_subscription_name
-from msgstream.config import Config
+from msgstream.config import MsgStreamConfig
 from msgstream.consumer_base import ClientHooks, ClientState
 from msgstream.position import SubscriptionPosition
 
@@ -26,6 +26,7 @@ from .ids import EARLIEST, PulsarMessageID
 from .library import pulsar, pulsar_asyncio
 from .producer import PulsarProducer
 from .settings import (
+    PulsarConfig,
     admin_token,
     client_kwargs,
     consumer_kwargs,
@@ -44,22 +45,29 @@ _INITIAL_POSITION = {
 }
 
 
+def new_client(section: PulsarConfig, shared: MsgStreamConfig) -> PulsarClient:
+    """A client of the cluster at ``pulsar.address`` (connections open on first use; the
+    plug-in's client factory)."""
+    return PulsarClient(section, shared)
+
+
 class PulsarClient:
     """A connection to a Pulsar cluster (opened on first use)."""
 
     backend_name = "pulsar"
     inline_sends = False
 
-    def __init__(self, config: Config) -> None:
-        self.config = config
-        self.service_url = service_url(config.pulsar)
-        self.deadline_s = operation_timeout_s(config)
-        self.max_message_bytes = config.msgstream.max_message_bytes
-        self.admin = PulsarAdmin(config)
-        self._inner = pulsar_asyncio.Client(self.service_url, **client_kwargs(config))
+    def __init__(self, section: PulsarConfig, shared: MsgStreamConfig) -> None:
+        self.section = section
+        self.shared = shared
+        self.service_url = service_url(section)
+        self.deadline_s = operation_timeout_s(section, shared)
+        self.max_message_bytes = shared.max_message_bytes
+        self.admin = PulsarAdmin(section, self.deadline_s)
+        self._inner = pulsar_asyncio.Client(self.service_url, **client_kwargs(section, shared))
         self._producers: set[PulsarProducer] = set()
         self._consumers: set[PulsarConsumer] = set()
-        self._credentials_checked = admin_token(config.pulsar) is None
+        self._credentials_checked = admin_token(section) is None
         self._state = ClientState("pulsar client")
         self.calls = BrokerCalls(ERRORS, self.service_url, self.deadline_s)
         """The error mapping bound to this cluster and deadline, for this client's parts."""
@@ -80,15 +88,15 @@ class PulsarClient:
         return self.calls.call(what, channel, operation)
 
     def topic(self, channel: str) -> str:
-        return topic_name(self.config.pulsar, channel)
+        return topic_name(self.section, channel)
 
     async def _check_credentials(self) -> None:
         """Once per client: a refused token is an immediate ``AuthenticationError``."""
         if self._credentials_checked:
             return
-        token = admin_token(self.config.pulsar)
+        token = admin_token(self.section)
         assert token is not None
-        tls = tls_context(self.config.pulsar)
+        tls = tls_context(self.section)
         await check_token(self.service_url, token, tls, min(self.deadline_s, 10.0))
         self._credentials_checked = True
 
@@ -100,13 +108,13 @@ class PulsarClient:
         await self._check_credentials()
         async with self._call(f"creating a producer on channel {channel!r}", channel, "write"):
             inner = await self._inner.create_producer(
-                self.topic(channel), **producer_kwargs(self.config)
+                self.topic(channel), **producer_kwargs(self.section, self.shared)
             )
         producer = PulsarProducer(
             channel,
             inner,
-            limits=(self.max_message_bytes, self.config.pulsar.max_message_size),
-            operation_timeout_s=self.config.msgstream.operation_timeout_s,
+            limits=(self.max_message_bytes, self.section.max_message_size),
+            operation_timeout_s=self.shared.operation_timeout_s,
             state=self._state,
             forget=self.forget_producer,
             calls=self.calls,
@@ -125,7 +133,7 @@ class PulsarClient:
                 self.topic(channel),
                 subname,
                 initial_position=initial,
-                **consumer_kwargs(self.config),
+                **consumer_kwargs(self.section),
             )
 
     async def subscribe(

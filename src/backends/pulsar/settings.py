@@ -1,30 +1,172 @@
-"""What the ``pulsar`` configuration section means for the client library and the admin API."""
+"""The ``pulsar`` configuration section, and what it means for the client library and the
+admin API (the library is imported only when a client is made)."""
 
 from __future__ import annotations
 
 import logging
 import math
 import ssl
-from typing import Any
+from typing import Any, ClassVar, Literal, Self
 from urllib.parse import urlsplit
 
-from msgstream.config import Config, PulsarConfig
-from msgstream.errors import ConfigError
+from pydantic import Field, model_validator
 
-from .library import pulsar
+from msgstream.config import MsgStreamConfig
+from msgstream.errors import ConfigError
+from msgstream.sections import Section
+
+__all__ = [
+    "MAX_PENDING_SENDS",
+    "PulsarConfig",
+    "admin_token",
+    "admin_url",
+    "client_kwargs",
+    "consumer_kwargs",
+    "operation_timeout_s",
+    "producer_kwargs",
+    "service_url",
+    "tls_context",
+    "topic_name",
+]
+
+PulsarCompression = Literal["none", "lz4", "zlib", "zstd", "snappy"]
+PulsarSubscriptionType = Literal["exclusive", "failover"]
+
+
+class PulsarConfig(Section):
+    """The Apache Pulsar backend."""
+
+    SECTION: ClassVar[str] = "pulsar"
+
+    address: str | None = Field(
+        default=None,
+        description=(
+            "Service URL, e.g. pulsar://localhost:6650 (pulsar+ssl:// for TLS), or a bare"
+            " host name joined with pulsar.port; setting it makes mq.type 'default' pick "
+            "pulsar (unless rocksmq.path is set)"
+        ),
+    )
+
+    port: int = Field(
+        default=6650, description="Broker port, used when pulsar.address is a bare host name", ge=1
+    )
+
+    admin_url: str | None = Field(
+        default=None,
+        description=(
+            "Admin REST URL (http[s]://host:port), used to check, list and delete "
+            "channels and subscriptions; null means the service host on port 8080 (8443 "
+            "for TLS)"
+        ),
+    )
+
+    tenant: str = Field(default="public", description="Pulsar tenant")
+
+    namespace: str = Field(default="default", description="Pulsar namespace")
+
+    auth_token: str | None = Field(
+        default=None,
+        description="Token (JWT) for token authentication; excludes pulsar.auth_plugin",
+    )
+
+    auth_plugin: str | None = Field(
+        default=None,
+        description=(
+            "Authentication plugin class, passed as is (e.g. "
+            "org.apache.pulsar.client.impl.auth.AuthenticationTls); excludes "
+            "pulsar.auth_token"
+        ),
+    )
+
+    auth_params: str | None = Field(
+        default=None, description="Parameters of pulsar.auth_plugin, in the plugin's own format"
+    )
+
+    tls_trust_certs_file: str | None = Field(
+        default=None,
+        description="CA bundle (PEM) to verify the broker over TLS; null uses the system CAs",
+    )
+
+    tls_allow_insecure_connection: bool = Field(
+        default=False, description="Accept a broker certificate that cannot be verified"
+    )
+
+    tls_validate_hostname: bool = Field(
+        default=True, description="Check that the broker certificate matches its host name"
+    )
+
+    connection_timeout_s: float = Field(
+        default=10.0, description="Seconds to open a connection to a broker", gt=0
+    )
+
+    operation_timeout_s: float = Field(
+        default=30.0,
+        description=(
+            "Seconds the Pulsar client retries one operation (lookup, create, seek) "
+            "before giving up; msgstream.operation_timeout_s bounds each call as a whole"
+        ),
+        gt=0,
+    )
+
+    max_message_size: int = Field(
+        default=5242880,
+        description=(
+            "Largest message in bytes (the broker's maxMessageSize, 5 MiB by default); a "
+            "bigger one is refused before sending"
+        ),
+        ge=1,
+    )
+
+    batching: bool = Field(
+        default=False,
+        description="Batch produced messages (throughput) instead of one entry each (latency)",
+    )
+
+    batching_max_messages: int = Field(
+        default=1000, description="Max messages in one batch (pulsar.batching)", ge=1
+    )
+
+    batching_max_delay_ms: int = Field(
+        default=10, description="Milliseconds a batch waits to fill (pulsar.batching)", ge=0
+    )
+
+    compression: PulsarCompression = Field(
+        default="none", description="Compression of produced messages"
+    )
+
+    subscription_type: PulsarSubscriptionType = Field(
+        default="exclusive",
+        description=(
+            "Subscription type; both keep order and allow cumulative acknowledgement "
+            "(failover lets a standby consumer take over)"
+        ),
+    )
+
+    receiver_queue_size: int = Field(
+        default=1000, description="Messages a consumer prefetches from the broker", ge=1
+    )
+
+    @model_validator(mode="after")
+    def _check_together(self) -> Self:
+        """Rules spanning several keys."""
+        if self.auth_token is not None and self.auth_plugin is not None:
+            raise ConfigError(
+                "pulsar.auth_token, pulsar.auth_plugin",
+                "both are set; use a token or an authentication plugin, not both",
+            )
+        if self.auth_params is not None and self.auth_plugin is None:
+            raise ConfigError(
+                "pulsar.auth_params, pulsar.auth_plugin",
+                "pulsar.auth_params is set but pulsar.auth_plugin is not",
+            )
+        return self
+
 
 _SCHEMES = ("pulsar://", "pulsar+ssl://", "http://", "https://")
-_COMPRESSION = {
-    "none": pulsar.CompressionType.NONE,
-    "lz4": pulsar.CompressionType.LZ4,
-    "zlib": pulsar.CompressionType.ZLib,
-    "zstd": pulsar.CompressionType.ZSTD,
-    "snappy": pulsar.CompressionType.SNAPPY,
-}
-_SUBSCRIPTION_TYPES = {
-    "exclusive": pulsar.ConsumerType.Exclusive,
-    "failover": pulsar.ConsumerType.Failover,
-}
+_COMPRESSION = {"none": "NONE", "lz4": "LZ4", "zlib": "ZLib", "zstd": "ZSTD", "snappy": "SNAPPY"}
+"""``pulsar.compression`` -> the name of its ``pulsar.CompressionType``."""
+_SUBSCRIPTION_TYPES = {"exclusive": "Exclusive", "failover": "Failover"}
+"""``pulsar.subscription_type`` -> the name of its ``pulsar.ConsumerType``."""
 MAX_PENDING_SENDS = 1000
 """Sends a producer keeps in flight; ``send_many`` waits for a window before the next."""
 
@@ -74,12 +216,14 @@ def topic_name(section: PulsarConfig, channel: str) -> str:
     return f"persistent://{section.tenant}/{section.namespace}/{channel}"
 
 
-def operation_timeout_s(config: Config) -> float:
+def operation_timeout_s(section: PulsarConfig, shared: MsgStreamConfig) -> float:
     """The deadline of one call: the tighter of the two configured timeouts."""
-    return min(config.pulsar.operation_timeout_s, config.msgstream.operation_timeout_s)
+    return min(section.operation_timeout_s, shared.operation_timeout_s)
 
 
 def authentication(section: PulsarConfig) -> Any:
+    from .library import pulsar
+
     if section.auth_token is not None:
         return pulsar.AuthenticationToken(section.auth_token)
     if section.auth_plugin is not None:
@@ -109,13 +253,12 @@ def tls_context(section: PulsarConfig) -> ssl.SSLContext:
     return context
 
 
-def client_kwargs(config: Config) -> dict[str, Any]:
+def client_kwargs(section: PulsarConfig, shared: MsgStreamConfig) -> dict[str, Any]:
     """Arguments of ``pulsar_asyncio.Client`` (the service URL aside)."""
-    section = config.pulsar
     kwargs: dict[str, Any] = {
         # The library retries lookups and connections until this; msgstream's own deadline
         # bounds each call as a whole (the library takes whole seconds).
-        "operation_timeout_seconds": max(1, math.ceil(operation_timeout_s(config))),
+        "operation_timeout_seconds": max(1, math.ceil(operation_timeout_s(section, shared))),
         "connection_timeout_ms": int(section.connection_timeout_s * 1000),
         "tls_allow_insecure_connection": section.tls_allow_insecure_connection,
         "tls_validate_hostname": section.tls_validate_hostname,
@@ -129,12 +272,13 @@ def client_kwargs(config: Config) -> dict[str, Any]:
     return kwargs
 
 
-def producer_kwargs(config: Config) -> dict[str, Any]:
+def producer_kwargs(section: PulsarConfig, shared: MsgStreamConfig) -> dict[str, Any]:
     """Arguments of ``pulsar_asyncio.Client.create_producer`` (the topic aside)."""
-    section = config.pulsar
+    from .library import pulsar
+
     return {
-        "send_timeout_millis": int(config.msgstream.operation_timeout_s * 1000),
-        "compression_type": _COMPRESSION[section.compression],
+        "send_timeout_millis": int(shared.operation_timeout_s * 1000),
+        "compression_type": getattr(pulsar.CompressionType, _COMPRESSION[section.compression]),
         "batching_enabled": section.batching,
         "batching_max_messages": section.batching_max_messages,
         "batching_max_publish_delay_ms": section.batching_max_delay_ms,
@@ -143,11 +287,14 @@ def producer_kwargs(config: Config) -> dict[str, Any]:
     }
 
 
-def consumer_kwargs(config: Config) -> dict[str, Any]:
+def consumer_kwargs(section: PulsarConfig) -> dict[str, Any]:
     """Arguments of ``pulsar_asyncio.Client.subscribe`` (topic, name and position aside)."""
-    section = config.pulsar
+    from .library import pulsar
+
     return {
-        "consumer_type": _SUBSCRIPTION_TYPES[section.subscription_type],
+        "consumer_type": getattr(
+            pulsar.ConsumerType, _SUBSCRIPTION_TYPES[section.subscription_type]
+        ),
         "receiver_queue_size": section.receiver_queue_size,
         # Explicit, never the library default (which differs between Pulsar clients and
         # versions): a seek to an id delivers that id; exclusive seeks skip it ourselves.

@@ -21,6 +21,7 @@ from msgstream.cli.output import dumps
 from msgstream.config import Config
 
 from . import doctor
+from .settings import RocksmqConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +65,7 @@ def render(diagnosis: doctor.Diagnosis) -> Table:
 
 
 async def handle(config: Config, args: argparse.Namespace) -> int:
-    path = args.path or config.rocksmq_path()
+    path = args.path or config.section(RocksmqConfig).resolved_path()
     diagnosis = doctor.repair(path) if args.repair else doctor.check(path)
     if args.json:
         print(dumps({**dataclasses.asdict(diagnosis), "healthy": diagnosis.healthy}), flush=True)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import os
 import secrets
 import shutil
@@ -333,10 +332,12 @@ def demo_config(config: Config, explicit_config: bool, store_dir: Path | None) -
     path), or the embedded rocksmq store in ``store_dir``."""
     if store_dir is None:
         return config
-    rocksmq = dataclasses.replace(config.rocksmq, path=str(store_dir / "store"))
+    from msgstream.backends.rocksmq.settings import RocksmqConfig  # loaded only when used
+
+    rocksmq = config.section(RocksmqConfig).replace(path=str(store_dir / "store"))
     if explicit_config:
-        return dataclasses.replace(config, rocksmq=rocksmq)
-    return dataclasses.replace(config, mq=MqConfig(type="rocksmq"), rocksmq=rocksmq)
+        return config.replace(rocksmq=rocksmq)
+    return config.replace(mq=MqConfig(type="rocksmq"), rocksmq=rocksmq)
 
 
 async def handle(config: Config, args: argparse.Namespace) -> int:

@@ -10,10 +10,11 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from msgstream.config import Config
+from msgstream.config import MsgStreamConfig
 
-from .log_client import LogClient, LogStore, Record, StoredSubscription
-from .log_client.store import FIRST_ID, Properties, now_ms
+from ..log_client import LogClient, LogStore, Record, StoredSubscription
+from ..log_client.store import FIRST_ID, Properties, now_ms
+from .settings import MemoryConfig
 
 
 @dataclass
@@ -104,8 +105,6 @@ def memory_store(name: str = "default") -> MemoryStore:
     return store
 
 
-def new_client(config: Config) -> LogClient:
-    return LogClient(
-        memory_store(config.memory.name),
-        max_message_bytes=config.msgstream.max_message_bytes,
-    )
+def new_client(section: MemoryConfig, shared: MsgStreamConfig) -> LogClient:
+    """A client of the process-wide store ``memory.name`` (the plug-in's client factory)."""
+    return LogClient(memory_store(section.name), max_message_bytes=shared.max_message_bytes)

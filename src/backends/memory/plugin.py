@@ -1,0 +1,15 @@
+"""The memory backend as a plug-in: only ever chosen by name (``mq.type: memory``)."""
+
+from __future__ import annotations
+
+from msgstream.plugins import BackendSpec
+
+from .settings import MemoryConfig
+
+SPEC = BackendSpec(
+    name="memory",
+    section=MemoryConfig,
+    listing_position=3,
+    client_factory="msgstream.backends.memory:new_client",
+    message_id_tag=b"m",
+)

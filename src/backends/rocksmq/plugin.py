@@ -1,0 +1,20 @@
+"""The rocksmq backend as a plug-in: the fallback of ``mq.type: default``, and its first
+choice whenever ``rocksmq.path`` is set."""
+
+from __future__ import annotations
+
+from msgstream.plugins import BackendSpec
+
+from .settings import RocksmqConfig
+
+SPEC = BackendSpec(
+    name="rocksmq",
+    section=RocksmqConfig,
+    listing_position=0,
+    client_factory="msgstream.backends.rocksmq.client:new_client",
+    inspection_client_factory="msgstream.backends.rocksmq.client:new_inspection_client",
+    message_id_tag=b"r",
+    selected_by="path",
+    selection_rank=0,
+    fallback=True,
+)

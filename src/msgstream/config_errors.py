@@ -1,0 +1,95 @@
+"""Pydantic's validation errors as :class:`~msgstream.errors.ConfigError`: one table.
+
+Every problem a key can have is worded once, in :data:`PROBLEMS`, keyed by pydantic's
+error type (plus two of our own: ``null`` for a missing value and ``mapping_key`` for a
+bad key inside a pass-through map). The error names the full dotted key, e.g.
+``kafka.producer.linger``; rules spanning several keys raise their ``ConfigError``
+directly from the section's model validator and pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
+from .brief import brief
+from .config_keys import ConfigKey
+from .errors import ConfigError
+
+__all__ = ["PROBLEMS", "config_error", "describe", "unknown_key"]
+
+PROBLEMS: dict[str, str] = {
+    "null": "must not be null (expected {expected})",
+    "int_type": "expected an integer, got {got}",
+    "float_type": "expected a number, got {got}",
+    "bool_type": "expected a boolean, got {got}",
+    "string_type": "expected a string, got {got}",
+    "dict_type": "expected a mapping, got {got}",
+    "scalar_expected": "expected a string, number or boolean, got {got}",
+    "mapping_key": "keys must be non-empty strings, got {got}",
+    "finite_number": "expected a finite number, got {value}",
+    "string_too_short": "must not be empty",
+    "greater_than_equal": "out of range: got {value}, expected {expected}",
+    "greater_than": "out of range: got {value}, expected {expected}",
+    "literal_error": "invalid value {value}: must be one of {choices}{hint}",
+}
+"""Error type -> problem text. Fields: ``got`` (value and type), ``value`` (the value),
+``expected`` (the key's type and range), ``choices`` and ``hint`` (for choice keys)."""
+
+_TYPE_ERRORS = frozenset({"int_type", "float_type", "bool_type", "string_type", "dict_type"})
+
+
+def describe(value: object) -> str:
+    """A bounded description of a value and its type (a document may nest very deep)."""
+    return f"{brief(value)} ({type(value).__name__})"
+
+
+def unknown_key(key: str, candidates: Sequence[str]) -> ConfigError:
+    """An unknown key or section, with the closest known one, else all of them."""
+    close = difflib.get_close_matches(key, candidates, n=1)
+    if close:
+        return ConfigError(key, f"unknown key; did you mean {close[0]!r}?")
+    return ConfigError(key, "unknown key; known keys: " + ", ".join(sorted(candidates)))
+
+
+def config_error(exc: ValidationError, section: str, keys: Mapping[str, ConfigKey]) -> ConfigError:
+    """The first of ``exc``'s errors as a ConfigError naming ``section.<key>``; ``keys``
+    describes the section's keys by name."""
+    error = exc.errors(include_url=False)[0]
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, ConfigError):  # a rule spanning several keys
+        return cause
+    loc = [str(part) for part in error["loc"]]
+    if not loc:
+        return ConfigError(section, _problem(error["type"], error, None))
+    dotted = ".".join([section, *loc])
+    key = keys.get(loc[0])
+    if error["type"] == "extra_forbidden" or key is None:
+        return unknown_key(dotted, [k.dotted for k in keys.values()])
+    kind = error["type"]
+    if loc[-1] == "[key]":
+        dotted, kind = key.dotted, "mapping_key"
+    elif kind in _TYPE_ERRORS and error["input"] is None:
+        kind = "null"
+    elif kind in _TYPE_ERRORS and key.choices:
+        kind = "literal_error"
+    return ConfigError(dotted, _problem(kind, error, key))
+
+
+def _problem(kind: str, error: ErrorDetails, key: ConfigKey | None) -> str:
+    value = error["input"]
+    template = PROBLEMS.get(kind)
+    if template is None:  # not worded here: pydantic's own message, still naming the key
+        return f"invalid value {brief(value)}: {error['msg']}"
+    choices = key.choices if key is not None else ()
+    close = difflib.get_close_matches(value, choices, n=1) if isinstance(value, str) else []
+    return template.format(
+        got=describe(value),
+        value=brief(value),
+        expected=key.type_text() if key is not None else "",
+        choices=", ".join(repr(c) for c in choices),
+        hint=f"; did you mean {close[0]!r}?" if close else "",
+    )

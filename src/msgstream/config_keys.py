@@ -1,0 +1,133 @@
+"""What one configuration key is, as derived from a field of a pydantic section model.
+
+The description (dotted name, environment variable, type and range, default, one-line
+doc) drives the environment mapping, the error texts and the generated configuration
+reference, so a section declares each key once: as a pydantic field with a
+``description`` and its constraints (``ge``/``gt``), plus :class:`Special` for values
+accepted outside the range (e.g. -1 meaning "keep forever").
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import UnionType
+from typing import Any, Literal, cast
+
+import annotated_types
+from pydantic import GetCoreSchemaHandler
+from pydantic.fields import FieldInfo
+from pydantic_core import CoreSchema, core_schema
+
+__all__ = ["ENV_PREFIX", "ConfigKey", "Special", "describe_field"]
+
+ENV_PREFIX = "MSGSTREAM_"
+
+
+@dataclass(frozen=True)
+class Special:
+    """A value accepted although outside the key's range, with what it means.
+
+    Use as ``Annotated[float, Special(-1, "keep forever")]`` with ``Field(ge=0)``: the
+    value skips the range check (and becomes the field's type: -1 -> -1.0 for a float).
+    """
+
+    value: int
+    meaning: str
+
+    def __get_pydantic_core_schema__(
+        self, source: Callable[[Any], Any], handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        def accept(value: Any, validate: core_schema.ValidatorFunctionWrapHandler) -> Any:
+            if type(value) in (int, float) and value == self.value:  # never a bool
+                return source(value)
+            return validate(value)
+
+        return core_schema.no_info_wrap_validator_function(accept, handler(source))
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One key of one section: ``section.name``."""
+
+    section: str
+    name: str
+    kind: type  # int, float, bool, str or dict
+    optional: bool
+    choices: tuple[str, ...]  # non-empty when only these strings are accepted
+    default: Any
+    doc: str
+    ge: float | None
+    gt: float | None
+    special: tuple[Special, ...]
+
+    @property
+    def dotted(self) -> str:
+        return f"{self.section}.{self.name}"
+
+    @property
+    def env_var(self) -> str:
+        return f"{ENV_PREFIX}{self.section}_{self.name}".upper()
+
+    def type_text(self) -> str:
+        """The type and constraints, for documentation and error messages."""
+        if self.choices:
+            text = "one of " + ", ".join(self.choices)
+        elif self.kind is dict:
+            text = "mapping"
+        else:
+            text = self.kind.__name__
+            bounds = []
+            if self.ge is not None:
+                bounds.append(f">= {_number(self.ge)}")
+            if self.gt is not None:
+                bounds.append(f"> {_number(self.gt)}")
+            if bounds:
+                text += " " + " and ".join(bounds)
+            for special in self.special:
+                text += f" or {_number(special.value)} ({special.meaning})"
+        if self.optional:
+            text += " or null"
+        return text
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def describe_field(
+    section: str, name: str, info: FieldInfo, choices: tuple[str, ...], doc: str
+) -> ConfigKey:
+    """The :class:`ConfigKey` of a section model's field (``choices``/``doc`` as the section
+    states them: they may be computed, e.g. the registered backends)."""
+    annotation = info.annotation
+    optional = False
+    if typing.get_origin(annotation) in (typing.Union, UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(members) != 1:
+            raise TypeError(f"{section}.{name}: unsupported type {annotation!r}")
+        optional, annotation = True, members[0]
+    kind: type
+    if typing.get_origin(annotation) is Literal:
+        kind, choices = str, choices or typing.get_args(annotation)
+    elif typing.get_origin(annotation) is dict:
+        kind = dict
+    elif annotation in (int, float, bool, str):
+        kind = cast(type, annotation)
+    else:
+        raise TypeError(f"{section}.{name}: unsupported type {annotation!r}")
+    ge = next((m.ge for m in info.metadata if isinstance(m, annotated_types.Ge)), None)
+    gt = next((m.gt for m in info.metadata if isinstance(m, annotated_types.Gt)), None)
+    return ConfigKey(
+        section=section,
+        name=name,
+        kind=kind,
+        optional=optional,
+        choices=choices,
+        default=info.get_default(call_default_factory=True),
+        doc=doc,
+        ge=None if ge is None else float(ge),  # type: ignore[arg-type]
+        gt=None if gt is None else float(gt),  # type: ignore[arg-type]
+        special=tuple(m for m in info.metadata if isinstance(m, Special)),
+    )

@@ -1,0 +1,107 @@
+"""The base of every configuration section: a frozen, strictly validated pydantic model.
+
+A section (``mq``, ``msgstream``, or a backend's own, declared in the backend's package)
+subclasses :class:`Section`, names itself in ``SECTION`` and declares each key as a field
+with a ``description`` and its constraints. Validation is strict, as YAML is typed: ``"8"``
+is no integer and ``1`` no boolean; an int is accepted for a float and becomes one.
+Environment variables are text, converted by type before they reach a section
+(:mod:`msgstream.config`). Any validation problem is a
+:class:`~msgstream.errors.ConfigError` naming the full key (:mod:`msgstream.config_errors`).
+
+Why pydantic rather than msgspec: both validate typed models fast enough for a config
+read once; pydantic's error details (type, location, input, constraint) let one table word
+every problem as before, its field metadata (description, ``ge``/``gt``) carries the
+generated reference, and model validators hold the rules spanning several keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated, Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+from .config_errors import config_error
+from .config_keys import ConfigKey, describe_field
+
+__all__ = ["FrozenModel", "PassThrough", "Section"]
+
+
+class FrozenModel(BaseModel):
+    """A pydantic model whose instances cannot change: assigning raises the
+    ``dataclasses.FrozenInstanceError`` (an ``AttributeError``) configurations always raised."""
+
+    model_config = ConfigDict(frozen=True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+def _scalar(value: object) -> object:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    raise PydanticCustomError("scalar_expected", "expected a string, number or boolean")
+
+
+PassThrough = dict[str, Annotated[str | int | float | bool | None, PlainValidator(_scalar)]]
+"""A map handed to a broker client as is: non-empty string keys, scalar values."""
+
+
+class Section(FrozenModel):
+    """One section of the configuration; constructing it validates every key."""
+
+    model_config = ConfigDict(
+        frozen=True, strict=True, extra="forbid", str_min_length=1, allow_inf_nan=False
+    )
+
+    SECTION: ClassVar[str] = ""
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise config_error(exc, type(self).SECTION, type(self).keys()) from None
+
+    @classmethod
+    def keys(cls) -> dict[str, ConfigKey]:
+        """Each key of the section by name, in declaration order."""
+        return {
+            name: describe_field(cls.SECTION, name, info, cls.key_choices(name), cls.key_doc(name))
+            for name, info in cls.model_fields.items()
+        }
+
+    @classmethod
+    def key_choices(cls, name: str) -> tuple[str, ...]:
+        """The strings a key accepts when they are computed rather than a ``Literal``."""
+        return ()
+
+    @classmethod
+    def key_doc(cls, name: str) -> str:
+        """A key's one-line description (its field's ``description``)."""
+        return cls.model_fields[name].description or ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_shorthands(cls, data: Any) -> Any:
+        """What a YAML file says loosely: an empty optional string or a mapping with every
+        entry commented out (null) means unset/empty, and ``acks: 1`` means the choice "1"."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for name, key in cls.keys().items():
+            value = data.get(name)
+            if value == "" and key.optional and key.kind is str:
+                data[name] = None
+            elif value is None and name in data and key.kind is dict:
+                data[name] = {}
+            elif type(value) is int and str(value) in key.choices:
+                data[name] = str(value)
+        return data
+
+    def replace(self, **changes: Any) -> Self:
+        """A validated copy with some keys changed."""
+        return type(self)(**{**self.model_dump(), **changes})
