@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from msgstream.plugins import BackendSpec
 
-from .ids import TAG
+from .ids import KafkaMessageID
 from .settings import KafkaConfig
 
 SPEC = BackendSpec(
@@ -13,7 +13,7 @@ SPEC = BackendSpec(
     section=KafkaConfig,
     listing_position=1,
     client_factory="msgstream.backends.kafka.client:new_client",
-    message_id_tag=TAG,
+    message_id_tag=KafkaMessageID.tag,
     extra="kafka",
     selected_by="brokers",
     selection_rank=2,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from msgstream.plugins import BackendSpec
 
+from ..log_client.client import MemoryMessageID
 from .settings import MemoryConfig
 
 SPEC = BackendSpec(
@@ -11,5 +12,5 @@ SPEC = BackendSpec(
     section=MemoryConfig,
     listing_position=3,
     client_factory="msgstream.backends.memory:new_client",
-    message_id_tag=b"m",
+    message_id_tag=MemoryMessageID.tag,
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from msgstream.plugins import BackendSpec
 
+from ..log_client.client import RocksmqMessageID
 from .settings import RocksmqConfig
 
 SPEC = BackendSpec(
@@ -13,7 +14,7 @@ SPEC = BackendSpec(
     listing_position=0,
     client_factory="msgstream.backends.rocksmq.client:new_client",
     inspection_client_factory="msgstream.backends.rocksmq.client:new_inspection_client",
-    message_id_tag=b"r",
+    message_id_tag=RocksmqMessageID.tag,
     selected_by="path",
     selection_rank=0,
     fallback=True,
