@@ -1,4 +1,5 @@
-"""``spark.readStream.format("msgstream")`` with real queries: the embedded store, Kafka."""
+"""``spark.readStream.format("msgstream")`` with real queries: the embedded store, Kafka,
+Pulsar."""
 
 from __future__ import annotations
 
@@ -84,18 +85,26 @@ class Target:
 
 
 @pytest.fixture(
-    params=["rocksmq", pytest.param("kafka", marks=pytest.mark.kafka)],
+    params=[
+        "rocksmq",
+        pytest.param("kafka", marks=pytest.mark.kafka),
+        pytest.param("pulsar", marks=pytest.mark.pulsar),
+    ],
 )
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
     prefix = f"half-{uuid.uuid4().hex[:6]}"
     if request.param == "rocksmq":
         store = tmp_path / "store"
         return Target(rocksmq_config(store), {"rocksmq.path": str(store)}, prefix)
-    broker = request.getfixturevalue("kafka_broker")
-    options = {"mq.type": "kafka", "kafka.brokers": broker.bootstrap}
-    config = config_from_dict(
-        {"mq": {"type": "kafka"}, "kafka": {"brokers": broker.bootstrap}}, env={}
-    )
+    if request.param == "kafka":
+        broker = request.getfixturevalue("kafka_broker")
+        settings = {"brokers": broker.bootstrap}
+    else:
+        broker = request.getfixturevalue("pulsar_broker")
+        settings = {"address": broker.service_url, "admin_url": broker.admin_url}
+    backend = request.param
+    options = {"mq.type": backend, **{f"{backend}.{k}": v for k, v in settings.items()}}
+    config = config_from_dict({"mq": {"type": backend}, backend: settings}, env={})
     return Target(config, options, prefix)
 
 
