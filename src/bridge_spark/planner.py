@@ -26,7 +26,7 @@ from msgstream.messages import CreateCollectionMsg, DeleteMsg, InsertMsg, MsgTyp
 from msgstream.schema import CollectionSchema
 from msgstream.tick_rules import common_tick
 
-from .cursor import RawCursor, SkipStats, log_undecodable
+from .cursor import RawCursor, SkipStats, log_undecodable, planner_subscription
 from .errors import SchemaNotFoundError
 from .frames import FrameKind
 from .offsets import SliceOffset
@@ -98,7 +98,8 @@ class SlicePlanner:
         self.rows = rows
         self.max_scan = max_scan
         self.skipped = SkipStats()
-        self._cursors = [RawCursor(client, c, subscription, timeout_s) for c in channels]
+        name = planner_subscription(subscription)
+        self._cursors = [RawCursor(client, c, name, timeout_s) for c in channels]
         self._open = False
         self._count_rows = False
 

@@ -27,7 +27,13 @@ from msgstream.tick_rules import SliceCut, Verdict
 
 from .clients import open_reader
 from .convert import FrameBuilder
-from .cursor import DEFAULT_TIMEOUT_S, RawCursor, SkipStats, log_undecodable
+from .cursor import (
+    DEFAULT_TIMEOUT_S,
+    RawCursor,
+    SkipStats,
+    log_undecodable,
+    reader_subscription,
+)
 from .errors import SliceIncompleteError
 from .frames import FrameSchema
 
@@ -59,7 +65,7 @@ async def read_slice(
     """Tables of at most about ``batch_rows`` rows holding the slice's rows of one channel."""
     stats = stats if stats is not None else SkipStats()
     channel = part.channel
-    cursor = RawCursor(client, channel, subscription, timeout_s)
+    cursor = RawCursor(client, channel, reader_subscription(subscription), timeout_s)
     await cursor.open()
     builder = FrameBuilder(frame)
     cut = SliceCut(part.begin, part.end)

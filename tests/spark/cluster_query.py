@@ -1,0 +1,52 @@
+"""A streaming query on Spark's ``local-cluster`` master, run as its own process by
+``test_spark_cluster.py`` (a JVM holds one Spark context, and the tests' session is
+``local[2]``): two executor JVMs, so the source's readers are pickled and run there."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from msgstream.bridge_spark import local_spark
+
+MASTER = "local-cluster[2,1,1024]"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--channels", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--checkpoint", required=True)
+    args = parser.parse_args()
+    spark = local_spark(MASTER, "msgstream-cluster-test", {"spark.driver.memory": "512m"})
+    deadline = time.monotonic() + 120
+    while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 3:  # type: ignore[union-attr]
+        if time.monotonic() > deadline:
+            raise SystemExit("the two executors did not register within 120 s")
+        time.sleep(0.5)
+    query = (
+        spark.readStream.format("msgstream")
+        .option("mq.type", "kafka")
+        .option("kafka.brokers", args.bootstrap)
+        .option("channels", args.channels)
+        .option("maxRowsPerTrigger", "300")
+        .load()
+        .writeStream.format("parquet")
+        .option("path", args.out)
+        .option("checkpointLocation", args.checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(300)
+    if query.exception() is not None:
+        raise SystemExit(f"query failed: {query.exception()}")
+    executors = {
+        e.executorId() for e in spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()
+    }
+    print(f"cluster-query: done, executors={len(executors)}")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
