@@ -140,7 +140,9 @@ async def drop_subscription(config: Config, channels: Sequence[str], name: str) 
             if store is not None:
                 store.holds.delete(channel, name)
             elif isinstance(client, AdminClient):
-                await client.delete_subscription(channel, name)
-                await client.delete_subscription(channel, planner_subscription(name))
+                ours = {name, planner_subscription(name)}
+                for info in await client.list_subscriptions(channel):
+                    if info.name in ours:
+                        await client.delete_subscription(channel, info.name)
     finally:
         await client.close()

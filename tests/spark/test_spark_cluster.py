@@ -4,6 +4,7 @@ master runs two executor JVMs, so readers are pickled and read away from the dri
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import uuid
@@ -49,9 +50,10 @@ def test_the_source_on_a_local_cluster_writes_every_row_once(
         text=True,
         timeout=400,
         check=False,
+        env={**os.environ, "SPARK_WORKER_DIR": str(tmp_path / "work")},
     )
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert "cluster-query: done, executors=3" in done.stdout  # the driver and two executors
+    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr[-3000:])
+    assert "cluster-query: done, block managers=3" in done.stdout  # the driver, 2 executors
     rows = spark.read.parquet(str(output)).select("_op", "pk").collect()
     assert Counter(r["pk"] for r in rows if r["_op"] == "insert") == Counter(produced.inserted)
     assert Counter(r["pk"] for r in rows if r["_op"] == "delete") == Counter(produced.deleted)

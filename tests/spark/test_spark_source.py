@@ -23,6 +23,7 @@ from msgstream import (
 )
 from msgstream.backends.log_client.client import LogMessageID
 from msgstream.backends.rocksmq import RocksOptions, RocksStore
+from msgstream.bridge_spark import drop_subscription
 from msgstream.bridge_spark.workload import sample_schema
 from msgstream.factory import new_client
 from spark.data import channel_names, produce_sample, rocksmq_config
@@ -187,6 +188,8 @@ async def check_query_subscription(
         assert {c: [(s.name, s.next_id) for s in subs[c]] for c in channels} == {
             c: [("msgstream-spark", LogMessageID.parse("rocksmq", ends[c]).value)] for c in channels
         }
+        await drop_subscription(target.config, channels, "msgstream-spark")
+        assert not any(store.holds.of_channel(c) for c in channels)
         return
     client: Any = new_client(target.config)
     try:
@@ -205,6 +208,12 @@ async def check_query_subscription(
             assert acked.offset + 1 == end.offset
         else:  # a seek to the end position acknowledges the entry before it
             assert acked.key[:2] == (end.ledger, end.entry - 1)
+    await drop_subscription(target.config, channels, "msgstream-spark")
+    client = new_client(target.config)
+    try:
+        assert [await client.list_subscriptions(c) for c in channels] == [[]] * len(channels)
+    finally:
+        await client.close()
 
 
 async def test_latest_and_explicit_starting_positions(spark: SparkSession, tmp_path: Path) -> None:
