@@ -7,6 +7,7 @@ values differ, row limits and Trigger.AvailableNow caps.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -296,5 +297,5 @@ async def test_a_late_message_is_delivered_once_with_the_slice_it_is_read_in(
             await produce_script(config, channels, stage)
         offsets.append(await h.next(offsets[-1]))
     assert [o.tick for o in offsets] == [0, 10, 20, 30]
-    slices = [await h.rows(a, b) for a, b in zip(offsets, offsets[1:], strict=False)]
+    slices = [await h.rows(a, b) for a, b in itertools.pairwise(offsets)]
     assert slices == [[], [(2, 8, "late-0")], [(1, 25, "late-0")]]
