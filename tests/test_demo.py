@@ -59,6 +59,8 @@ def test_demo_crashes_resumes_and_loses_or_duplicates_nothing(
     assert (lost, duplicated) == (0, 0)
     assert rate > 0
     assert "crashed batch (redone in phase 2)" in out  # the rich summary table
+    # a backlog before ingesting, and rows produced while it runs
+    assert re.search(r"rows: backlog / produced while ingesting\s+│\s+1834 / 166 │", out)
     assert re.search(r"unexpected / mismatched content\s+│\s+0 / 0 │", out)
     assert list((tmp_path / "temp").iterdir()) == []  # the temporary store was removed
 

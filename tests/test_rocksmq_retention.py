@@ -422,3 +422,55 @@ def test_reopen_mid_page_recovers_open_page(stores: list[RocksStore], tmp_path: 
     assert len(page_ids(steady, cid_b)) >= 3
     assert reopened._open_pages[cid_a] == steady._open_pages[cid_b]
     assert reopened.read(CH, 0, 100) == steady.read(CH, 0, 100)
+
+
+def test_a_read_only_process_holds_what_it_has_not_consumed(
+    stores: list[RocksStore], store_path: Path
+) -> None:
+    store, _ = filled(stores, store_path, 10, max_size=0, expiry_ms=60_000)
+    reader = RocksStore(str(store_path), RocksOptions(read_only=True))
+    stores.append(reader)
+    reader.holds.put(CH, "spark", 5)  # a read-only store cannot write RocksDB: a hold file
+    t = now_ms()
+    assert store.run_retention(now=t + 1000) == 3  # page [1-3] only: [4-6] holds id 5
+    assert retained(store) == list(range(4, 11))
+    assert [(s.name, s.next_id) for s in store.list_subscriptions(CH)] == [("spark", 5)]
+    reader.holds.put(CH, "spark", 8)  # the holder moved on
+    assert store.run_retention(now=t + 2000) == 3
+    assert retained(store) == [7, 8, 9, 10]
+    assert reader.holds.delete(CH, "spark")  # released: nothing pins the channel now
+    assert store.list_subscriptions(CH) == []
+    assert store.run_retention(now=t + 3000) == 4
+    assert retained(store) == []
+
+
+def test_an_idle_hold_expires_like_a_subscription(
+    stores: list[RocksStore], store_path: Path
+) -> None:
+    store, _ = filled(stores, store_path, 10, max_size=0, expiry_ms=60_000)
+    store.holds.put(CH, "gone", 1)
+    store.put_subscription(CH, "gone", 1)
+    assert store.run_retention(now=now_ms() + HOUR_MS) == 10
+    assert store.list_subscriptions(CH) == []
+    assert store.holds.get(CH, "gone") is None
+
+
+def test_deleting_a_subscription_releases_its_hold(
+    stores: list[RocksStore], store_path: Path
+) -> None:
+    store, _ = filled(stores, store_path, 10, max_size=0)
+    store.holds.put(CH, "q", 2)
+    assert store.run_retention() == 0
+    store.delete_subscription(CH, "q")
+    assert store.holds.of_channel(CH) == []
+    assert store.run_retention() == 10
+
+
+def test_a_damaged_hold_names_itself(stores: list[RocksStore], store_path: Path) -> None:
+    from msgstream.errors import StoreError
+
+    store, _ = filled(stores, store_path, 3)
+    store.holds.put(CH, "q", 2)
+    Path(store.holds._file(CH, "q")).write_bytes(b"junk")
+    with pytest.raises(StoreError, match="hold 'q' of channel 'ch' is not a hold file"):
+        store.list_subscriptions(CH)

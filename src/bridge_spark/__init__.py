@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .session import local_spark
     from .sink import ParquetSink
     from .source import MsgStreamDataSource, register
+    from .subscription import drop_subscription
 
 _MODULE_OF = {
     "BatchInfo": "batcher",
@@ -61,6 +62,7 @@ _MODULE_OF = {
     "Until": "batcher",
     "UserFunction": "batcher",
     "bridge_config": "options",
+    "drop_subscription": "subscription",
     "load_checkpoint": "checkpoint",
     "local_spark": "session",
     "register": "source",
@@ -89,6 +91,7 @@ __all__ = [
     "Until",
     "UserFunction",
     "bridge_config",
+    "drop_subscription",
     "load_checkpoint",
     "local_spark",
     "register",

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from msgstream.backend import Client
 from msgstream.backends.rocksmq.settings import RocksmqConfig
 from msgstream.config import Config, resolve_backend
 from msgstream.factory import new_client
+
+if TYPE_CHECKING:
+    from msgstream.backends.rocksmq import RocksStore
 
 
 def _nothing() -> None:
@@ -51,6 +55,16 @@ def open_reader(config: Config) -> ReaderClient:
     store = client.store
     assert isinstance(store, RocksStore)
     return ReaderClient(client, store.catch_up)
+
+
+def read_only_store(client: Client) -> RocksStore | None:
+    """The read-only rocksmq store ``client`` reads, if that is what it reads."""
+    if client.backend_name != "rocksmq":
+        return None
+    from msgstream.backends.rocksmq import RocksStore
+
+    store = getattr(client, "store", None)
+    return store if isinstance(store, RocksStore) and store.read_only else None
 
 
 def in_process_only(config: Config) -> bool:

@@ -5,19 +5,29 @@ more often than their bodies, so they read raw payloads through a backend ``Cons
 and decode only what they keep. A :class:`RawCursor` reads from a position (inclusive,
 or the channel's beginning) up to the channel's newest MessageID as of the call, so a
 read never waits for messages that do not exist yet.
+
+A cursor seeks where it likes, so it never reads under the query's own subscription
+(which follows Spark's commits, see :mod:`bridge_spark.subscription`) but under a name
+derived from it -- the driver's planner under one per query
+(:func:`planner_subscription`: its process may be killed before it closes, so a
+leftover is one name that :func:`~bridge_spark.subscription.drop_subscription` drops
+too), each executor task under its own (:func:`reader_subscription`) -- and removes that
+subscription when closed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
-from msgstream.backend import Client, ConsumedMessage, Consumer, MessageID
+from msgstream.backend import AdminClient, Client, ConsumedMessage, Consumer, MessageID
 from msgstream.errors import CodecError
 from msgstream.position import SubscriptionPosition
 
+from .clients import read_only_store
 from .errors import SliceIncompleteError
 
 log = logging.getLogger(__name__)
@@ -65,6 +75,7 @@ class RawCursor:
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             await consumer.close()
+            await release_reader_subscription(self.client, self.channel, self.subscription)
 
     def _require(self) -> Consumer:
         if self._consumer is None:
@@ -104,3 +115,30 @@ class RawCursor:
                 yield raws[: cut + 1]
                 return
             yield raws
+
+
+def planner_subscription(query: str) -> str:
+    """The subscription name the driver's planner reads under."""
+    return f"{query}.planner"
+
+
+def reader_subscription(query: str) -> str:
+    """A reader's private subscription name, derived from the query's."""
+    return f"{query}.reader-{secrets.token_hex(4)}"
+
+
+async def release_reader_subscription(client: Client, channel: str, name: str) -> None:
+    """Remove a reader's subscription where the backend keeps it (a read-only rocksmq
+    store keeps none). A failure is logged, not raised: the read itself succeeded."""
+    if read_only_store(client) is not None or not isinstance(client, AdminClient):
+        return
+    try:
+        await client.delete_subscription(channel, name)
+    except Exception as exc:  # a leftover reader subscription must not fail the batch
+        log.warning(
+            "could not remove reader subscription %r of channel %r (%s); remove it with "
+            "the backend's tools, it may keep data from retention",
+            name,
+            channel,
+            exc,
+        )

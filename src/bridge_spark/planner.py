@@ -24,8 +24,9 @@ from msgstream.codec import decode, peek_time_range
 from msgstream.errors import CodecError
 from msgstream.messages import CreateCollectionMsg, DeleteMsg, InsertMsg, MsgType
 from msgstream.schema import CollectionSchema
+from msgstream.tick_rules import common_tick
 
-from .cursor import RawCursor, SkipStats, log_undecodable
+from .cursor import RawCursor, SkipStats, log_undecodable, planner_subscription
 from .errors import SchemaNotFoundError
 from .frames import FrameKind
 from .offsets import SliceOffset
@@ -97,7 +98,8 @@ class SlicePlanner:
         self.rows = rows
         self.max_scan = max_scan
         self.skipped = SkipStats()
-        self._cursors = [RawCursor(client, c, subscription, timeout_s) for c in channels]
+        name = planner_subscription(subscription)
+        self._cursors = [RawCursor(client, c, name, timeout_s) for c in channels]
         self._open = False
         self._count_rows = False
 
@@ -135,9 +137,9 @@ class SlicePlanner:
         scans = [_ChannelScan(running=start.tick) for _ in self._cursors]
         self._count_rows = max_rows is not None
         await self._scan_all(start, scans, max_rows, stop_ids)
-        if any(not s.ticks for s in scans):
+        end = _common_tick(scans)
+        if end is None:
             return start
-        end = min(s.ticks[-1] for s in scans)
         if max_rows is not None:
             end = _limit_end(scans, end, max_rows)
         positions: dict[str, bytes | None] = {}
@@ -257,11 +259,16 @@ class SlicePlanner:
         )
 
 
+def _common_tick(scans: Sequence[_ChannelScan]) -> int | None:
+    """The time every channel has reached in what was scanned (above the start tick)."""
+    return common_tick(s.ticks[-1] if s.ticks else None for s in scans)
+
+
 def _rows_due(scans: Sequence[_ChannelScan]) -> int:
     """Rows up to the common tick (the smallest last tick) of what was scanned so far."""
-    if any(not s.ticks for s in scans):
+    end = _common_tick(scans)
+    if end is None:
         return 0
-    end = min(s.ticks[-1] for s in scans)
     return sum(n for s in scans for t, n in zip(s.row_ts, s.row_counts, strict=True) if t <= end)
 
 

@@ -2,10 +2,11 @@
 
 A slice ``(begin, end]`` of channel ``c`` starts at the slice offset's position for ``c``
 and ends at the first time tick of ``c`` at or above ``end``: every later message has a
-larger timestamp (the tick's promise). In between, the Insert/Delete messages whose end
-timestamp lies in ``(begin, end]`` belong to the slice; messages at or below ``begin``
-were in an earlier slice. Within a slice, a message repeating an earlier
-``(source_id, msg_id)`` is a producer retry and is dropped, as a time-tick stream does.
+larger timestamp (the tick's promise). Which messages in between belong to the slice is
+decided by the time-tick barrier's own rules (:class:`msgstream.tick_rules.SliceCut`):
+data at or below ``begin`` read before a tick above it was in an earlier slice, data
+above ``end`` is a later slice's, late data is delivered with the slice it is read in,
+and a repeated ``(source_id, msg_id)`` is a producer retry, dropped.
 """
 
 from __future__ import annotations
@@ -18,21 +19,26 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from msgstream.backend import Client
-from msgstream.codec import decode, peek_time_range
+from msgstream.codec import decode, peek_header, peek_time_range
 from msgstream.config import Config
 from msgstream.errors import CodecError
-from msgstream.messages import MsgType
+from msgstream.plans import KIND_DML, kind_of
+from msgstream.tick_rules import SliceCut, Verdict
 
 from .clients import open_reader
 from .convert import FrameBuilder
-from .cursor import DEFAULT_TIMEOUT_S, RawCursor, SkipStats, log_undecodable
+from .cursor import (
+    DEFAULT_TIMEOUT_S,
+    RawCursor,
+    SkipStats,
+    log_undecodable,
+    reader_subscription,
+)
 from .errors import SliceIncompleteError
 from .frames import FrameSchema
 
 log = logging.getLogger(__name__)
 
-_TICK = int(MsgType.TIME_TICK)
-_DML = frozenset({int(MsgType.INSERT), int(MsgType.DELETE)})
 BATCH_ROWS = 65536
 """Rows per Arrow record batch handed to Spark."""
 
@@ -59,57 +65,49 @@ async def read_slice(
     """Tables of at most about ``batch_rows`` rows holding the slice's rows of one channel."""
     stats = stats if stats is not None else SkipStats()
     channel = part.channel
-    cursor = RawCursor(client, channel, subscription, timeout_s)
+    cursor = RawCursor(client, channel, reader_subscription(subscription), timeout_s)
     await cursor.open()
     builder = FrameBuilder(frame)
-    seen: set[tuple[int, int]] = set()
-    last_tick: int | None = None
-    closed = False
+    cut = SliceCut(part.begin, part.end)
     try:
         async for raws in cursor.read(part.start):
             for raw in raws:
                 try:
-                    msg_type, _, end_ts = peek_time_range(raw.payload)
+                    msg_type, msg_id, _, source_id = peek_header(raw.payload)
+                    _, _, end_ts = peek_time_range(raw.payload)
                 except CodecError as exc:
                     log_undecodable(channel, raw, exc, stats)
                     continue
-                if msg_type == _TICK:
-                    if end_ts >= part.end:
-                        closed = True
-                        break
-                    last_tick = end_ts if last_tick is None else max(last_tick, end_ts)
+                kind = kind_of(msg_type)
+                verdict = cut.take(kind, end_ts, source_id, msg_id)
+                if verdict is Verdict.CLOSE:
+                    break
+                if verdict is Verdict.PASS or kind != KIND_DML:
                     continue
-                if msg_type not in _DML:
-                    continue
-                if not part.begin < end_ts <= part.end:
-                    if end_ts <= part.begin and last_tick is not None and end_ts <= last_tick:
-                        stats.late += 1
-                        log.warning(
-                            "late message on channel %r at MessageID %r (end timestamp %d <= "
-                            "time tick %d read before it) belongs to a slice already read; "
-                            "skipped",
-                            channel,
-                            raw.msg_id,
-                            end_ts,
-                            last_tick,
-                        )
-                    continue
+                if verdict is Verdict.KEEP_LATE:
+                    stats.late += 1
+                    log.warning(
+                        "late message on channel %r at MessageID %r (end timestamp %d <= "
+                        "time tick %s read before it); delivered in the slice (%d, %d]",
+                        channel,
+                        raw.msg_id,
+                        end_ts,
+                        cut.clock.last_tick,
+                        part.begin,
+                        part.end,
+                    )
                 try:
                     msg = decode(raw.payload)
                 except CodecError as exc:
                     log_undecodable(channel, raw, exc, stats)
                     continue
-                key = (msg.source_id, msg.msg_id)
-                if key in seen:
-                    continue
-                seen.add(key)
                 builder.add(msg, channel)
                 if builder.rows >= batch_rows:
                     yield builder.build()
                     builder.clear()
-            if closed:
+            if cut.closed:
                 break
-        if not closed:
+        if not cut.closed:
             raise SliceIncompleteError(
                 f"channel {channel!r}: no time tick at or above {part.end} after MessageID "
                 f"{part.start.hex() if part.start else 'earliest'}; the slice "

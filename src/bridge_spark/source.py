@@ -5,7 +5,9 @@ position per channel -- so every micro-batch is the time slice between two ticks
 all channels. The driver side (Spark's Python source runner) plans slices from message
 headers; each micro-batch has one partition per channel, read by an executor worker that
 opens its own (read-only, for rocksmq) client and yields Arrow record batches. Spark's
-checkpoint keeps the offsets, so a restarted query resumes exactly where it stopped.
+checkpoint keeps the offsets, so a restarted query resumes exactly where it stopped; the
+query's durable subscription follows Spark's commits, so retention keeps what the query
+has not committed yet (:mod:`bridge_spark.subscription`).
 
 Options (case-insensitive):
 
@@ -18,7 +20,8 @@ Options (case-insensitive):
 ``startingPositions``       ``earliest`` (default), ``latest``, JSON positions or @file
 ``maxRowsPerTrigger``       rows per micro-batch, at most (a slice is never split)
 ``config``                  msgstream YAML file (default: ``$MSGSTREAM_CONFIG``)
-``subscription``            subscription name the readers use (``msgstream-spark``)
+``subscription``            the query's durable subscription (``msgstream-spark``):
+                            retention keeps what it has not committed
 any dotted config key       e.g. ``rocksmq.path``, ``kafka.brokers``, ``mq.type``
 ==========================  ===========================================================
 """
@@ -51,6 +54,7 @@ from .offsets import LATEST, SliceOffset, StartSpec, parse_start
 from .options import bridge_config, parse_channels, parse_schema, positive_int
 from .planner import RowFilter, SlicePlanner
 from .slices import ChannelSlice, iterate_slice
+from .subscription import QuerySubscription, query_subscription
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -177,12 +181,24 @@ class _DriverRuntime:
             RowFilter(spec.frame.name, spec.frame.kind),
             timeout_s=spec.timeout_s,
         )
+        self.subscription: QuerySubscription = query_subscription(
+            self.reader, spec.channels, spec.subscription
+        )
+        self._held = False
 
     def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
         return self.loop.run_until_complete(coro)
 
+    def hold(self, offset: SliceOffset) -> None:
+        """Make sure the query's subscription exists (once per run): a new one holds
+        everything from ``offset`` on."""
+        if not self._held:
+            self.run(self.subscription.ensure(offset))
+            self._held = True
+
     def close(self) -> None:
         try:
+            self.run(self.subscription.close())
             self.run(self.planner.close())
             self.run(self.reader.client.close())
         finally:
@@ -220,16 +236,17 @@ class MsgStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             ) from None
 
     def initialOffset(self) -> dict[str, Any]:
+        runtime = self.runtime  # opening checks that every channel exists
         start = self.spec.start
         if isinstance(start, SliceOffset):
-            return start.to_spark()
-        earliest = SliceOffset.earliest(self.spec.channels)
-        if start == LATEST:
-            runtime = self.runtime
-            runtime.reader.refresh()
-            return runtime.run(runtime.planner.next_offset(earliest)).to_spark()
-        self.runtime  # noqa: B018 -- opening checks that every channel exists
-        return earliest.to_spark()
+            initial = start
+        else:
+            initial = SliceOffset.earliest(self.spec.channels)
+            if start == LATEST:
+                runtime.reader.refresh()
+                initial = runtime.run(runtime.planner.next_offset(initial))
+        runtime.hold(initial)
+        return initial.to_spark()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.spec.max_rows_per_trigger
@@ -243,6 +260,7 @@ class MsgStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         runtime = self.runtime
         offset = self._offset(start, "start offset")
+        runtime.hold(offset)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         runtime.reader.refresh()
         following = runtime.run(
@@ -269,8 +287,12 @@ class MsgStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         )
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to do: Spark's checkpoint holds the offsets; the readers never
-        acknowledge (a read-only rocksmq store cannot)."""
+        """Spark committed the micro-batch ending at ``end``: move the query's
+        subscription there, so retention may delete what lies before it."""
+        runtime = self.runtime
+        offset = self._offset(end, "committed offset")
+        runtime.hold(offset)
+        runtime.run(runtime.subscription.commit(offset))
 
     def stop(self) -> None:
         runtime, self._runtime = self._runtime, None

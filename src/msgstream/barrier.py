@@ -6,6 +6,9 @@ and ticks above the last emitted ``end_ts``, in arrival order). A pack is due wh
 ``min(last tick of every channel)`` passes the last emitted ``end_ts``; it holds every
 buffered data message with ``ts <= end_ts``, ordered by (ts, channel order, arrival).
 
+The rules themselves (late, skipped after a seek, the common tick, retries) are
+:mod:`msgstream.tick_rules`, shared with readers of precomputed time slices.
+
 Messages are held as rows (:mod:`msgstream.rows`): a channel's state is the log of every
 row read since the oldest one still needed, in arrival order, with a cursor ``lo``
 (everything before it has been through a pack cut) and the few rows before ``lo`` held
@@ -25,8 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, repeat
-from operator import add, mul
+from itertools import chain
 from typing import Literal
 
 from .errors import InvalidPositionError, LateMessageError
@@ -35,6 +37,7 @@ from .pack import MsgPack
 from .plans import KIND_DATA, KIND_DEAD, KIND_DML, KIND_TICK, ReadyPlan
 from .position import MsgPosition
 from .rows import Rows, message_rows
+from .tick_rules import Arrival, ChannelClock, FirstSeen, common_tick, runs_have_repeats
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +71,12 @@ class _Channel:
     """The first row no pack cut has looked at yet."""
     held: list[int] = field(default_factory=list)
     """Data rows before ``lo`` whose timestamp was above the cut that saw them."""
-    last_tick: int | None = None
+    clock: ChannelClock = field(default_factory=ChannelClock)
     data_pending: int = 0
     bytes_pending: int = 0
     """Payload bytes of the ``data_pending`` messages."""
     start: MsgPosition | None = None
     """Where the next pack starts on this channel."""
-    resume_ts: int | None = None
-    """After a seek: drop data with ts <= this until a tick above it is read."""
 
 
 class TickBarrier:
@@ -110,7 +111,7 @@ class TickBarrier:
         """Prepare for messages read after a seek to ``positions`` (a pack's end positions)."""
         for position in positions:
             state = self._channel(position.channel)
-            state.resume_ts = position.timestamp
+            state.clock.resume_ts = position.timestamp
             state.start = position
         if positions:
             self.emitted_end_ts = min(p.timestamp for p in positions)
@@ -123,10 +124,7 @@ class TickBarrier:
 
     def end_ts(self) -> int | None:
         """The time every channel has reached, or None while some channel has no tick."""
-        ticks = [c.last_tick for c in self._order]
-        if None in ticks:
-            return None
-        return min(ticks)  # type: ignore[type-var]
+        return common_tick([c.clock.last_tick for c in self._order])
 
     def wants(self, channel: str) -> bool:
         """Whether reading more of ``channel`` is allowed now (bounded buffers).
@@ -144,10 +142,11 @@ class TickBarrier:
         ) or self._waits_on(state)
 
     def _waits_on(self, state: _Channel) -> bool:
-        if state.last_tick is None:
+        last_tick = state.clock.last_tick
+        if last_tick is None:
             return True
         end = self.end_ts()
-        return end is not None and state.last_tick <= end
+        return end is not None and last_tick <= end
 
     def pending_bytes(self, channel: str) -> int:
         """Payload bytes of ``channel``'s messages read but not yet emitted."""
@@ -168,7 +167,7 @@ class TickBarrier:
             return
         self._stall_reported = True
         waiting = self.waiting_on()
-        silent = [c for c in waiting if self._channels[c].last_tick is None]
+        silent = [c for c in waiting if self._channels[c].clock.last_tick is None]
         # No tick at all is what a channel that never ticks looks like; a channel that
         # has ticked but is read more slowly than the others is only behind for a while.
         log.log(
@@ -201,10 +200,11 @@ class TickBarrier:
         tick = kinds.find(KIND_TICK, lo)
         data_end = len(kinds) if tick < 0 else tick
         hi = data_end if tick < 0 else tick + 1
-        last_tick = state.last_tick
+        clock = state.clock
+        last_tick = clock.last_tick
         nbytes = sum(map(len, rows.payloads[lo:data_end]))
         if (
-            state.resume_ts is None
+            clock.resume_ts is None
             and (last_tick is None or data_end == lo or min(stamps[lo:data_end]) > last_tick)
             and (tick < 0 or stamps[tick] > self.emitted_end_ts)
             and (
@@ -221,8 +221,8 @@ class TickBarrier:
             state.rows.extend(rows, lo, hi)
             state.data_pending += data_end - lo
             state.bytes_pending += nbytes
-            if tick >= 0 and (last_tick is None or stamps[tick] > last_tick):
-                state.last_tick = stamps[tick]
+            if tick >= 0:
+                clock.tick(stamps[tick])
             return hi - lo, tick >= 0
         state.rows.group = rows.group
         for index in range(lo, hi):
@@ -238,20 +238,20 @@ class TickBarrier:
             state.start = rows.position(index)
         ts = rows.ts[index]
         kind = rows.kinds[index]
+        clock = state.clock
         if kind == KIND_TICK:
-            if state.resume_ts is not None and ts > state.resume_ts:
-                state.resume_ts = None
-            if state.last_tick is None or ts > state.last_tick:
-                state.last_tick = ts
+            clock.tick(ts)
             log_rows.append_row(rows, index, KIND_TICK if ts > self.emitted_end_ts else KIND_DEAD)
             return
-        if state.resume_ts is not None and ts <= state.resume_ts:
+        arrival = clock.arrival(ts)
+        if arrival is Arrival.SKIPPED:
             self.stats.resume_skipped += 1
             log_rows.append_row(rows, index, KIND_DEAD)
             return
-        if state.last_tick is not None and ts <= state.last_tick:
+        if arrival is Arrival.LATE:
+            assert clock.last_tick is not None
             msg = rows.build(index)
-            error = LateMessageError(state.name, msg.msg_id, ts, state.last_tick)
+            error = LateMessageError(state.name, msg.msg_id, ts, clock.last_tick)
             if self.late_policy == "reject":
                 self.stats.late_rejected += 1
                 log.error("%s; rejected (late_policy=reject)", error)
@@ -388,7 +388,7 @@ class TickBarrier:
             if tick > at:
                 runs.append((at, tick))
             at = tick + 1
-        if _has_repeats(rows, runs):
+        if runs_have_repeats(rows.sources, rows.msg_ids, runs):
             return -1
         count = nbytes = 0
         payloads = rows.payloads
@@ -413,7 +413,8 @@ class TickBarrier:
         rows = state.rows
         kinds, ts = rows.kinds, rows.ts
         held: list[int] = []
-        seen: set[tuple[int, int]] = set()
+        first = FirstSeen()
+        sources, msg_ids = rows.sources, rows.msg_ids
         for index in candidates:
             kind = kinds[index]
             if kind in (KIND_TICK, KIND_DEAD):
@@ -423,12 +424,9 @@ class TickBarrier:
                 continue
             state.data_pending -= 1
             state.bytes_pending -= len(rows.payloads[index])
-            if kind == KIND_DML:
-                key = rows.dedup_key(index)
-                if key in seen:
-                    self.stats.duplicates_dropped += 1
-                    continue
-                seen.add(key)
+            if kind == KIND_DML and not first.first(sources[index], msg_ids[index]):
+                self.stats.duplicates_dropped += 1
+                continue
             stamps.append(ts[index])
             msgs.append(rows.build(index))
         state.held = held
@@ -441,20 +439,6 @@ class TickBarrier:
         state.lo -= done_index
         if state.held:
             state.held = [index - done_index for index in state.held]
-
-
-def _has_repeats(rows: Rows, runs: list[tuple[int, int]]) -> bool:
-    """Whether two rows of ``runs`` share (source_id, msg_id), checked on ints (no tuple
-    per row): on msg_id alone when one source sent them all, as is common."""
-    if not runs:
-        return False
-    sources = list(chain.from_iterable(rows.sources[a:b] for a, b in runs))
-    msg_ids = list(chain.from_iterable(rows.msg_ids[a:b] for a, b in runs))
-    if sources.count(sources[0]) == len(sources):
-        return len(set(msg_ids)) != len(msg_ids)
-    # source_id and msg_id are int64: one int per pair, without collisions.
-    keys = set(map(add, map(mul, sources, repeat(1 << 64)), msg_ids))
-    return len(keys) != len(msg_ids)
 
 
 def merge_packs(packs: Sequence[MsgPack]) -> MsgPack:

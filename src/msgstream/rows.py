@@ -107,10 +107,6 @@ class Rows:
             return _new_tuple(MsgPosition, (self.channel, where, self.group, self.stamps[index]))
         return where  # type: ignore[no-any-return]
 
-    def dedup_key(self, index: int) -> tuple[int, int]:
-        """(source_id, msg_id) of row ``index``."""
-        return self.sources[index], self.msg_ids[index]
-
     def extend(self, other: Rows, lo: int, hi: int) -> None:
         """Append rows ``lo:hi`` of ``other``."""
         self.ts += other.ts[lo:hi]

@@ -7,6 +7,7 @@ values differ, row limits and Trigger.AvailableNow caps.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -274,3 +275,27 @@ async def test_a_slice_whose_closing_tick_is_gone_is_an_error(
         "channel 'gone-0': no time tick at or above 9 after MessageID earliest; the slice "
         "(0, 9] cannot be completed (deleted by retention?)"
     )
+
+
+async def test_a_late_message_is_delivered_once_with_the_slice_it_is_read_in(
+    tmp_path: Path, harness: object
+) -> None:
+    """As a time-tick stream delivers a late message with its next pack: key 2, stamped 8
+    after channel 0 ticked 15, lands in the slice (10, 20], and in no other."""
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("late", 2)
+    offsets = [SliceOffset.earliest(channels)]
+    stages = [
+        [data(0, 25, 1), tick(0, 10), tick(1, 10)],
+        [tick(0, 15), data(0, 8, 2), tick(0, 20), tick(1, 20)],
+        [tick(0, 30), tick(1, 30)],
+    ]
+    await produce_script(config, channels, stages[0])
+    h = await harness(channels)  # type: ignore[operator]
+    for stage in stages:
+        if stage is not stages[0]:
+            await produce_script(config, channels, stage)
+        offsets.append(await h.next(offsets[-1]))
+    assert [o.tick for o in offsets] == [0, 10, 20, 30]
+    slices = [await h.rows(a, b) for a, b in itertools.pairwise(offsets)]
+    assert slices == [[], [(2, 8, "late-0")], [(1, 25, "late-0")]]

@@ -1,7 +1,9 @@
-"""``spark.readStream.format("msgstream")`` with real queries: the embedded store, Kafka."""
+"""``spark.readStream.format("msgstream")`` with real queries: the embedded store, Kafka,
+Pulsar."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import uuid
@@ -19,7 +21,11 @@ from msgstream import (
     new_ttmsgstream,
     positions_to_json,
 )
+from msgstream.backends.log_client.client import LogMessageID
+from msgstream.backends.rocksmq import RocksOptions, RocksStore
+from msgstream.bridge_spark import drop_subscription
 from msgstream.bridge_spark.workload import sample_schema
+from msgstream.factory import new_client
 from spark.data import channel_names, produce_sample, rocksmq_config
 
 if TYPE_CHECKING:
@@ -84,18 +90,26 @@ class Target:
 
 
 @pytest.fixture(
-    params=["rocksmq", pytest.param("kafka", marks=pytest.mark.kafka)],
+    params=[
+        "rocksmq",
+        pytest.param("kafka", marks=pytest.mark.kafka),
+        pytest.param("pulsar", marks=pytest.mark.pulsar),
+    ],
 )
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
     prefix = f"half-{uuid.uuid4().hex[:6]}"
     if request.param == "rocksmq":
         store = tmp_path / "store"
         return Target(rocksmq_config(store), {"rocksmq.path": str(store)}, prefix)
-    broker = request.getfixturevalue("kafka_broker")
-    options = {"mq.type": "kafka", "kafka.brokers": broker.bootstrap}
-    config = config_from_dict(
-        {"mq": {"type": "kafka"}, "kafka": {"brokers": broker.bootstrap}}, env={}
-    )
+    if request.param == "kafka":
+        broker = request.getfixturevalue("kafka_broker")
+        settings = {"brokers": broker.bootstrap}
+    else:
+        broker = request.getfixturevalue("pulsar_broker")
+        settings = {"address": broker.service_url, "admin_url": broker.admin_url}
+    backend = request.param
+    options = {"mq.type": backend, **{f"{backend}.{k}": v for k, v in settings.items()}}
+    config = config_from_dict({"mq": {"type": backend}, backend: settings}, env={})
     return Target(config, options, prefix)
 
 
@@ -133,6 +147,8 @@ async def test_query_stopped_half_way_and_restarted_writes_every_row_once(
     second.awaitTermination(180)
     assert second.exception() is None
 
+    await check_query_subscription(target, channels, committed_offsets(checkpoint))
+
     rows = spark.read.parquet(str(output)).select("_op", "pk", "_ts", "_channel").collect()
     inserted = Counter(r["pk"] for r in rows if r["_op"] == "insert")
     deleted = Counter(r["pk"] for r in rows if r["_op"] == "delete")
@@ -153,6 +169,51 @@ async def test_query_stopped_half_way_and_restarted_writes_every_row_once(
         stamps = spark.read.parquet(*paths).select("_ts", "_channel").collect()
         assert all(begin < r["_ts"] <= end for r in stamps), batch
         assert len({r["_channel"] for r in stamps}) > 1
+
+
+async def check_query_subscription(
+    target: Target, channels: list[str], offsets: dict[int, dict[str, Any]]
+) -> None:
+    """The query's subscription is the only one the source left, and it stands where the
+    batch Spark last let go of (the one before the last: Spark commits a batch to its
+    source when it plans the next) ends."""
+    positions = offsets[max(offsets) - 1]["positions"]
+    ends = {c: base64.b64decode(positions[c]) for c in channels}
+    if target.config.mq.type == "rocksmq":
+        store = RocksStore(target.config.rocksmq_path(), RocksOptions(read_only=True))
+        try:
+            subs = {c: store.list_subscriptions(c) for c in channels}
+        finally:
+            store.close()
+        assert {c: [(s.name, s.next_id) for s in subs[c]] for c in channels} == {
+            c: [("msgstream-spark", LogMessageID.parse("rocksmq", ends[c]).value)] for c in channels
+        }
+        await drop_subscription(target.config, channels, "msgstream-spark")
+        assert not any(store.holds.of_channel(c) for c in channels)
+        return
+    client: Any = new_client(target.config)
+    try:
+        infos = {c: await client.list_subscriptions(c) for c in channels}
+    finally:
+        await client.close()
+    # no reader's subscription is left; the planner's may be (Spark kills the driver's
+    # Python worker, which may not get to close it)
+    assert {
+        c: sorted({i.name for i in infos[c]} - {"msgstream-spark.planner"}) for c in channels
+    } == {c: ["msgstream-spark"] for c in channels}
+    infos = {c: [i for i in infos[c] if i.name == "msgstream-spark"] for c in channels}
+    for channel in channels:
+        acked, end = infos[channel][0].acked_id, client.message_id_from_bytes(ends[channel])
+        if target.config.mq.type == "kafka":
+            assert acked.offset + 1 == end.offset
+        else:  # a seek to the end position acknowledges the entry before it
+            assert acked.key[:2] == (end.ledger, end.entry - 1)
+    await drop_subscription(target.config, channels, "msgstream-spark")
+    client = new_client(target.config)
+    try:
+        assert [await client.list_subscriptions(c) for c in channels] == [[]] * len(channels)
+    finally:
+        await client.close()
 
 
 async def test_latest_and_explicit_starting_positions(spark: SparkSession, tmp_path: Path) -> None:

@@ -75,6 +75,7 @@ from ..log_client.store import (
     now_ms,
 )
 from .failures import check_store_path, store_error
+from .holds import Holds
 from .retention import Page, RetentionPolicy, expired_pages
 from .wal import damaged_tails
 
@@ -172,6 +173,8 @@ class RocksStore(LogStore):
         self._closed = False
         self._open_consumers: dict[tuple[str, str], int] = {}
         self._volatile_subs: dict[tuple[str, str], StoredSubscription] = {}
+        self.holds = Holds(path)
+        """Subscriptions of read-only processes, which retention honours too."""
         try:
             self._load()
         except Exception as exc:
@@ -560,6 +563,11 @@ class RocksStore(LogStore):
         )
 
     def list_subscriptions(self, channel: str) -> list[StoredSubscription]:
+        """This store's subscriptions of ``channel``, then the holds of read-only
+        processes on it (:mod:`.holds`)."""
+        return self._stored_subscriptions(channel) + self.holds.of_channel(channel)
+
+    def _stored_subscriptions(self, channel: str) -> list[StoredSubscription]:
         self._check_open()
         cid = self._cid(channel)
         subs = []
@@ -569,12 +577,14 @@ class RocksStore(LogStore):
         return subs
 
     def delete_subscription(self, channel: str, name: str) -> None:
+        """Forget subscription ``name`` of ``channel``, and release a hold of that name."""
         self._check_open()
         cid = self._cids.get(channel)
         if cid is not None:
             batch = WriteBatch(raw_mode=True)
             batch.delete(self._sub_key(cid, name))
             self._write(batch, f"deleting subscription {name!r} of channel {channel!r}")
+        self.holds.delete(channel, name)
 
     # --- open consumers pin their subscriptions against idle expiry -------------------------
     def consumer_opened(self, channel: str, name: str) -> None:
@@ -632,20 +642,21 @@ class RocksStore(LogStore):
     def _live_subscriptions(self, channel: str, cid: int, now: int) -> list[StoredSubscription]:
         expiry = self.options.subscription_idle_expiry_ms
         live = []
-        for sub in self.list_subscriptions(channel):
+        for sub in self._stored_subscriptions(channel):
             pinned = (channel, sub.name) in self._open_consumers
             if expiry >= 0 and not pinned and now - sub.last_active_ms > expiry:
                 expire = WriteBatch(raw_mode=True)
                 expire.delete(self._sub_key(cid, sub.name))
                 self._write(expire, f"expiring subscription {sub.name!r}")
-                log.warning(
-                    "rocksmq: subscription %r on channel %r idle for %d ms; expired",
-                    sub.name,
-                    channel,
-                    now - sub.last_active_ms,
-                )
+                _log_expired("subscription", sub, channel, now)
                 continue
             live.append(sub)
+        for hold in self.holds.of_channel(channel):
+            if expiry >= 0 and now - hold.last_active_ms > expiry:
+                self.holds.delete(channel, hold.name)
+                _log_expired("hold", hold, channel, now)
+                continue
+            live.append(hold)
         return live
 
     def _close_open_page(self, cid: int, now: int) -> None:
@@ -703,6 +714,16 @@ class RocksStore(LogStore):
             self._secondary_dir.cleanup()
         for channel in list(self._events):
             self.notify(channel)
+
+
+def _log_expired(what: str, sub: StoredSubscription, channel: str, now: int) -> None:
+    log.warning(
+        "rocksmq: %s %r on channel %r idle for %d ms; expired",
+        what,
+        sub.name,
+        channel,
+        now - sub.last_active_ms,
+    )
 
 
 def page_key(cid: int, first_id: int) -> bytes:

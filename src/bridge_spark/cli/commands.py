@@ -78,11 +78,15 @@ def _ingest_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
     add_option(parser, "--channels", "N", "channels (default 4)", type=positive_int, default=4)
-    add_option(parser, "--rows", "N", "rows to insert (20000)", type=positive_int, default=20000)
+    add_option(
+        parser, "--rows", "N",
+        "rows to insert (220000): 11/12 as a backlog before ingesting, the rest while it runs",
+        type=positive_int, default=220_000,
+    )  # fmt: skip
     add_option(
         parser, "--batch-rows", "N",
-        "rows per Spark batch, at most (a pack is never split; default 4000)",
-        type=positive_int, default=4000,
+        "rows per Spark batch, at most (a pack is never split; default 50000)",
+        type=positive_int, default=50_000,
     )  # fmt: skip
     add_option(parser, "--path", "DIR", "directory for the store and output (default: temporary)")
     add_flag(parser, "--keep", "keep the temporary store, Parquet and checkpoint")

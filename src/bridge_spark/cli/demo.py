@@ -2,18 +2,21 @@
 resume, read back and verify row by row.
 
 1. A sample collection (int64 key ``pk``, float vector ``vec``, string ``text``, JSON
-   ``meta``; every value derived from the key) is created on 4 channels, and inserts and
-   deletes are produced with time ticks (``msgstream.bridge_spark.workload``) while Spark starts.
+   ``meta``; every value derived from the key) is created on 4 channels, and a backlog of
+   inserts and deletes (11/12 of the rows) is produced with time ticks
+   (``msgstream.bridge_spark.workload``) while Spark starts.
 2. Ingestion (the ``msgstream ingest`` job: the driver-side micro-batcher writing
-   idempotent Parquet) runs while the second half is produced. Once at least half the
-   rows are written, the batch that crossed the half *crashes* after its Parquet files
-   were written but before its checkpoint commit -- the worst moment.
+   idempotent Parquet) works through the backlog while the last rows are produced. Once
+   at least half the rows are written, the batch that crossed the half *crashes* after
+   its Parquet files were written but before its checkpoint commit -- the worst moment.
 3. A new job resumes from the checkpoint: it redoes the crashed batch with the same
    ``batch_id`` (replacing its files) and ingests the rest, up to the final time tick.
 4. Spark reads the Parquet back. Every produced insert and delete must be there exactly
    once, with the content its key implies; the last line reports
    ``demo: rows=<n> deletes=<n> batches=<n> lost=0 duplicated=0 rows_per_s=<n>`` and the
-   exit code is 1 on any loss, duplicate, mismatch or timeout.
+   exit code is 1 on any loss, duplicate, mismatch or timeout. ``rows_per_s`` is the
+   ingest jobs' throughput: the rows (inserted and deleted) they wrote over the time they
+   ran; a backlog ahead of them keeps that from measuring the producer's pace.
 
 Imported (with PySpark) only when ``demo`` runs; the options are declared in
 :mod:`.commands`.
@@ -49,18 +52,28 @@ from .commands import DEFAULT_MASTER
 from .ingest import BatchProgress, spark_session, summary_table
 
 COLLECTION = "demo"
+LIVE_SHARE = 12
+"""One row in this many is produced while ingesting; the rest is a backlog before it."""
+BACKLOG_CHUNK = 10_000
+LIVE_CHUNK, LIVE_PAUSE_S = 500, 0.05
+"""The live rows come in chunks with a pause between, as a service would send them."""
 
 
 @dataclass(frozen=True)
 class DemoOptions:
     channels: int = 4
-    rows: int = 20000
-    batch_rows: int = 4000
+    rows: int = 220_000
+    batch_rows: int = 50_000
     path: str | None = None
     keep: bool = False
     timeout_s: float = 300.0
     seed: int | None = None
     master: str = DEFAULT_MASTER
+
+    @property
+    def live_rows(self) -> int:
+        """Rows produced while the first ingest job runs; the rest is the backlog."""
+        return self.rows // LIVE_SHARE
 
 
 # --------------------------------------------------------------------------- state
@@ -141,14 +154,14 @@ class CrashHalfWay:
 # --------------------------------------------------------------------------- producing
 
 
-async def produce(producer: SampleProducer, rows: int, chunk: int = 500) -> None:
-    """Insert ``rows`` rows (with deletes) in chunks, yielding to the ingest between."""
+async def produce(producer: SampleProducer, rows: int, chunk: int, pause_s: float) -> None:
+    """Insert ``rows`` rows (with deletes) in chunks, pausing ``pause_s`` between."""
     done = 0
     while done < rows:
         step = min(chunk, rows - done)
         await producer.produce_rows(step)
         done += step
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(pause_s)
 
 
 # --------------------------------------------------------------------------- ingesting
@@ -174,7 +187,7 @@ async def ingest_phase(
         checkpoint,
         collection=COLLECTION,
         max_rows=opts.batch_rows,
-        max_interval_s=0.5,
+        max_interval_s=5.0,
     )
     try:
         async with BatchProgress(label).follow(batcher):
@@ -237,24 +250,28 @@ async def run_demo(config: Config, opts: DemoOptions, workdir: Path) -> DemoStat
                 state.produced = producer.produced
                 await producer.create_collection()
                 with contextlib.ExitStack() as stack:
-                    # Spark starts (in a thread) while the first half is produced.
+                    # Spark starts (in a thread) while the backlog is produced.
                     spark_started = time.perf_counter()
-                    first_half = asyncio.create_task(produce(producer, opts.rows // 2))
+                    backlog = asyncio.create_task(
+                        produce(producer, opts.rows - opts.live_rows, BACKLOG_CHUNK, 0)
+                    )
                     spark = await asyncio.to_thread(stack.enter_context, spark_session(opts.master))
                     await asyncio.to_thread(lambda: spark.range(1).count())
                     state.spark_start_s = time.perf_counter() - spark_started
-                    await first_half
+                    await backlog
                     # Looked up as it runs: a test swaps in a faulty sink.
                     sink = msgstream.bridge_spark.ParquetSink(str(out))
                     # Phase 1: ingest while the rest is produced; crash past half-way.
-                    second_half = asyncio.create_task(produce(producer, opts.rows - opts.rows // 2))
+                    live = asyncio.create_task(
+                        produce(producer, opts.live_rows, LIVE_CHUNK, LIVE_PAUSE_S)
+                    )
                     crash = CrashHalfWay(sink, (opts.rows + 1) // 2, state)
                     with contextlib.suppress(SimulatedCrash):
                         await ingest_phase(
                             spark, config, channels, checkpoint, crash, opts,
                             state.phases, "phase 1", "forever",
                         )  # fmt: skip
-                    await second_half
+                    await live
                     await producer.finish()
                     final_tick = producer.produced.last_tick
                     # Phase 2: resume from the checkpoint up to the final tick.
@@ -278,6 +295,10 @@ def demo_summary(opts: DemoOptions, state: DemoState, backend: str) -> list[tupl
     crashed = "-" if state.crashed_batch is None else str(state.crashed_batch)
     return [
         ("channels", str(opts.channels)),
+        (
+            "rows: backlog / produced while ingesting",
+            f"{opts.rows - opts.live_rows} / {opts.live_rows}",
+        ),
         (
             "rows inserted / deleted (produced)",
             "-" if produced is None else f"{len(produced.inserted)} / {len(produced.deleted)}",
