@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from msgstream.backend import AdminClient, Client, ConsumedMessage, Consumer
-from msgstream.backends.log_client.client import LogMessageID
+from msgstream.backends.log_client.client import RocksmqMessageID
 from msgstream.backends.rocksmq.holds import Holds
 from msgstream.config import Config
 from msgstream.position import SubscriptionPosition
@@ -59,7 +59,7 @@ class _HeldSubscription(QuerySubscription):
     def _next_id(self, position: bytes | None) -> int:
         if position is None:
             return 0  # the channel's beginning: hold everything
-        return LogMessageID.parse("rocksmq", position).value
+        return RocksmqMessageID.parse(position).value
 
     async def ensure(self, offset: SliceOffset) -> None:
         holds = _holds(self.client)
