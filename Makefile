@@ -54,7 +54,7 @@ bench: $(STAMP)
 bench-brokers: $(STAMP)
 	$(BIN)/python benchmarks/bench_kafka.py
 	$(BIN)/python benchmarks/bench_pulsar.py
-	$(BIN)/python benchmarks/bench_spark.py
+	$(BIN)/python benchmarks/bench_spark.py --kafka --pulsar
 
 # Peak RSS of a TtMsgStream draining 10^6 4 KB messages, one channel silent for the first
 # half (writes ~4 GB to a temporary store, removed afterwards; add --old for the unbounded

@@ -1,21 +1,35 @@
-"""Spark bridge figures: rows/s into Spark DataFrames, beside the createDataFrame ceiling.
+"""Spark bridge figures: rows/s into Spark, each beside a baseline measured in the same run.
 
-    python benchmarks/bench_spark.py [--quick] [--rows N] [--json FILE] [--kafka]
+    python benchmarks/bench_spark.py [--quick] [--rows N] [--kafka] [--pulsar] [--json FILE]
 
-One run, one local[2] Spark session, one data set: the sample collection of
-``msgstream.bridge_spark.workload`` (int64 key, float vector, string, JSON; inserts of ~100 rows
-and some deletes) on 4 channels of an embedded store, read in the ``changes`` frame.
+One ``local[2]`` Spark session (default driver memory, 1 GiB heap), one data set: the
+sample collection of ``msgstream.bridge_spark.workload`` (int64 key, 32-dim float vector,
+string, JSON; inserts of ~100 rows and some deletes) on 4 channels, read in the
+``changes`` frame. Figures (rows/s, median of rounds whose order alternates, so machine
+noise hits every side alike), with their stable ``id`` in ``--json``:
 
-Figures (rows/s, median of alternating rounds so machine noise hits every side alike):
-  1. ``spark.createDataFrame`` of the same rows as one prebuilt Arrow table  (the ceiling)
-  2. the driver-side micro-batcher: read, convert, createDataFrame per batch (vs 1)
-  3. the streaming source, one Trigger.AvailableNow query into the ``noop`` sink (vs 1)
-  4. the same with ``maxRowsPerTrigger`` (several micro-batches)
-With ``--kafka`` (a local broker from tests/brokers, or ``--bootstrap``), same topic data:
-  5. the streaming source on Kafka vs Spark's own Kafka source reading the raw values
-     (``spark-sql-kafka-0-10`` of PySpark's version, resolved from Maven Central with
-     tests/brokers/maven.py): the same rows over each one's time. Where that artifact
-     cannot be resolved the baseline is reported unavailable, with the reason.
+``ceiling``                 ``spark.createDataFrame`` of the same rows as one prebuilt
+                            Arrow table
+``batcher``                 the driver-side MicroBatcher: read, convert, createDataFrame
+                            per batch of 50,000 rows                       (>= 0.8x ceiling)
+``source_rocksmq``          the streaming source, one Trigger.AvailableNow query into the
+                            ``noop`` sink                                  (>= 0.8x ceiling)
+``source_rocksmq_limited``  the same with ``maxRowsPerTrigger=50000``      (>= 0.6x ceiling)
+
+With ``--kafka`` (a local broker from tests/brokers, or ``--bootstrap``), same rows:
+
+``source_kafka``            the streaming source on Kafka vs Spark's own Kafka source
+                            reading the raw values into ``noop``           (>= 1.0x)
+``source_kafka_fair``       the same vs Spark's Kafka source plus decoding the values
+                            into the same columns (``mapInArrow`` calling msgstream's
+                            decoder), what a user would otherwise write    (>= 2.0x)
+
+Spark's Kafka source is ``spark-sql-kafka-0-10`` from Maven Central: the newest release
+that resolves, PySpark's version first (see ``spark_connector.py``). With ``--pulsar``
+(a local standalone, or ``--service-url``): ``source_pulsar``, beside the ceiling.
+
+The peak resident memory of the driver (JVM and Python) and of Spark's Python workers
+is sampled throughout and printed; ``--rows 2000000`` shows how both scale.
 """
 
 from __future__ import annotations
@@ -24,28 +38,31 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from msgstream import Config, SubscriptionPosition, config_from_dict, new_msgstream
+from msgstream import Config, SubscriptionPosition, config_from_dict, decode, new_msgstream
 from msgstream.bridge_spark import FrameBuilder, FrameKind, FrameSchema, MicroBatcher, local_spark
 from msgstream.bridge_spark.workload import Produced, SampleProducer, sample_schema
 from msgstream.ttstream import TtMsgStream
 from report import Row, print_table, tests_on_path, timed
+from rss import RssSampler
+from spark_connector import resolve as resolve_connector
 
 CHANNELS = [f"bench-{i}" for i in range(4)]
 DIM = 32
 ROUNDS = 3
 BATCH_ROWS = 50_000
+Figure = Callable[[], float]
 
 
 async def produce(config: Config, rows: int) -> Produced:
@@ -60,6 +77,10 @@ async def produce(config: Config, rows: int) -> Produced:
         )
         await producer.create_collection()
         return await producer.produce_rows(rows)
+
+
+def expected_rows(produced: Produced) -> int:
+    return len(produced.inserted) + len(produced.deleted)
 
 
 async def prebuilt_table(config: Config, frame: FrameSchema, last_tick: int) -> pa.Table:
@@ -103,220 +124,272 @@ def bench_batcher(spark: Any, config: Config, workdir: Path, expected: int) -> f
     return progress.rows / elapsed
 
 
-def bench_source(
-    spark: Any, options: dict[str, str], workdir: Path, expected: int, limit: int | None
-) -> float:
-    """Rows/s of an AvailableNow query into the noop sink, start to termination."""
-    checkpoint = workdir / f"source-{time.monotonic_ns()}"
-    reader = spark.readStream.format("msgstream")
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    if limit is not None:
-        reader = reader.option("maxRowsPerTrigger", str(limit))
+def run_to_noop(frame: Any, workdir: Path) -> tuple[float, int]:
+    """Seconds of an AvailableNow query of ``frame`` into the noop sink, start to end,
+    and the input rows Spark counted."""
+    checkpoint = workdir / f"query-{time.monotonic_ns()}"
     start = time.perf_counter()
     query = (
-        reader.load()
-        .writeStream.format("noop")
+        frame.writeStream.format("noop")
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
         .start()
     )
     query.awaitTermination()
     elapsed = time.perf_counter() - start
-    rows = sum(p["numInputRows"] for p in query.recentProgress)
     shutil.rmtree(checkpoint, ignore_errors=True)
+    return elapsed, sum(p["numInputRows"] for p in query.recentProgress)
+
+
+def bench_source(
+    spark: Any, options: dict[str, str], workdir: Path, expected: int, limit: int | None
+) -> float:
+    reader = spark.readStream.format("msgstream")
+    for key, value in {
+        **options,
+        **({} if limit is None else {"maxRowsPerTrigger": limit}),
+    }.items():
+        reader = reader.option(key, str(value))
+    elapsed, rows = run_to_noop(reader.load(), workdir)
     if rows != expected:
-        raise AssertionError(f"source read {rows} rows, expected {expected}")
+        raise AssertionError(f"the msgstream source read {rows} rows, expected {expected}")
     return rows / elapsed
 
 
-def spark_kafka_jars() -> tuple[list[str], str]:
-    """Spark's own Kafka source for this PySpark version from Maven Central, with the
-    dependencies PySpark does not bundle; ``([], why)`` when they cannot be resolved."""
-    import pyspark
-
-    tests_on_path()
-    from brokers.maven import MavenResolveError, resolve_classpath
-
-    artifact = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
-    try:
-        jars = resolve_classpath("spark-sql-kafka", [artifact])
-    except MavenResolveError as exc:
-        text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
-        reason = next((line for line in text.splitlines() if "Could not" in line), text[:300])
-        reason = reason.split("pom:0: ", 1)[-1].split(" -> [Help", 1)[0]
-        return [], f"Maven Central: {reason.strip()}"
-    bundled = {_artifact_name(p.name) for p in (Path(pyspark.__file__).parent / "jars").iterdir()}
-    return [str(j) for j in jars if _artifact_name(j.name) not in bundled], ""
+def spark_kafka(spark: Any, bootstrap: str) -> Any:
+    return (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", ",".join(CHANNELS))
+        .option("startingOffsets", "earliest")
+        .load()
+    )
 
 
-def _artifact_name(jar: str) -> str:
-    match = re.match(r"^(.*?)-\d[\w.+-]*\.jar$", jar)
-    return match.group(1) if match else jar
+def bench_spark_kafka(spark: Any, bootstrap: str, workdir: Path, expected: int) -> float:
+    """Spark's Kafka source reading the raw values: the same rows over its time (its
+    records are messages, each carrying many rows, so its own row count differs)."""
+    elapsed, records = run_to_noop(spark_kafka(spark, bootstrap).select("value"), workdir)
+    if records == 0:
+        raise AssertionError("Spark's Kafka source read nothing")
+    return expected / elapsed
 
 
-def start_kafka(workdir: Path) -> tuple[str, Callable[[], None]]:
+def decode_values(frame: FrameSchema) -> Callable[[Iterator[pa.RecordBatch]], Iterator[Any]]:
+    """What a user writes without the msgstream source: decode each record's value."""
+
+    def decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            builder = FrameBuilder(frame)
+            topics = batch.column("topic").to_pylist()
+            for topic, value in zip(topics, batch.column("value").to_pylist(), strict=True):
+                builder.add(decode(value), topic)
+            yield from builder.build().to_batches()
+
+    return decode_batches
+
+
+def bench_spark_kafka_fair(
+    spark: Any, bootstrap: str, frame: FrameSchema, workdir: Path, expected: int
+) -> float:
+    records = spark_kafka(spark, bootstrap).select("topic", "value")
+    decoded = records.mapInArrow(decode_values(frame), frame.spark_schema())
+    # numInputRows counts Kafka records here; the decoded rows are the expected ones.
+    elapsed, records = run_to_noop(decoded, workdir)
+    if records == 0:
+        raise AssertionError("Spark's Kafka source read nothing")
+    return expected / elapsed
+
+
+def rounds(figures: dict[str, Figure], count: int = ROUNDS) -> dict[str, float]:
+    """The median of ``count`` runs of every figure; odd rounds run them in reverse order."""
+    samples: dict[str, list[float]] = {name: [] for name in figures}
+    for r in range(count):
+        order = list(figures) if r % 2 == 0 else list(reversed(figures))
+        for name in order:
+            samples[name].append(timed(f"{name} {r}", figures[name]))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def source_options(schema_json: str, **config: str) -> dict[str, str]:
+    return {"channels": ",".join(CHANNELS), "collectionSchema": schema_json, **config}
+
+
+def start_kafka(stack: ExitStack, workdir: Path) -> str:
     tests_on_path()
     from brokers.kafka import LocalKafka
 
     broker = LocalKafka(workdir / "kafka")
     print("starting a local Kafka broker...", file=sys.stderr)
     broker.start()
-    return str(broker.bootstrap), broker.close
+    stack.callback(broker.close)
+    return str(broker.bootstrap)
 
 
-def bench_spark_kafka(spark: Any, bootstrap: str, workdir: Path, expected_rows: int) -> float:
-    """Spark's Kafka source reading the raw values of the same topics: the same rows over
-    its time (it reads records, each carrying many rows)."""
-    checkpoint = workdir / f"spark-kafka-{time.monotonic_ns()}"
-    start = time.perf_counter()
-    query = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", ",".join(CHANNELS))
-        .option("startingOffsets", "earliest")
-        .load()
-        .select("value")
-        .writeStream.format("noop")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    elapsed = time.perf_counter() - start
-    shutil.rmtree(checkpoint, ignore_errors=True)
-    if sum(p["numInputRows"] for p in query.recentProgress) == 0:
-        raise AssertionError("Spark's Kafka source read nothing")
-    return expected_rows / elapsed
+def start_pulsar(stack: ExitStack, workdir: Path) -> tuple[str, str]:
+    tests_on_path()
+    from brokers.pulsar import LocalPulsar
 
-
-def kafka_rows(
-    spark: Any, total: int, workdir: Path, bootstrap: str, jars_missing: str
-) -> list[Row]:
-    config = config_from_dict({"mq": {"type": "kafka"}, "kafka": {"brokers": bootstrap}}, env={})
-    produced = timed("produce to Kafka", lambda: asyncio.run(produce(config, total)))
-    expected = len(produced.inserted) + len(produced.deleted)
-    options = {
-        "mq.type": "kafka",
-        "kafka.brokers": bootstrap,
-        "channels": ",".join(CHANNELS),
-        "collectionSchema": json.dumps(sample_schema(dim=DIM).to_dict()),
-    }
-    timed("warm-up (Kafka)", lambda: bench_source(spark, options, workdir, expected, None))
-    ours, theirs = [], []
-    for r in range(ROUNDS):
-        ours.append(
-            timed(
-                f"source kafka {r}", lambda: bench_source(spark, options, workdir, expected, None)
-            )
-        )
-        if not jars_missing:
-            theirs.append(
-                timed(
-                    f"spark kafka {r}",
-                    lambda: bench_spark_kafka(spark, bootstrap, workdir, expected),
-                )
-            )
-    baseline = statistics.median(theirs) if theirs else None
-    rows = [
-        Row(
-            "streaming source (Kafka) vs Spark's Kafka source",
-            statistics.median(ours),
-            baseline,
-            "rows/s",
-            ">= 1.0x" if baseline else "baseline n/a",
-        )
-    ]
-    return rows
+    broker = LocalPulsar(workdir / "pulsar")
+    print("starting a local Pulsar standalone...", file=sys.stderr)
+    broker.start()
+    stack.callback(broker.close)
+    return broker.service_url, broker.admin_url
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else "")
     parser.add_argument("--quick", action="store_true", help="fewer rows")
-    parser.add_argument("--rows", type=int, help="rows to insert (default 400000, quick 50000)")
+    parser.add_argument("--rows", type=int, help="rows to insert (default 200000, quick 50000)")
     parser.add_argument("--kafka", action="store_true", help="also the Kafka figures")
     parser.add_argument("--bootstrap", help="with --kafka: an existing broker (default: start one)")
+    parser.add_argument("--pulsar", action="store_true", help="also the Pulsar figure")
+    parser.add_argument("--service-url", help="with --pulsar: an existing broker")
+    parser.add_argument("--admin-url", help="with --service-url: its admin REST URL")
     parser.add_argument("--json", help="also write the figures to this JSON file")
     args = parser.parse_args()
-    total = args.rows or (50_000 if args.quick else 400_000)
-    rows: list[Row] = []
+    total = args.rows or (50_000 if args.quick else 200_000)
     workdir = Path(tempfile.mkdtemp(prefix="msgstream-bench-spark-"))
-    cleanups: list[Callable[[], None]] = []
-    try:
-        config = config_from_dict(
-            {"mq": {"type": "rocksmq"}, "rocksmq": {"path": str(workdir / "store")}}, env={}
-        )
-        produced = timed("produce", lambda: asyncio.run(produce(config, total)))
-        expected = len(produced.inserted) + len(produced.deleted)
-        frame = FrameSchema(sample_schema(dim=DIM), FrameKind.CHANGES)
-        table = timed(
-            "prebuild table",
-            lambda: asyncio.run(prebuilt_table(config, frame, produced.last_tick)),
-        )
-        assert table.num_rows == expected, (table.num_rows, expected)
-        conf = {"spark.local.dir": str(workdir / "spark")}
-        jars_missing = ""
-        if args.kafka:
-            jars, jars_missing = timed("resolve Spark's Kafka source", spark_kafka_jars)
-            if jars:
-                conf["spark.jars"] = ",".join(jars)
-            else:
-                print(f"  no Spark Kafka source: {jars_missing}", file=sys.stderr)
-        spark = timed("spark start", lambda: local_spark(conf=conf))
-        source_options = {
-            "rocksmq.path": str(workdir / "store"),
-            "channels": ",".join(CHANNELS),
-            "collectionSchema": json.dumps(sample_schema(dim=DIM).to_dict()),
-        }
+    with ExitStack() as stack:
+        stack.callback(shutil.rmtree, workdir, ignore_errors=True)
+        return run(args, total, workdir, stack)
 
-        def source(limit: int | None) -> float:
-            return bench_source(spark, source_options, workdir, expected, limit)
 
-        timed("warm-up", lambda: source(BATCH_ROWS))
-        ceiling, batcher, whole, limited = [], [], [], []
-        for r in range(ROUNDS):
-            ceiling.append(timed(f"ceiling {r}", lambda: bench_ceiling(spark, table, frame)))
-            batcher.append(
-                timed(f"batcher {r}", lambda: bench_batcher(spark, config, workdir, expected))
-            )
-            whole.append(timed(f"source {r}", lambda: source(None)))
-            limited.append(timed(f"source limited {r}", lambda: source(BATCH_ROWS)))
-        top = statistics.median(ceiling)
-        rows.append(Row("createDataFrame(prebuilt Arrow table)", top, None, "rows/s", "ceiling"))
-        rows.append(
-            Row("driver-side batcher -> DataFrames", statistics.median(batcher), top, "rows/s", "")
+def run(args: argparse.Namespace, total: int, workdir: Path, stack: ExitStack) -> int:
+    import pyspark
+
+    rows: list[Row] = []
+    extra: dict[str, str] = {}
+    schema_json = json.dumps(sample_schema(dim=DIM).to_dict())
+    config = config_from_dict(
+        {"mq": {"type": "rocksmq"}, "rocksmq": {"path": str(workdir / "store")}}, env={}
+    )
+    produced = timed("produce", lambda: asyncio.run(produce(config, total)))
+    expected = expected_rows(produced)
+    frame = FrameSchema(sample_schema(dim=DIM), FrameKind.CHANGES)
+    table = timed(
+        "prebuild table", lambda: asyncio.run(prebuilt_table(config, frame, produced.last_tick))
+    )
+    assert table.num_rows == expected, (table.num_rows, expected)
+    conf = {"spark.local.dir": str(workdir / "spark")}
+    if args.kafka:
+        connector = timed(
+            "resolve Spark's Kafka source",
+            lambda: resolve_connector(pyspark.__version__, Path(pyspark.__file__).parent / "jars"),
         )
-        rows.append(
-            Row("streaming source (rocksmq), one batch", statistics.median(whole), top,
-                "rows/s", "")
-        )  # fmt: skip
-        rows.append(
-            Row(f"streaming source (rocksmq), {BATCH_ROWS} rows/trigger",
-                statistics.median(limited), top, "rows/s", "")
-        )  # fmt: skip
-        if args.kafka:
-            if args.bootstrap:
-                bootstrap = args.bootstrap
-            else:
-                bootstrap, stop = start_kafka(workdir)
-                cleanups.append(stop)
-            rows.extend(kafka_rows(spark, total, workdir, bootstrap, jars_missing))
-        extra = {
-            "data": f"{expected} rows ({len(produced.inserted)} inserts, "
-            f"{len(produced.deleted)} deletes) in {produced.insert_msgs + produced.delete_msgs} "
-            f"produce calls on {len(CHANNELS)} channels, dim {DIM}, "
-            f"{table.nbytes / 1e6:.0f} MB of Arrow; batcher batches of {BATCH_ROWS} rows",
-            "spark": f"pyspark {spark.version}, local[2], driver memory 1g",
+        extra["spark kafka source"] = connector.coordinate or "none resolved"
+        if connector.note:
+            extra["spark kafka source"] += f" ({connector.note})"
+        if connector.jars:
+            conf["spark.jars"] = ",".join(connector.jars)
+    spark = timed("spark start", lambda: local_spark(conf=conf))
+    sampler = RssSampler(spark.sparkContext._gateway.proc.pid).start()
+    stack.callback(sampler.stop)
+    rocksmq = source_options(schema_json, **{"rocksmq.path": str(workdir / "store")})
+    timed("warm-up", lambda: bench_source(spark, rocksmq, workdir, expected, BATCH_ROWS))
+    local = rounds(
+        {
+            "ceiling": lambda: bench_ceiling(spark, table, frame),
+            "batcher": lambda: bench_batcher(spark, config, workdir, expected),
+            "source_rocksmq": lambda: bench_source(spark, rocksmq, workdir, expected, None),
+            "source_rocksmq_limited": lambda: bench_source(
+                spark, rocksmq, workdir, expected, BATCH_ROWS
+            ),
         }
-        if jars_missing:
-            extra["spark kafka source"] = jars_missing
-        spark.stop()
-        print_table(rows, args.json, **extra)
-    finally:
-        for cleanup in cleanups:
-            cleanup()
-        shutil.rmtree(workdir, ignore_errors=True)
+    )
+    top = local["ceiling"]
+    rows += [
+        Row("createDataFrame(prebuilt Arrow table)", top, None, "rows/s", "ceiling", "ceiling"),
+        Row("driver-side batcher -> DataFrames", local["batcher"], top, "rows/s",
+            ">= 0.8x", "batcher"),
+        Row("streaming source (rocksmq), one batch", local["source_rocksmq"], top, "rows/s",
+            ">= 0.8x", "source_rocksmq"),
+        Row(f"streaming source (rocksmq), {BATCH_ROWS} rows/trigger",
+            local["source_rocksmq_limited"], top, "rows/s", ">= 0.6x", "source_rocksmq_limited"),
+    ]  # fmt: skip
+    if args.kafka:
+        bootstrap = args.bootstrap or start_kafka(stack, workdir)
+        rows += kafka_rows(
+            spark, total, frame, workdir, bootstrap, schema_json, bool(conf.get("spark.jars"))
+        )
+    if args.pulsar:
+        if args.service_url:
+            service, admin = args.service_url, args.admin_url or ""
+        else:
+            service, admin = start_pulsar(stack, workdir)
+        try:
+            rows.append(pulsar_row(spark, total, workdir, service, admin, schema_json, top))
+        except Exception as exc:  # reported below; the other figures stand
+            reason = next((ln for ln in str(exc).splitlines() if "Error" in ln), str(exc))
+            extra["source_pulsar"] = f"failed: {reason.strip()[:300]}"
+    peaks = sampler.stop()
+    extra = {
+        "data": f"{expected} rows ({len(produced.inserted)} inserts, "
+        f"{len(produced.deleted)} deletes) in {produced.insert_msgs + produced.delete_msgs} "
+        f"produce calls on {len(CHANNELS)} channels, dim {DIM}",
+        "spark": f"pyspark {spark.version}, local[2], driver memory 1g",
+        "peak rss": peaks.describe(),
+        **extra,
+    }
+    spark.stop()
+    print_table(rows, args.json, **extra)
     return 0
+
+
+def kafka_rows(
+    spark: Any,
+    total: int,
+    frame: FrameSchema,
+    workdir: Path,
+    bootstrap: str,
+    schema_json: str,
+    has_connector: bool,
+) -> list[Row]:
+    config = config_from_dict({"mq": {"type": "kafka"}, "kafka": {"brokers": bootstrap}}, env={})
+    produced = timed("produce to Kafka", lambda: asyncio.run(produce(config, total)))
+    expected = expected_rows(produced)
+    options = source_options(schema_json, **{"mq.type": "kafka", "kafka.brokers": bootstrap})
+    figures: dict[str, Figure] = {
+        "source_kafka": lambda: bench_source(spark, options, workdir, expected, None)
+    }
+    if has_connector:
+        figures["spark_kafka"] = lambda: bench_spark_kafka(spark, bootstrap, workdir, expected)
+        figures["spark_kafka_fair"] = lambda: bench_spark_kafka_fair(
+            spark, bootstrap, frame, workdir, expected
+        )
+        for name in ("spark_kafka", "spark_kafka_fair"):
+            timed(f"warm-up {name}", figures[name])
+    timed("warm-up source_kafka", figures["source_kafka"])
+    got = rounds(figures)
+    ours = got["source_kafka"]
+    return [
+        Row("streaming source (Kafka) vs Spark's Kafka source", ours, got.get("spark_kafka"),
+            "rows/s", ">= 1.0x", "source_kafka"),
+        Row("  vs Spark's Kafka source + decoding (mapInArrow)", ours,
+            got.get("spark_kafka_fair"), "rows/s", ">= 2.0x", "source_kafka_fair"),
+    ]  # fmt: skip
+
+
+def pulsar_row(
+    spark: Any,
+    total: int,
+    workdir: Path,
+    service: str,
+    admin: str,
+    schema_json: str,
+    ceiling: float,
+) -> Row:
+    settings = {"address": service, **({"admin_url": admin} if admin else {})}
+    config = config_from_dict({"mq": {"type": "pulsar"}, "pulsar": settings}, env={})
+    produced = timed("produce to Pulsar", lambda: asyncio.run(produce(config, total)))
+    expected = expected_rows(produced)
+    options = source_options(
+        schema_json, **{"mq.type": "pulsar", **{f"pulsar.{k}": v for k, v in settings.items()}}
+    )
+    timed("warm-up source_pulsar", lambda: bench_source(spark, options, workdir, expected, None))
+    got = rounds({"source_pulsar": lambda: bench_source(spark, options, workdir, expected, None)})
+    return Row("streaming source (Pulsar), one batch", got["source_pulsar"], ceiling, "rows/s",
+               "vs ceiling", "source_pulsar")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ class Row:
     baseline: float | None
     unit: str
     goal: str
+    id: str = ""
+    """A stable name for the figure in ``--json`` output (the Spark benchmark's)."""
 
     @property
     def ratio(self) -> float | None:

@@ -42,6 +42,7 @@ from msgstream.messages import (
     TimeTickMsg,
     TsMsg,
 )
+from msgstream.packed import PackedKind, PackedValues, pack, unpack
 from msgstream.position import MsgPosition
 from msgstream.schema import CollectionSchema, DataType, FieldData, FieldSchema
 
@@ -477,17 +478,11 @@ BAD_INSERT_BODIES: dict[str, tuple[dict[str, Any], str]] = {
     "vector no dim": (_insert_field("vec", dim=None), "InsertMsg"),
     "int column with dim": (_insert_field("pk", dim=1), "InsertMsg"),
     "field rows mismatch": (_insert_field("pk", rows=2), "expected 2 x 8"),
-    "varchar not a list": (_insert_field("name", values="abc"), "expected a list of 3 values"),
-    "varchar wrong count": (_insert_field("name", values=["a"]), "expected a list of 3 values"),
-    "varchar non-str": (_insert_field("name", values=["a", 1, "c"]), "expected str"),
-    "json wrong count": (_insert_field("meta", values=[]), "expected a list of 3 values"),
-    "valid mask wrong size": (_insert_field("name", valid={"o": 0, "n": 2}), "InsertMsg"),
-    "binary lens past end": (_insert_field("blob", lens={"o": 10**6, "n": 24}), "past the end"),
-    "binary lens don't match": (_insert_field("blob", lens={"o": 0, "n": 24}), "binary field"),
-    "binary null out of range": (_insert_field("blob", nulls=[7]), "bad null row indices"),
-    "binary null negative": (_insert_field("blob", nulls=[-1]), "bad null row indices"),
-    "binary null not int": (_insert_field("blob", nulls=["1"]), "bad null row indices"),
-    "binary nulls not a list": (_insert_field("blob", nulls=5), "bad null row indices"),
+    "text offsets short of the buffer": (_insert_field("name", data={"o": 0, "n": 1}), "span"),
+    "text offsets wrong count": (_insert_field("name", offs={"o": 0, "n": 16}), "expected 4 x 8"),
+    "text nulls wrong size": (_insert_field("name", nulls={"o": 0, "n": 2}), "expected 3 x 1"),
+    "json data past the end": (_insert_field("meta", data={"o": 0, "n": 10**6}), "past the end"),
+    "binary offsets past end": (_insert_field("blob", offs={"o": 10**6, "n": 32}), "past the end"),
     "name missing": (_insert_body(collection_name=None) | {"fields": [{}]}, "InsertMsg"),
 }
 
@@ -499,6 +494,113 @@ def test_bad_insert_bodies(case: str) -> None:
     with pytest.raises(DecodeError) as info:
         decode(payload)
     assert needle in str(info.value)
+
+
+def _inline(changes: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], bytes]:
+    """small_insert() as codec version 2 wrote it: varchar and JSON values inline in the
+    body, binary as lengths and one buffer (None rows listed); ``changes`` per column."""
+    _, body, area = split_payload(encode(small_insert()))
+    lens = np.array([1, 0, 0], "<i8").tobytes()
+    inline: dict[str, dict[str, Any]] = {
+        "name": {"values": ["a", None, "c"]},
+        "meta": {"values": [{"k": 1}, [], None]},
+        "blob": {"lens": {"o": len(area), "n": 24}, "buf": {"o": len(area) + 24, "n": 1},
+                 "nulls": [1]},
+    }  # fmt: skip
+    for column in body["fields"]:
+        name = column["name"]
+        if name in inline:
+            for key in ("offs", "data", "nulls"):
+                column.pop(key, None)
+            column.update(inline[name], **changes.get(name, {}))
+    return body, area + lens + b"\x01"
+
+
+def test_version_2_bodies_still_decode() -> None:
+    body, area = _inline({})
+    payload = rebuild(encode(small_insert()), body, area)
+    assert decode(payload) == small_insert()
+
+
+BAD_INLINE_BODIES: dict[str, tuple[dict[str, dict[str, Any]], str]] = {
+    "varchar not a list": ({"name": {"values": "abc"}}, "expected a list of 3 values"),
+    "varchar wrong count": ({"name": {"values": ["a"]}}, "expected a list of 3 values"),
+    "varchar non-str": ({"name": {"values": ["a", 1, "c"]}}, "expected str"),
+    "json wrong count": ({"meta": {"values": []}}, "expected a list of 3 values"),
+    "binary lens past end": ({"blob": {"lens": {"o": 10**6, "n": 24}}}, "past the end"),
+    "binary lens don't match": ({"blob": {"lens": {"o": 0, "n": 24}}}, "binary field"),
+    "binary null out of range": ({"blob": {"nulls": [7]}}, "bad null row indices"),
+    "binary null negative": ({"blob": {"nulls": [-1]}}, "bad null row indices"),
+    "binary null not int": ({"blob": {"nulls": ["1"]}}, "bad null row indices"),
+    "binary nulls not a list": ({"blob": {"nulls": 5}}, "bad null row indices"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INLINE_BODIES))
+def test_bad_version_2_bodies(case: str) -> None:
+    changes, needle = BAD_INLINE_BODIES[case]
+    body, area = _inline(changes)
+    with pytest.raises(DecodeError) as info:
+        decode(rebuild(encode(small_insert()), body, area))
+    assert needle in str(info.value)
+
+
+def _packed_text(offsets: list[int], data: bytes) -> bytes:
+    """A one-column Insert of three varchar rows with the given packed layout."""
+    ids = np.arange(3, dtype="<i8").tobytes() + np.zeros(3, "<u8").tobytes()
+    offs = np.array(offsets, "<i8").tobytes()
+    body = {
+        "collection_name": "c", "partition_name": "p", "rows": 3,
+        "row_ids": {"o": 0, "n": 24}, "row_timestamps": {"o": 24, "n": 24},
+        "fields": [{"name": "t", "dtype": "varchar", "rows": 3, "offs": {"o": 48, "n": 32},
+                    "data": {"o": 80, "n": len(data)}}],
+    }  # fmt: skip
+    return build_payload(2, orjson.dumps(body), ids + offs + data, timestamp=0)
+
+
+def test_packed_text_decodes_lazily_and_equals_its_list() -> None:
+    msg = decode(_packed_text([0, 3, 3, 6], "héllo".encode()))
+    assert isinstance(msg, InsertMsg)
+    values = msg.fields[0].values
+    assert isinstance(values, PackedValues)
+    assert values == ["hé", "", "llo"] and values == ["hé", "", "llo"]
+    assert len(values) == 3 and values[0] == "hé" and list(values) == ["hé", "", "llo"]
+
+
+@pytest.mark.parametrize(
+    ("offsets", "data", "needle"),
+    [
+        ([0, 1, 2, 4], b"abc", "offsets do not span"),
+        ([1, 1, 2, 3], b"abc", "offsets do not span"),
+        ([0, 2, 1, 3], b"abc", "offsets decrease"),
+        ([0, 1, 2, 3], b"a\xffc", "not UTF-8"),
+        ([0, 1, 1, 3], "éa".encode(), "cuts a UTF-8 character"),
+    ],
+)
+def test_bad_packed_text(offsets: list[int], data: bytes, needle: str) -> None:
+    with pytest.raises(DecodeError, match=needle):
+        decode(_packed_text(offsets, data))
+
+
+@pytest.mark.parametrize(
+    ("offsets", "data", "needle"),
+    [
+        ([0, 1, 3], b"1{x", "not JSON texts"),
+        ([0, 1, 1], b"1", "not JSON texts"),
+        ([0, 3, 5, 7], b"1,2[34]", "one JSON text per row"),
+        ([0, 2, 4], b"[12]", "one JSON text per row"),
+    ],
+)
+def test_bad_packed_json(offsets: list[int], data: bytes, needle: str) -> None:
+    with pytest.raises(DecodeError, match=needle):
+        unpack(PackedKind.JSON, np.array(offsets), memoryview(data), None, "f")
+
+
+def test_packed_json_round_trips() -> None:
+    values = [{"a": [1, "x,]"]}, None, 's\\"', 3.5, []]
+    packed = pack(PackedKind.JSON, values)
+    column = unpack(PackedKind.JSON, packed.offsets, memoryview(packed.data), None, "f")
+    assert column == values
 
 
 def test_binary_lengths_that_overflow_are_rejected() -> None:

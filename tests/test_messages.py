@@ -30,6 +30,7 @@ from msgstream.messages import (
     TimeTickMsg,
     TsMsg,
 )
+from msgstream.packed import PackedValues
 from msgstream.position import MsgPosition
 from msgstream.schema import (
     CollectionSchema,
@@ -156,7 +157,7 @@ def test_insert_every_data_type_round_trips() -> None:
         assert decoded.dtype is original.dtype
         numpy_dtype = original.dtype.numpy_dtype
         if numpy_dtype is None:
-            assert isinstance(decoded.values, list)
+            assert isinstance(decoded.values, PackedValues)  # packed, equal to the list
             assert decoded.values == original.values
         else:
             assert isinstance(decoded.values, np.ndarray)

@@ -2,8 +2,8 @@
 
 A :class:`FrameBuilder` collects messages (checking each against the collection schema as
 it arrives) and :meth:`FrameBuilder.build` concatenates their columnar buffers: numeric
-and vector columns with ``numpy.concatenate``, list-valued ones (varchar, binary, JSON)
-with C-level chaining and a single ``pyarrow.array`` call. Work is per message and per
+and vector columns with ``numpy.concatenate``, varchar, binary and JSON by joining their
+packed buffers (:mod:`~bridge_spark.varlen`). Work is per message and per
 column, never a Python loop per row.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from msgstream.messages import DeleteMsg, InsertMsg, TsMsg
 from msgstream.pack import MsgPack
+from msgstream.packed import PackedKind, PackedValues
 from msgstream.schema import DataType, FieldData, FieldSchema
 
 from .errors import SchemaMismatchError
@@ -36,7 +37,7 @@ from .frames import (
     Column,
     FrameSchema,
 )
-from .jsontext import json_texts
+from .varlen import packed_array
 
 _INT64_MAX = np.uint64(2**63 - 1)
 _OPS = pa.array([OP_INSERT, OP_DELETE], pa.string())
@@ -289,7 +290,10 @@ class FrameBuilder:
 def _has_nulls(column: FieldData) -> bool:
     if column.valid is not None and not bool(column.valid.all()):
         return True
-    return isinstance(column.values, list) and None in column.values
+    values = column.values
+    if isinstance(values, PackedValues):
+        return values.has_nulls()
+    return isinstance(values, list) and None in values
 
 
 def _delete_keys(pk: FieldSchema, items: Sequence[_Delete]) -> pa.Array:
@@ -351,15 +355,21 @@ def _field_array(
             ]
         )
         return pa.array(values, type=column.type, mask=mask)
-    listed: list[Any] = list(
-        chain.from_iterable(
-            repeat(None, n) if p is None else p.values
-            for p, n in zip(pieces, counts.tolist(), strict=True)
-        )
-    )
-    if dtype is DataType.JSON:
-        return json_texts(listed, mask)
-    return pa.array(listed, type=column.type, mask=mask)
+    parts: list[Sequence[Any] | int] = []
+    for piece, rows in zip(pieces, counts.tolist(), strict=True):
+        if piece is None:
+            parts.append(rows)
+        else:
+            assert not isinstance(piece.values, np.ndarray)  # numeric types are the arrays
+            parts.append(piece.values)
+    return packed_array(_PACKED_KINDS[dtype], column.type, parts, mask)
+
+
+_PACKED_KINDS = {
+    DataType.VARCHAR: PackedKind.TEXT,
+    DataType.JSON: PackedKind.JSON,
+    DataType.BINARY: PackedKind.BINARY,
+}
 
 
 def table_from_packs(frame: FrameSchema, packs: Iterable[MsgPack]) -> pa.Table:

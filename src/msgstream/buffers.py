@@ -97,6 +97,10 @@ class BodyReader:
     def get_bytes(self, ref: Any) -> bytes:
         return bytes(self._slice(ref))
 
+    def get_view(self, ref: Any) -> memoryview:
+        """The referenced bytes, not copied."""
+        return self._slice(ref)
+
     def get_array(self, ref: Any, dtype: str, count: int) -> npt.NDArray[Any]:
         """Read ``count`` items of ``dtype`` (no copy; the result is read-only)."""
         item = _dtype(dtype)

@@ -33,6 +33,7 @@ from . import envelope
 from .buffers import BodyReader, BodyWriter
 from .errors import CodecError, DecodeError, UnknownMessageTypeError, UnknownTypeCodeError
 from .messages import BUILTIN_TYPES, USER_TYPE_MIN, DmlMsg, Header, TsMsg
+from .packed import PackedValues
 from .plans import Plan, ReadyPlan, plan_for
 from .schema import CollectionSchema, FieldData
 
@@ -452,6 +453,8 @@ def _printable(value: Any) -> Any:
         return value.to_dict()
     if isinstance(value, FieldData):
         return _printable(value.values)
+    if isinstance(value, PackedValues):
+        return _printable(value.tolist())
     if isinstance(value, list):
         if value and isinstance(value[0], FieldData):
             return {c.name: _printable(c.values) for c in value}

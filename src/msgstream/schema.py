@@ -11,7 +11,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .buffers import BodyReader, BodyWriter
-from .errors import DecodeError
+from .errors import CodecError, DecodeError
+from .packed import PackedKind, PackedValues, pack, unpack
 
 
 class DataType(enum.Enum):
@@ -141,7 +142,7 @@ class CollectionSchema:
         )
 
 
-ColumnValues = npt.NDArray[Any] | list[Any]
+ColumnValues = npt.NDArray[Any] | list[Any] | PackedValues
 
 
 def _normalise(name: str, dtype: DataType, values: Any, dim: int | None) -> ColumnValues:
@@ -179,8 +180,10 @@ def _normalise(name: str, dtype: DataType, values: Any, dim: int | None) -> Colu
 @dataclass(eq=False, slots=True)
 class FieldData:
     """One column of an Insert: ``values`` is a numpy array for numeric, bool and vector
-    types (vectors as ``(rows, dim)`` float32) and a list for varchar, JSON and binary.
-    ``valid`` optionally marks null rows (False = null)."""
+    types (vectors as ``(rows, dim)`` float32) and a sequence for varchar, JSON and
+    binary (a list when built; a :class:`~msgstream.packed.PackedValues` when decoded,
+    which equals the list it was made from). ``valid`` optionally marks null rows
+    (False = null)."""
 
     name: str
     dtype: DataType
@@ -238,15 +241,17 @@ class FieldData:
         numpy_dtype = self.dtype.numpy_dtype
         if numpy_dtype is not None:
             out["buf"] = writer.add_array(np.asarray(self.values), numpy_dtype)
-        elif self.dtype is DataType.BINARY:
-            blobs = [b"" if v is None else v for v in self.values]
-            lengths = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs))
-            out["lens"] = writer.add_array(lengths, "<i8")
-            out["buf"] = writer.add_bytes(b"".join(blobs))
-            if any(v is None for v in self.values):
-                out["nulls"] = [i for i, v in enumerate(self.values) if v is None]
         else:
-            out["values"] = self.values
+            values = self.values
+            assert not isinstance(values, np.ndarray)  # numeric types are the arrays
+            try:
+                packed = pack(_PACKED_KINDS[self.dtype], values)
+            except (TypeError, ValueError) as exc:  # not UTF-8 encodable, not JSON-able
+                raise CodecError(f"field {self.name!r}: {exc}") from exc
+            out["offs"] = writer.add_array(packed.offsets, "<i8")
+            out["data"] = writer.add_bytes(packed.data)
+            if packed.nulls is not None:
+                out["nulls"] = writer.add_array(packed.nulls, "|b1")
         if self.valid is not None:
             out["valid"] = writer.add_array(self.valid, "|b1")
         return out
@@ -265,30 +270,62 @@ class FieldData:
             values = reader.get_array(data["buf"], numpy_dtype, count)
             if dim is not None:
                 values = values.reshape(rows, dim)
-        elif dtype is DataType.BINARY:
-            lengths = reader.get_array(data["lens"], "<i8", rows)
-            blob = reader.get_bytes(data["buf"])
-            sizes = lengths.tolist()
-            if any(n < 0 for n in sizes) or sum(sizes) != len(blob):  # no int64 wrap-around
-                raise DecodeError(f"binary field {data['name']!r}: lengths do not match its buffer")
-            ends = np.cumsum(lengths).tolist()
-            starts = [0, *ends[:-1]]
-            values = [blob[s:e] for s, e in zip(starts, ends, strict=True)]
-            nulls = data.get("nulls", [])
-            if not isinstance(nulls, list) or not all(
-                type(i) is int and 0 <= i < rows for i in nulls
-            ):
-                raise DecodeError(f"binary field {data['name']!r}: bad null row indices {nulls!r}")
-            for i in nulls:
-                values[i] = None
+        elif "offs" in data:
+            values = _decode_packed(data, dtype, rows, reader)
         else:
-            values = data["values"]
-            if not isinstance(values, list) or len(values) != rows:
-                raise DecodeError(f"field {data['name']!r}: expected a list of {rows} values")
+            values = _decode_inline(data, dtype, rows, reader)
         valid = None
         if "valid" in data:
             valid = reader.get_array(data["valid"], "|b1", rows)
+        if isinstance(values, PackedValues):  # checked as it was unpacked: no normalising
+            column = cls.__new__(cls)
+            column.name, column.dtype, column.values, column.dim = data["name"], dtype, values, dim
+            column.valid = valid
+            return column
         return cls(data["name"], dtype, values, dim, valid)
+
+
+_PACKED_KINDS = {
+    DataType.VARCHAR: PackedKind.TEXT,
+    DataType.JSON: PackedKind.JSON,
+    DataType.BINARY: PackedKind.BINARY,
+}
+
+
+def _decode_packed(
+    data: dict[str, Any], dtype: DataType, rows: int, reader: BodyReader
+) -> PackedValues:
+    """A varchar, JSON or binary column as codec version 3 writes it."""
+    where = f"field {data['name']!r}"
+    offsets = reader.get_array(data["offs"], "<i8", rows + 1)
+    nulls = reader.get_array(data["nulls"], "|b1", rows) if "nulls" in data else None
+    return unpack(_PACKED_KINDS[dtype], offsets, reader.get_view(data["data"]), nulls, where)
+
+
+def _decode_inline(
+    data: dict[str, Any], dtype: DataType, rows: int, reader: BodyReader
+) -> list[Any]:
+    """A varchar, JSON or binary column as codec version 2 wrote it (values inline in
+    the JSON body; binary as lengths and one buffer, None rows listed)."""
+    if dtype is not DataType.BINARY:
+        values = data["values"]
+        if not isinstance(values, list) or len(values) != rows:
+            raise DecodeError(f"field {data['name']!r}: expected a list of {rows} values")
+        return values
+    lengths = reader.get_array(data["lens"], "<i8", rows)
+    blob = reader.get_bytes(data["buf"])
+    sizes = lengths.tolist()
+    if any(n < 0 for n in sizes) or sum(sizes) != len(blob):  # no int64 wrap-around
+        raise DecodeError(f"binary field {data['name']!r}: lengths do not match its buffer")
+    ends = np.cumsum(lengths).tolist()
+    starts = [0, *ends[:-1]]
+    blobs: list[Any] = [blob[s:e] for s, e in zip(starts, ends, strict=True)]
+    nulls = data.get("nulls", [])
+    if not isinstance(nulls, list) or not all(type(i) is int and 0 <= i < rows for i in nulls):
+        raise DecodeError(f"binary field {data['name']!r}: bad null row indices {nulls!r}")
+    for i in nulls:
+        blobs[i] = None
+    return blobs
 
 
 def values_equal(a: Any, b: Any) -> bool:

@@ -1,0 +1,258 @@
+"""Varchar, JSON and binary columns packed as Arrow lays them out: offsets and bytes.
+
+On the wire (codec version 3) such a column is ``rows + 1`` little-endian int64 offsets
+into one byte buffer -- UTF-8 text for varchar, one compact JSON text per row for JSON,
+raw bytes for binary -- plus an optional null mask (True = the row's value is None;
+JSON's None is the text ``null``). Decoding makes no Python object per row: it checks
+the offsets (and, for text, that the bytes are UTF-8 cut at character boundaries) and
+wraps the buffers in a :class:`PackedValues`, a read-only sequence that makes its items
+on first access. A reader that wants columns (the Spark bridge) takes the buffers as they
+are: they are already an Arrow string or binary array's.
+
+A JSON column is checked in one ``orjson`` parse of its texts joined into an array, whose
+element boundaries must be the offsets (the parsed values are dropped: a column reader
+never needs them).
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from .errors import DecodeError
+
+_QUOTE, _BACKSLASH, _COMMA = ord('"'), ord("\\"), ord(",")
+_SPECIAL = np.zeros(256, np.bool_)
+_SPECIAL[[ord(c) for c in '"\\,[]{}']] = True
+_DEPTH = np.zeros(256, np.int64)
+_DEPTH[[ord("["), ord("{")]] = 1
+_DEPTH[[ord("]"), ord("}")]] = -1
+_NULL_TEXT = b"null"
+
+I64Array = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+class PackedKind(enum.Enum):
+    TEXT = "text"
+    JSON = "json"
+    BINARY = "binary"
+
+
+class PackedValues(Sequence[Any]):
+    """The values of one varchar, JSON or binary column, packed (see the module doc).
+
+    ``offsets`` (int64, ``len + 1``, from 0) cut ``data``; ``nulls`` marks None rows
+    (None: no row is). Items are made once, on first access, and kept.
+    """
+
+    __slots__ = ("_items", "data", "kind", "nulls", "offsets")
+
+    def __init__(
+        self, kind: PackedKind, offsets: I64Array, data: bytes | memoryview, nulls: BoolArray | None
+    ) -> None:
+        self.kind = kind
+        self.offsets = offsets
+        self.data = data
+        self.nulls = nulls
+        self._items: list[Any] | None = None
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        return self.tolist()[index]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PackedValues | list | tuple):
+            return self.tolist() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PackedValues({self.kind.value}, {self.tolist()!r})"
+
+    def has_nulls(self) -> bool:
+        """Whether any value is None (for JSON also the text ``null``), without making
+        the values."""
+        if self.nulls is not None and bool(self.nulls.any()):
+            return True
+        if self.kind is not PackedKind.JSON:
+            return False
+        lengths = np.diff(self.offsets)
+        starts = self.offsets[:-1][lengths == len(_NULL_TEXT)]
+        if not len(starts):
+            return False
+        raw = np.frombuffer(self.data, np.uint8)
+        four = raw[starts[:, None] + np.arange(len(_NULL_TEXT))]
+        return bool((four == np.frombuffer(_NULL_TEXT, np.uint8)).all(axis=1).any())
+
+    def tolist(self) -> list[Any]:
+        items = self._items
+        if items is None:
+            items = self._items = self._make()
+        return items
+
+    def _make(self) -> list[Any]:
+        raw = bytes(self.data)
+        bounds = self.offsets.tolist()
+        pieces: list[Any] = [raw[a:b] for a, b in itertools.pairwise(bounds)]
+        items: list[Any]
+        if self.kind is PackedKind.TEXT:
+            items = [p.decode() for p in pieces]
+        elif self.kind is PackedKind.JSON:
+            items = list(map(orjson.loads, pieces))  # each checked by unpack()
+        else:
+            items = pieces
+        if self.nulls is not None:
+            for row in np.flatnonzero(self.nulls).tolist():
+                items[row] = None
+        return items
+
+
+def _offsets(lengths: I64Array) -> I64Array:
+    out = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out
+
+
+def _null_mask(values: Sequence[Any]) -> BoolArray | None:
+    if None not in values:
+        return None
+    return np.fromiter((v is None for v in values), np.bool_, len(values))
+
+
+def pack(kind: PackedKind, values: Sequence[Any]) -> PackedValues:
+    """Pack a column's values (str, JSON-able or bytes, or None). Raises ``ValueError``
+    for text that is not encodable as UTF-8 and ``TypeError`` for JSON-unable values."""
+    if isinstance(values, PackedValues):
+        return values
+    if kind is PackedKind.JSON:
+        return _pack_json(values)
+    nulls = _null_mask(values)
+    items: list[Any] = list(values) if nulls is None else [v or _EMPTY[kind] for v in values]
+    if kind is PackedKind.TEXT:
+        joined = "".join(items)
+        data = joined.encode()
+        if len(data) == len(joined):  # ASCII: a character is a byte
+            lengths = np.fromiter(map(len, items), np.int64, len(items))
+        else:
+            encoded = [s.encode() for s in items]
+            lengths = np.fromiter(map(len, encoded), np.int64, len(items))
+    else:
+        data = b"".join(items)
+        lengths = np.fromiter(map(len, items), np.int64, len(items))
+    return PackedValues(kind, _offsets(lengths), data, nulls)
+
+
+_EMPTY = {PackedKind.TEXT: "", PackedKind.BINARY: b""}
+
+
+def _pack_json(values: Sequence[Any]) -> PackedValues:
+    """One compact JSON text per value, from one ``orjson.dumps`` of the whole list cut
+    into its elements (no call per value)."""
+    count = len(values)
+    if not count:
+        return PackedValues(PackedKind.JSON, np.zeros(1, np.int64), b"", None)
+    whole = orjson.dumps(list(values), option=orjson.OPT_SERIALIZE_NUMPY)
+    text = np.frombuffer(whole, np.uint8)[1:-1]  # inside the outer [ ]
+    cuts = split_json_array(text)
+    if len(cuts) != count - 1:
+        raise ValueError(f"split {count} JSON values into {len(cuts) + 1} texts")
+    keep = np.ones(len(text), np.bool_)
+    keep[cuts] = False
+    lengths = np.diff(np.concatenate(([-1], cuts, [len(text)]))) - 1
+    return PackedValues(PackedKind.JSON, _offsets(lengths), text[keep].tobytes(), None)
+
+
+def _real_quotes(
+    positions: npt.NDArray[np.intp], chars: npt.NDArray[np.uint8]
+) -> npt.NDArray[np.bool_]:
+    """Which of the special characters are unescaped quotes."""
+    quote: npt.NDArray[np.bool_] = chars == _QUOTE
+    backslash: npt.NDArray[np.bool_] = chars == _BACKSLASH
+    if not backslash.any():
+        return quote
+    index = np.arange(len(chars))
+    follows = np.concatenate(([False], (positions[1:] == positions[:-1] + 1) & backslash[:-1]))
+    run_start = np.maximum.accumulate(np.where(backslash & ~follows, index, 0))
+    escaper = backslash & ((index - run_start) % 2 == 0)
+    escaped = np.concatenate(([False], escaper[:-1] & (positions[1:] == positions[:-1] + 1)))
+    real: npt.NDArray[np.bool_] = quote & ~escaped
+    return real
+
+
+def split_json_array(text: npt.NDArray[np.uint8]) -> npt.NDArray[np.intp]:
+    """Where the commas separating the elements of a compact JSON array's inside are.
+
+    A quote delimits a string unless an odd run of backslashes precedes it; brackets and
+    braces outside strings give the nesting depth; the commas outside strings at depth
+    zero separate the elements. Only those few characters are looked at, with numpy.
+    """
+    positions = np.flatnonzero(_SPECIAL[text])
+    chars = text[positions]
+    quote = _real_quotes(positions, chars)
+    in_string = (np.cumsum(quote) % 2).astype(np.bool_) | quote
+    depth = np.cumsum(np.where(in_string, 0, _DEPTH[chars]))
+    cuts: npt.NDArray[np.intp] = positions[(chars == _COMMA) & ~in_string & (depth == 0)]
+    return cuts
+
+
+def unpack(
+    kind: PackedKind,
+    offsets: I64Array,
+    data: memoryview,
+    nulls: BoolArray | None,
+    where: str,
+) -> PackedValues:
+    """Check a decoded column's layout; raise :class:`DecodeError` naming ``where``."""
+    size = len(data)
+    if len(offsets) == 0 or offsets[0] != 0 or offsets[-1] != size:
+        raise DecodeError(f"{where}: offsets do not span its {size}-byte buffer")
+    if len(offsets) > 1 and bool((np.diff(offsets) < 0).any()):
+        raise DecodeError(f"{where}: offsets decrease")
+    if kind is PackedKind.TEXT and size:
+        try:
+            str(data, "utf-8")
+        except UnicodeDecodeError as exc:
+            raise DecodeError(f"{where}: text is not UTF-8: {exc}") from None
+        raw = np.frombuffer(data, np.uint8)
+        starts = offsets[:-1]
+        starts = starts[starts < size]
+        if bool(((raw[starts] & 0xC0) == 0x80).any()):
+            raise DecodeError(f"{where}: an offset cuts a UTF-8 character")
+    elif kind is PackedKind.JSON and len(offsets) > 1:
+        _check_json(offsets, data, where)
+    return PackedValues(kind, offsets, data, nulls)
+
+
+def _check_json(offsets: I64Array, data: memoryview, where: str) -> None:
+    """Every row's text is one JSON value: the texts joined by commas parse as an array
+    whose elements start where the rows do."""
+    rows = len(offsets) - 1
+    commas = offsets[1:-1]
+    inner = np.insert(np.frombuffer(data, np.uint8), commas, _COMMA)
+    try:
+        parsed = orjson.loads(b"[" + inner.tobytes() + b"]")
+    except orjson.JSONDecodeError as exc:
+        raise DecodeError(f"{where}: the rows are not JSON texts: {exc}") from None
+    if len(parsed) != rows or not np.array_equal(
+        split_json_array(inner), commas + np.arange(rows - 1)
+    ):
+        raise DecodeError(f"{where}: the offsets do not cut one JSON text per row")
