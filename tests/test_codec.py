@@ -61,7 +61,7 @@ def build_payload(
     begin_ts: int | None = None,
     end_ts: int | None = None,
     magic: bytes = b"MS",
-    version: int = 2,
+    version: int = VERSION,
     flags: int = 0,
     json_len: int | None = None,
 ) -> bytes:
@@ -90,13 +90,16 @@ def split_payload(payload: bytes) -> tuple[tuple[Any, ...], Any, bytes]:
     return fields, body, payload[ENVELOPE_SIZE + json_len :]
 
 
-def rebuild(payload: bytes, body: Any, buffers: bytes | None = None) -> bytes:
-    """The same envelope with another body (and buffers), checksum fixed."""
+def rebuild(
+    payload: bytes, body: Any, buffers: bytes | None = None, version: int | None = None
+) -> bytes:
+    """The same envelope with another body (and buffers, version), checksum fixed."""
     fields, _, area = split_payload(payload)
     return build_payload(
         fields[3],
         orjson.dumps(body),
         area if buffers is None else buffers,
+        version=fields[1] if version is None else version,
         msg_id=fields[4],
         timestamp=fields[5],
         source_id=fields[6],
@@ -179,7 +182,7 @@ SAMPLE_IDS = [type(m).__name__ + str(m.msg_id) for m in SAMPLES]
 
 def test_envelope_layout() -> None:
     assert MAGIC == b"MS"
-    assert VERSION == 2
+    assert VERSION == 3
     assert ENVELOPE_SIZE == 54
     msg = DropCollectionMsg(
         msg_id=-5, timestamp=2**64 - 1, source_id=2**63 - 1, collection_name="c"
@@ -187,7 +190,7 @@ def test_envelope_layout() -> None:
     payload = encode(msg)
     fields, body, area = split_payload(payload)
     magic, version, flags, msg_type, msg_id, ts, source, begin, end, json_len, crc = fields
-    assert (magic, version, flags, msg_type) == (b"MS", 2, 0, 5)
+    assert (magic, version, flags, msg_type) == (b"MS", 3, 0, 5)
     assert (begin, end) == (2**64 - 1, 2**64 - 1)
     assert (msg_id, ts, source) == (-5, 2**64 - 1, 2**63 - 1)
     assert json_len == len(payload) - ENVELOPE_SIZE
@@ -385,8 +388,8 @@ def test_bad_magic_and_version() -> None:
     good = PAYLOADS[0]
     with pytest.raises(DecodeError, match=r"bad magic b'XS' \(not a msgstream payload\)"):
         decode(b"XS" + good[2:])
-    with pytest.raises(DecodeError, match="unsupported codec version 3"):
-        decode(good[:2] + b"\x03" + good[3:])
+    with pytest.raises(DecodeError, match="unsupported codec version 4"):
+        decode(good[:2] + b"\x04" + good[3:])
     with pytest.raises(DecodeError, match="unsupported codec version 1"):
         decode(good[:2] + b"\x01" + good[3:])
     # even with a correct checksum
@@ -518,7 +521,8 @@ def _inline(changes: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], bytes]:
 
 def test_version_2_bodies_still_decode() -> None:
     body, area = _inline({})
-    payload = rebuild(encode(small_insert()), body, area)
+    payload = rebuild(encode(small_insert()), body, area, version=2)
+    assert payload[2] == 2
     assert decode(payload) == small_insert()
 
 
@@ -541,7 +545,7 @@ def test_bad_version_2_bodies(case: str) -> None:
     changes, needle = BAD_INLINE_BODIES[case]
     body, area = _inline(changes)
     with pytest.raises(DecodeError) as info:
-        decode(rebuild(encode(small_insert()), body, area))
+        decode(rebuild(encode(small_insert()), body, area, version=2))
     assert needle in str(info.value)
 
 

@@ -38,7 +38,12 @@ from .plans import Plan, ReadyPlan, plan_for
 from .schema import CollectionSchema, FieldData
 
 MAGIC = b"MS"
-VERSION = 2
+VERSION = 3
+"""Written by :func:`encode`. Version 3 sends varchar, JSON and binary columns packed
+(offsets plus one buffer); version 2 wrote their values inline in the JSON body."""
+READABLE_VERSIONS = (2, 3)
+"""Versions :func:`decode` reads: version 2 payloads (older writers) still decode; a
+version 2 reader refuses version 3 with "unsupported codec version 3"."""
 ENVELOPE_SIZE = envelope.SIZE
 _ENVELOPE = envelope.STRUCT
 _COVERED = envelope.COVERED
@@ -162,7 +167,7 @@ def _unpack_envelope(data: bytes) -> tuple[Any, ...]:
     head = _ENVELOPE.unpack_from(data)
     if head[_MAGIC] != MAGIC:
         raise DecodeError(f"bad magic {head[_MAGIC]!r} (not a msgstream payload)")
-    if head[_VERSION] != VERSION:
+    if head[_VERSION] not in READABLE_VERSIONS:
         raise DecodeError(f"unsupported codec version {head[_VERSION]}")
     return head
 
@@ -328,7 +333,7 @@ def _decode_known(
     if sizes.max() > max_bytes or sizes.min() < ENVELOPE_SIZE:
         return None
     env = np.frombuffer(b"".join(map(_part, payloads, repeat(_ENVELOPE_PART))), envelope.DTYPE)
-    if not ((env["magic"] == MAGIC).all() and (env["version"] == VERSION).all()):
+    if not ((env["magic"] == MAGIC).all() and np.isin(env["version"], READABLE_VERSIONS).all()):
         return None
     body_ends = env["json_len"] + np.int64(ENVELOPE_SIZE)
     if not (body_ends <= sizes).all():
@@ -416,7 +421,7 @@ def _decode_one(
             plan is not None
             and plan.need <= size
             and head[_MAGIC] == MAGIC
-            and head[_VERSION] == VERSION
+            and head[_VERSION] in READABLE_VERSIONS
             and zlib.crc32(payload[_TAIL], zlib.crc32(payload[_HEAD])) == head[_CRC]
             and plan.ts_range_agrees(payload, head[_BEGIN_TS], head[_END_TS])
         ):
