@@ -12,6 +12,7 @@ from .backend import Client, ConsumedMessage, Consumer, MessageID, Producer
 from .channels import validate_channel_name, validate_subscription_name
 from .codec import MessageRegistry, default_registry, encode
 from .errors import (
+    AuthorizationError,
     InvalidPositionError,
     MessageTooLargeError,
     StreamClosedError,
@@ -267,6 +268,10 @@ class MsgStream:
                 except TopicNotFoundError:
                     if not wait:
                         raise
+                except AuthorizationError:
+                    # Looking a channel up can need a permission reading it does not (Pulsar's
+                    # admin API): the subscription then decides, and names its own refusal.
+                    break
                 await asyncio.sleep(CHANNEL_POLL_S)
 
     def _check_new_channels(self, channels: Sequence[str]) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from msgstream import config_from_dict
-from msgstream.backends.log_client.client import LogMessageID
+from msgstream.backends.log_client.client import RocksmqMessageID
 from msgstream.backends.rocksmq import RocksOptions, RocksStore
 from msgstream.backends.rocksmq.retention import RetentionPolicy
 from msgstream.bridge_spark import drop_subscription
@@ -85,7 +85,7 @@ async def test_retention_never_deletes_what_the_query_has_not_committed(
     offsets = committed_offsets(checkpoint)
     assert len(offsets) >= 3
     last: dict[str, Any] = offsets[max(offsets) - 1]["positions"]
-    expected = {c: LogMessageID.parse("rocksmq", base64.b64decode(last[c])).value for c in channels}
+    expected = {c: RocksmqMessageID.parse(base64.b64decode(last[c])).value for c in channels}
     assert held(path, channels) == expected
 
     second = await produce_sample(config, channels, 300, seed=3, create=False)

@@ -21,8 +21,9 @@ from msgstream import (
     new_ttmsgstream,
     positions_to_json,
 )
-from msgstream.backends.log_client.client import LogMessageID
+from msgstream.backends.log_client.client import RocksmqMessageID
 from msgstream.backends.rocksmq import RocksOptions, RocksStore
+from msgstream.backends.rocksmq.settings import RocksmqConfig
 from msgstream.bridge_spark import drop_subscription
 from msgstream.bridge_spark.workload import sample_schema
 from msgstream.factory import new_client
@@ -180,13 +181,15 @@ async def check_query_subscription(
     positions = offsets[max(offsets) - 1]["positions"]
     ends = {c: base64.b64decode(positions[c]) for c in channels}
     if target.config.mq.type == "rocksmq":
-        store = RocksStore(target.config.rocksmq_path(), RocksOptions(read_only=True))
+        store = RocksStore(
+            target.config.section(RocksmqConfig).resolved_path(), RocksOptions(read_only=True)
+        )
         try:
             subs = {c: store.list_subscriptions(c) for c in channels}
         finally:
             store.close()
         assert {c: [(s.name, s.next_id) for s in subs[c]] for c in channels} == {
-            c: [("msgstream-spark", LogMessageID.parse("rocksmq", ends[c]).value)] for c in channels
+            c: [("msgstream-spark", RocksmqMessageID.parse(ends[c]).value)] for c in channels
         }
         await drop_subscription(target.config, channels, "msgstream-spark")
         assert not any(store.holds.of_channel(c) for c in channels)
@@ -207,7 +210,7 @@ async def check_query_subscription(
         if target.config.mq.type == "kafka":
             assert acked.offset + 1 == end.offset
         else:  # a seek to the end position acknowledges the entry before it
-            assert acked.key[:2] == (end.ledger, end.entry - 1)
+            assert acked.sort_key[:2] == (end.ledger, end.entry - 1)
     await drop_subscription(target.config, channels, "msgstream-spark")
     client = new_client(target.config)
     try:

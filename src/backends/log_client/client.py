@@ -56,7 +56,7 @@ class LogMessageID(TaggedMessageID):
         if id_type is None:
             specs = backend_specs()
             tag = specs[backend].message_id_tag if backend in specs else None
-            if tag is None:
+            if tag is None or _has_own_id_class(backend):  # e.g. kafka: not a local log
                 raise ValueError(f"no local backend called {backend!r}")
             namespace = {"__slots__": (), "backend": backend, "tag": tag}
             id_type = _ID_TYPES[backend] = type(f"{backend}MessageID", (LogMessageID,), namespace)
@@ -66,6 +66,17 @@ class LogMessageID(TaggedMessageID):
         return f"LogMessageID({self.backend}:{self.value})"
 
     __str__ = __repr__
+
+
+def _has_own_id_class(backend: str) -> bool:
+    """Whether ``backend`` has a MessageID class of its own outside the log client's."""
+    pending: list[type[TaggedMessageID]] = [TaggedMessageID]
+    while pending:
+        cls = pending.pop()
+        if cls.__dict__.get("backend") == backend and not issubclass(cls, LogMessageID):
+            return True
+        pending.extend(cls.__subclasses__())
+    return False
 
 
 class MemoryMessageID(LogMessageID):
