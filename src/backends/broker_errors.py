@@ -52,24 +52,16 @@ Table = Callable[[BaseException, Failure], MsgStreamError | None]
 (it then becomes a :class:`BackendUnavailableError` naming the exception)."""
 
 
+@dataclass(frozen=True, slots=True)
 class BrokerErrors:
     """One backend's error mapping: its name, its library's exception types, its table."""
 
-    __slots__ = ("_table", "backend", "library_errors", "timeout_keys")
-
-    def __init__(
-        self,
-        backend: str,
-        library_errors: tuple[type[BaseException], ...],
-        table: Table,
-        timeout_keys: str,
-    ) -> None:
-        self.backend = backend
-        self.library_errors = library_errors
-        """What :meth:`call` translates (anything else passes through unchanged)."""
-        self._table = table
-        self.timeout_keys = timeout_keys
-        """The settings a "no answer within N s" message names."""
+    backend: str
+    library_errors: tuple[type[BaseException], ...]
+    """What :meth:`call` translates (anything else passes through unchanged)."""
+    table: Table
+    timeout_keys: str
+    """The settings a "no answer within N s" message names."""
 
     def translate(
         self,
@@ -85,7 +77,7 @@ class BrokerErrors:
         if isinstance(exc, MsgStreamError):
             return exc
         failure = Failure(self.backend, where, what, channel, operation, during_call)
-        found = self._table(exc, failure)
+        found = self.table(exc, failure)
         if found is not None:
             return found
         return failure.unavailable(f"{type(exc).__name__}: {exc}")

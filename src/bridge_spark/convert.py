@@ -109,9 +109,7 @@ class FrameBuilder:
     def add(self, msg: TsMsg, channel: str) -> int:
         """Add one message read from ``channel``; return the rows it contributes."""
         if isinstance(msg, InsertMsg):
-            if not self.frame.kind.has_inserts or msg.collection_name != self.frame.name:
-                return 0
-            rows = msg.num_rows
+            rows = self._wanted_rows(msg, self.frame.kind.has_inserts)
             if rows == 0:
                 return 0
             columns = self._check_insert(msg, channel)
@@ -121,9 +119,7 @@ class FrameBuilder:
             self.insert_rows += rows
             return rows
         if isinstance(msg, DeleteMsg):
-            if not self.frame.kind.has_deletes or msg.collection_name != self.frame.name:
-                return 0
-            rows = msg.num_rows
+            rows = self._wanted_rows(msg, self.frame.kind.has_deletes)
             if rows == 0:
                 return 0
             self._check_delete(msg, channel)
@@ -133,6 +129,13 @@ class FrameBuilder:
             self.delete_rows += rows
             return rows
         return 0
+
+    def _wanted_rows(self, msg: InsertMsg | DeleteMsg, kind_wanted: bool) -> int:
+        """The rows ``msg`` brings to this frame: 0 unless the frame collects its kind
+        and its collection."""
+        if not kind_wanted or msg.collection_name != self.frame.name:
+            return 0
+        return msg.num_rows
 
     @staticmethod
     def _index(names: dict[str, int], name: str) -> int:

@@ -8,12 +8,16 @@ its parent, and the backends' modules import no client.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .backend import ConsumedMessage, MessageID
 from .errors import InvalidPositionError, StreamClosedError, StreamStateError
+
+
+class Closable(Protocol):
+    async def close(self) -> None: ...
 
 
 class ClientState:
@@ -32,6 +36,17 @@ class ClientState:
     def check_open(self) -> None:
         if self.closed:
             raise StreamClosedError(self.what)
+
+    async def close_after(self, *part_sets: Iterable[Closable]) -> bool:
+        """Close the client's parts, set by set, then mark the client closed; False (doing
+        nothing) if it already was. Each set is copied first: a closing part leaves it."""
+        if self.closed:
+            return False
+        for parts in part_sets:
+            for part in list(parts):
+                await part.close()
+        self.closed = True
+        return True
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,19 +14,18 @@ import itertools
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator
-from types import TracebackType
-from typing import Self
 
 from .errors import StreamStateError
 from .messages import TimeTickMsg
 from .pack import MsgPack
+from .scope import AsyncScope
 from .stream import MsgStream
 from .tso import TsoAllocator
 
 log = logging.getLogger(__name__)
 
 
-class TimeTickEmitter:
+class TimeTickEmitter(AsyncScope):
     def __init__(
         self,
         stream: MsgStream,
@@ -115,14 +114,8 @@ class TimeTickEmitter:
         if final_tick and not self.stream.closed:
             await self.tick()
 
-    async def __aenter__(self) -> Self:
+    async def _enter(self) -> None:
         self.start()
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop(final_tick=exc_type is None)
+    async def _exit(self, *, clean: bool) -> None:
+        await self.stop(final_tick=clean)

@@ -271,6 +271,23 @@ class DmlMsg(TsMsg):
     def is_dml(self) -> bool:
         return True
 
+    def _take_rows(self, cls: type[_M], rows: npt.NDArray[np.intp], sliced: dict[str, Any]) -> _M:
+        """A ``cls`` holding only the given rows: this header, collection and partition,
+        these rows of the row timestamps and hash keys, and ``sliced`` (the kind's own
+        columns, already cut to ``rows``)."""
+        indices = rows.tolist()
+        return _assemble(
+            cls,
+            self.header(),
+            {
+                "collection_name": self.collection_name,
+                "partition_name": self.partition_name,
+                "row_timestamps": self.timestamps[rows],
+                **sliced,
+            },
+            [self.hash_keys[i] for i in indices] if self.hash_keys else [],
+        )
+
     # The range is cached in ``_ts_span`` with the array it was computed from (replacing
     # the array invalidates it). Both are read through ``__dict__``: a lazily decoded
     # message answers from its envelope without building its arrays.
@@ -380,18 +397,10 @@ class InsertMsg(DmlMsg):
 
     def take(self, rows: npt.NDArray[np.intp]) -> InsertMsg:
         """A copy holding only the given rows (header kept, hash keys sliced)."""
-        indices = rows.tolist()
-        return _assemble(
+        return self._take_rows(
             InsertMsg,
-            self.header(),
-            {
-                "collection_name": self.collection_name,
-                "partition_name": self.partition_name,
-                "row_timestamps": self.timestamps[rows],
-                "row_ids": self.row_ids[rows],
-                "fields": [c.take(rows) for c in self.fields],
-            },
-            [self.hash_keys[i] for i in indices] if self.hash_keys else [],
+            rows,
+            {"row_ids": self.row_ids[rows], "fields": [c.take(rows) for c in self.fields]},
         )
 
     def encode_body(self, writer: BodyWriter) -> dict[str, Any]:
@@ -463,17 +472,7 @@ class DeleteMsg(DmlMsg):
             keys = self.primary_keys[rows]
         else:
             keys = [self.primary_keys[i] for i in rows.tolist()]
-        return _assemble(
-            DeleteMsg,
-            self.header(),
-            {
-                "collection_name": self.collection_name,
-                "partition_name": self.partition_name,
-                "row_timestamps": self.timestamps[rows],
-                "primary_keys": keys,
-            },
-            [self.hash_keys[i] for i in rows.tolist()] if self.hash_keys else [],
-        )
+        return self._take_rows(DeleteMsg, rows, {"primary_keys": keys})
 
     def encode_body(self, writer: BodyWriter) -> dict[str, Any]:
         keys = self.primary_keys

@@ -24,8 +24,9 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Iterable
-from types import TracebackType
-from typing import Protocol, Self
+from typing import Protocol
+
+from .scope import AsyncScope
 
 __all__ = ["StopOnSignals"]
 
@@ -34,7 +35,7 @@ class Stoppable(Protocol):
     def stop(self) -> None: ...
 
 
-class StopOnSignals:
+class StopOnSignals(AsyncScope):
     """Stop ``streams`` (anything with a ``stop()``) on the first SIGINT or SIGTERM.
 
     :attr:`stopping` is set when a signal came, for loops of your own
@@ -81,16 +82,10 @@ class StopOnSignals:
                 self._loop.remove_signal_handler(sig)
             self._loop = None
 
-    async def __aenter__(self) -> Self:
+    async def _enter(self) -> None:
         self._loop = asyncio.get_running_loop()
         for sig in self.signals:
             self._loop.add_signal_handler(sig, self._on_signal, sig)
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def _exit(self, *, clean: bool) -> None:
         self._remove_handlers()

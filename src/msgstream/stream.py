@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
-from types import TracebackType
-from typing import Literal, Self
+from typing import Literal
 
 from .backend import Client, ConsumedMessage, Consumer, MessageID, Producer
 from .channels import validate_channel_name, validate_subscription_name
@@ -24,6 +23,7 @@ from .pack import MsgPack
 from .position import MsgPosition, SubscriptionPosition
 from .reader import BadMessageHandler, ChannelReader, ReadStats
 from .routing import RepackFunc, default_repack
+from .scope import AsyncScope
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ CHANNEL_POLL_S = 0.2
 """How often ``as_consumer(..., missing="wait")`` asks whether a channel exists yet."""
 
 
-class MsgStream:
+class MsgStream(AsyncScope):
     """One stream over one backend client: a producer side, a consumer side, or both.
 
     Streams are async context managers; ``close`` closes producers, consumers and (when
@@ -80,15 +80,7 @@ class MsgStream:
         self._stopped = False
 
     # --- lifecycle ----------------------------------------------------------------------
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _exit(self, *, clean: bool) -> None:
         await self.close()
 
     @property

@@ -47,11 +47,9 @@ class KafkaAdmin:
             if self._client is None:
                 kwargs = admin_kwargs(self._section)
                 client = AIOKafkaAdminClient(**kwargs)
-                try:
-                    await connect.start(client, "connecting", kwargs, self._deadline)
-                except BaseException:
-                    await client.close()
-                    raise
+                await connect.start_or_release(
+                    client, "connecting", kwargs, self._deadline, client.close
+                )
                 self._client = client
             return self._client
 

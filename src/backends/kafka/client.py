@@ -77,11 +77,9 @@ class KafkaClient:
             if self._offsets is None:
                 kwargs = consumer_kwargs(self.section, None)
                 reader = connect.construct(AIOKafkaConsumer, kwargs, "consumer")
-                try:
-                    await connect.start(reader, "connecting", kwargs, self.deadline_s)
-                except BaseException:
-                    await reader.stop()
-                    raise
+                await connect.start_or_release(
+                    reader, "connecting", kwargs, self.deadline_s, reader.stop
+                )
                 self._offsets = reader
             return self._offsets
 
@@ -186,11 +184,8 @@ class KafkaClient:
         await self.admin.delete_group(subname, channel)
 
     async def close(self) -> None:
-        if self._state.closed:
+        if not await self._state.close_after(self._consumers):
             return
-        for consumer in list(self._consumers):
-            await consumer.close()
-        self._state.closed = True
         producer = self._shared.take()
         offsets, self._offsets = self._offsets, None
         for stop in (producer.stop if producer else None, offsets.stop if offsets else None):

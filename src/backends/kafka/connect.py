@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ssl
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiokafka import errors as kafka_errors
@@ -57,6 +58,22 @@ async def start(component: Any, what: str, kwargs: dict[str, Any], deadline_s: f
             cause = await _refusal(kwargs, deadline_s, f"kafka at {brokers}: {what}")
             if cause is not None:
                 raise cause from exc
+        raise
+
+
+async def start_or_release(
+    component: Any,
+    what: str,
+    kwargs: dict[str, Any],
+    deadline_s: float,
+    release: Callable[[], Awaitable[object]],
+) -> None:
+    """:func:`start`; on any failure (cancellation too) ``await release()`` frees the
+    half-started component before the error propagates."""
+    try:
+        await start(component, what, kwargs, deadline_s)
+    except BaseException:
+        await release()
         raise
 
 

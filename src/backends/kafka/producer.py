@@ -86,13 +86,9 @@ class SharedProducer:
             if self.producer is None:
                 kwargs = self._kwargs()
                 producer = connect.construct(AIOKafkaProducer, kwargs, "producer")
-                try:
-                    await connect.start(
-                        producer, "connecting the producer", kwargs, self._deadline_s
-                    )
-                except BaseException:
-                    await producer.stop()
-                    raise
+                await connect.start_or_release(
+                    producer, "connecting the producer", kwargs, self._deadline_s, producer.stop
+                )
                 self.producer = producer
             return self.producer
 

@@ -447,10 +447,7 @@ class LogClient:
         self.store.delete_subscription(channel, subname)
 
     async def close(self) -> None:
-        if self._state.closed:
+        if not await self._state.close_after(self._consumers):
             return
-        for consumer in list(self._consumers):
-            await consumer.close()
-        self._state.closed = True
         if self._on_close is not None:
             self._on_close()

@@ -216,12 +216,7 @@ class PulsarClient:
     # ----------------------------------------------------------------------------- close
 
     async def close(self) -> None:
-        if self.closed:
+        if not await self._state.close_after(self._consumers, self._producers):
             return
-        for consumer in list(self._consumers):
-            await consumer.close()
-        for producer in list(self._producers):
-            await producer.close()
-        self._state.closed = True
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._inner.close(), self.deadline_s)
