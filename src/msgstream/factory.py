@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Unpack, cast
 
 from .backend import Client
 from .config import Config, MsgStreamConfig, load_config, resolve_backend
 from .errors import BackendUnavailableError
 from .plugins import BackendSpec, backend_spec
 from .sections import Section
-from .stream import MsgStream
-from .ttstream import TtMsgStream
+from .stream import MsgStream, StreamOptions
+from .ttstream import TtMsgStream, TtStreamOptions
 
 ClientFactory = Callable[[Section, MsgStreamConfig], Client]
 """What a spec's ``client_factory`` names: (its own section, the shared section) -> client."""
@@ -88,10 +88,10 @@ class MsgStreamFactory:
     def new_client(self) -> Client:
         return new_client(self.config)
 
-    def new_msgstream(self, **options: Any) -> MsgStream:
+    def new_msgstream(self, **options: Unpack[StreamOptions]) -> MsgStream:
         return MsgStream(self.new_client(), **{**_stream_options(self.config), **options})
 
-    def new_ttmsgstream(self, **options: Any) -> TtMsgStream:
+    def new_ttmsgstream(self, **options: Unpack[TtStreamOptions]) -> TtMsgStream:
         section = self.config.msgstream
         defaults = {
             **_stream_options(self.config),
@@ -105,9 +105,11 @@ class MsgStreamFactory:
         return TtMsgStream(self.new_client(), **{**defaults, **options})
 
 
-def new_msgstream(config: Config | None = None, **options: Any) -> MsgStream:
+def new_msgstream(config: Config | None = None, **options: Unpack[StreamOptions]) -> MsgStream:
     return MsgStreamFactory(config).new_msgstream(**options)
 
 
-def new_ttmsgstream(config: Config | None = None, **options: Any) -> TtMsgStream:
+def new_ttmsgstream(
+    config: Config | None = None, **options: Unpack[TtStreamOptions]
+) -> TtMsgStream:
     return MsgStreamFactory(config).new_ttmsgstream(**options)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Literal
+from typing import Literal, TypedDict
 
 from .backend import Client, ConsumedMessage, Consumer, MessageID, Producer
 from .channels import validate_channel_name, validate_subscription_name
@@ -32,6 +32,20 @@ MissingChannels = Literal["error", "wait", "create"]
 """What :meth:`MsgStream.as_consumer` does with a channel that does not exist yet."""
 CHANNEL_POLL_S = 0.2
 """How often ``as_consumer(..., missing="wait")`` asks whether a channel exists yet."""
+
+
+class StreamOptions(TypedDict, total=False):
+    """The keyword options of :class:`MsgStream` (and of ``new_msgstream(config, **options)``,
+    where they override the configuration): a misspelt one is a type error, not a surprise
+    at run time."""
+
+    receive_buffer_size: int
+    receive_buffer_bytes: int
+    repack: RepackFunc | None
+    registry: MessageRegistry
+    max_message_bytes: int
+    on_bad_message: BadMessageHandler | None
+    owns_client: bool
 
 
 class MsgStream(AsyncScope):

@@ -4,15 +4,27 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Unpack
 
 from .backend import Client
 from .barrier import LateHandler, LatePolicy, TickBarrier, merge_packs
 from .errors import InvalidPositionError, StreamStateError
 from .pack import MsgPack
 from .position import MsgPosition, SubscriptionPosition
-from .stream import MissingChannels, MsgStream
+from .stream import MissingChannels, MsgStream, StreamOptions
 from .tso import parse_ts
+
+
+class TtStreamOptions(StreamOptions, total=False):
+    """The keyword options of :class:`TtMsgStream` (and of ``new_ttmsgstream``)."""
+
+    late_policy: LatePolicy
+    on_late: LateHandler | None
+    channel_buffer_size: int
+    channel_buffer_bytes: int
+    pursuit_lag_s: float
+    pursuit_buffer_size_bytes: int
+    pursuit_buffer_time_s: float
 
 
 class TtMsgStream(MsgStream):
@@ -43,7 +55,7 @@ class TtMsgStream(MsgStream):
         pursuit_lag_s: float = 10.0,
         pursuit_buffer_size_bytes: int = 100 * 1024 * 1024,
         pursuit_buffer_time_s: float = 1.0,
-        **kwargs: Any,
+        **kwargs: Unpack[StreamOptions],
     ) -> None:
         super().__init__(client, **kwargs)
         self._late_policy: LatePolicy = late_policy

@@ -1,0 +1,66 @@
+"""Public signatures name their options: a misspelt stream option is a type error under
+``mypy --strict`` (and a TypeError naming it at run time), not something accepted and
+ignored."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from mypy import api as mypy_api
+
+from msgstream import config_from_dict, new_msgstream, new_ttmsgstream
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def typed_view(root: Path) -> Path:
+    """The installed layout (msgstream, msgstream.backends, msgstream.bridge_spark) as
+    symlinks into src/, which mypy can read (it cannot follow an editable install's
+    package-directory mapping)."""
+    package = root / "msgstream"
+    package.mkdir(parents=True)
+    for entry in (SRC / "msgstream").iterdir():
+        (package / entry.name).symlink_to(entry)
+    (package / "backends").symlink_to(SRC / "backends")
+    (package / "bridge_spark").symlink_to(SRC / "bridge_spark")
+    return root
+
+
+def test_a_misspelt_option_is_a_type_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    program = tmp_path / "program.py"
+    program.write_text(
+        textwrap.dedent(
+            """
+            from msgstream import config_from_dict, new_msgstream, new_ttmsgstream
+
+            config = config_from_dict({"mq": {"type": "memory"}})
+            good = new_ttmsgstream(config, receive_buffer_size=3, pursuit_lag_s=0)
+            bad = new_msgstream(config, receive_bufer_size=3)
+            """
+        )
+    )
+    monkeypatch.setenv("MYPYPATH", str(typed_view(tmp_path / "typed")))
+    out, _, status = mypy_api.run(
+        [
+            "--strict",
+            "--cache-dir", str(tmp_path / "cache"),
+            "--config-file", "",
+            "--python-version", "3.11",
+            "--ignore-missing-imports",
+            str(program),
+        ]
+    )  # fmt: skip
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    assert status == 1, out
+    assert len(errors) == 1, out
+    assert ':6: error: Unexpected keyword argument "receive_bufer_size"' in errors[0]
+
+
+def test_a_misspelt_option_fails_at_run_time_naming_it() -> None:
+    config = config_from_dict({"mq": {"type": "memory"}}, env={})
+    with pytest.raises(TypeError, match="receive_bufer_size"):
+        new_msgstream(config, receive_bufer_size=3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="pursuit_lag"):
+        new_ttmsgstream(config, pursuit_lag=1)  # type: ignore[call-arg]
