@@ -524,3 +524,12 @@ def test_sigterm_stops_consume_cleanly_saving_positions(config: Path, tmp_path: 
     )
     saved_positions = positions_from_json(saved.read_text(encoding="utf-8"))
     assert [p.to_dict() for p in saved_positions] == orjson.loads(lines[-1])["end_positions"]
+
+
+def test_produce_json_summary(cli: Cli) -> None:
+    out = cli.ok("produce", "--channel", "j0", "--channel", "j1", "--count", "30", "--batch", "7",
+                 "--json")  # fmt: skip
+    summary = orjson.loads(out)
+    assert set(summary) == {"messages", "batches", "channels", "ticks", "seconds", "msgs_per_s"}
+    assert (summary["messages"], summary["batches"], summary["channels"]) == (30, 5, ["j0", "j1"])
+    assert summary["ticks"] >= 1 and summary["seconds"] > 0

@@ -31,6 +31,7 @@ from .common import (
     CliError,
     add_channel_option,
     add_flag,
+    add_json_option,
     add_option,
     fmt_rate,
     non_negative_int,
@@ -51,6 +52,7 @@ class ProduceOptions:
     ticks: bool
     start_id: int
     source_id: int
+    json: bool = False
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,6 +80,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser, "--source-id", "ID", "source_id of the messages (default: the process id)",
         type=int,
     )  # fmt: skip
+    add_json_option(
+        parser, "print the summary as one JSON object (messages, batches, channels, ticks, "
+        "seconds, msgs_per_s)",
+    )  # fmt: skip
 
 
 def options_from_args(args: argparse.Namespace) -> ProduceOptions:
@@ -91,6 +97,7 @@ def options_from_args(args: argparse.Namespace) -> ProduceOptions:
         ticks=not args.no_ticks,
         start_id=int(args.start_id),
         source_id=int(source_id),
+        json=bool(args.json),
     )
 
 
@@ -331,6 +338,17 @@ async def run_produce(config: Config, opts: ProduceOptions) -> int:
     def report() -> None:
         elapsed = time.perf_counter() - started
         ticks = emitter.ticks_sent if emitter is not None else 0
+        if opts.json:
+            summary = {
+                "messages": stats.messages,
+                "batches": stats.batches,
+                "channels": opts.channels,
+                "ticks": ticks,
+                "seconds": round(elapsed, 6),
+                "msgs_per_s": round(stats.messages / elapsed, 1) if elapsed > 0 else None,
+            }
+            print(orjson.dumps(summary).decode(), flush=True)
+            return
         print(
             f"produced: messages={stats.messages} channels={len(opts.channels)} "
             f"ticks={ticks} msgs_per_s={fmt_rate(stats.messages, elapsed)}",
