@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import orjson
 import pytest
 
 from msgstream.cli.main import main
@@ -52,6 +53,11 @@ def test_ingest_writes_every_row_once_and_resumes(
     assert main(args) == 0
     assert main(args) == 0
     assert final(capsys.readouterr().out)[:3] == (0, 0, 0)  # nothing new
+    assert main([*args, "--json"]) == 0
+    summary = orjson.loads(capsys.readouterr().out)
+    assert (summary["batches"], summary["insert_rows"], summary["delete_rows"]) == (0, 0, 0)
+    assert summary["backend"] == "rocksmq" and summary["output"] == str(out)
+    assert summary["checkpoint"] == str(out / "_msgstream_checkpoint.json")
 
     data = spark.read.parquet(str(out)).select("_op", "pk", "batch_id").collect()
     inserted = Counter(r["pk"] for r in data if r["_op"] == "insert")

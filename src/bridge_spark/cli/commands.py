@@ -68,6 +68,7 @@ def _ingest_arguments(parser: argparse.ArgumentParser) -> None:
         type=positive_float, default=1.0,
     )  # fmt: skip
     add_flag(parser, "--follow", "keep ingesting new data until interrupted")
+    add_flag(parser, "--json", "print the summary as one JSON object instead of a table")
     add_option(parser, "--max-batches", "N", "stop after N batches", type=positive_int)
     _add_master(parser)
     add_option(

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from rich.progress import BarColumn, TaskID, TextColumn
@@ -63,6 +64,7 @@ class IngestOptions:
     max_batches: int | None = None
     master: str = DEFAULT_MASTER
     spark_conf: tuple[tuple[str, str], ...] = ()
+    json: bool = False
 
     @property
     def checkpoint_path(self) -> str:
@@ -94,6 +96,7 @@ def options_from_args(args: argparse.Namespace) -> IngestOptions:
         max_batches=args.max_batches,
         master=str(args.master),
         spark_conf=_spark_conf(list(args.spark_conf)),
+        json=bool(args.json),
     )
 
 
@@ -242,6 +245,24 @@ async def handle(config: Config, args: argparse.Namespace) -> int:
         return EXIT_FAILED
     elapsed = time.perf_counter() - started
     rate = fmt_rate(progress.rows, progress.seconds)
+    if opts.json:
+        summary = {
+            "backend": config.backend(),
+            "batches": progress.batches,
+            "redone": progress.redone,
+            "last_batch_id": progress.last_batch_id,
+            "insert_rows": progress.insert_rows,
+            "delete_rows": progress.delete_rows,
+            "packs": progress.packs,
+            "stopped": progress.stopped,
+            "ingest_seconds": round(progress.seconds, 6),
+            "total_seconds": round(elapsed, 6),
+            "rows_per_s": round(progress.rows / progress.seconds, 1) if progress.seconds else None,
+            "output": opts.out,
+            "checkpoint": str(opts.checkpoint_path),
+        }
+        print(orjson.dumps(summary).decode(), flush=True)
+        return EXIT_OK
     rows = [
         ("backend", config.backend()),
         ("batches (redone)", f"{progress.batches} ({progress.redone})"),
