@@ -79,11 +79,16 @@ class BatcherProgress:
 
     start_ts: int = 0
     end_ts: int = 0
+    """The end tick of the last pack read (read-ahead included)."""
+    committed_ts: int = 0
+    """The end tick of what is committed: where a restarted run would resume."""
     target_ts: int | None = None
     batches: int = 0
     insert_rows: int = 0
     delete_rows: int = 0
     packs: int = 0
+    read_rows: int = 0
+    """Rows read into batches, committed or not (``read_rows - rows`` are in flight)."""
     redone: int = 0
     last_batch_id: int | None = None
     stopped: str = ""
@@ -238,7 +243,7 @@ class MicroBatcher:
                 if resume is not None
                 else SliceOffset.earliest(self.channels)
             )
-            progress.start_ts = progress.end_ts = start.tick
+            progress.start_ts = progress.end_ts = progress.committed_ts = start.tick
             target = await self._target(until, planner, plan_reader, start)
             if state.pending is not None:
                 target = None if target is None else max(target, state.pending.end_ts)
@@ -364,6 +369,7 @@ class MicroBatcher:
         batch.packs += 1
         batch.last = pack
         self.progress.packs += 1
+        self.progress.read_rows += batch.builder.rows - before
         self.progress.end_ts = pack.end_ts
 
     def _advance(self, last: MsgPack) -> None:
@@ -373,6 +379,7 @@ class MicroBatcher:
         mark = BatchMark(batch_id, last.end_ts, tuple(last.end_positions))
         self._state = dataclasses.replace(state, committed=mark)
         save_checkpoint(self.checkpoint, self._state)
+        self.progress.committed_ts = last.end_ts
 
     async def _start(
         self, stream: TtMsgStream, fn: UserFunction, batch: _Batch, batch_id: int, redo: bool
@@ -410,6 +417,7 @@ class MicroBatcher:
         progress.delete_rows += info.delete_rows
         progress.redone += int(redo)
         progress.last_batch_id = batch_id
+        progress.committed_ts = last.end_ts
         if self.on_batch is not None:
             self.on_batch(info)
 

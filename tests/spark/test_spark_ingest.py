@@ -11,7 +11,10 @@ from typing import TYPE_CHECKING
 import orjson
 import pytest
 
+from msgstream.bridge_spark.batcher import BatcherProgress
+from msgstream.bridge_spark.cli.ingest import describe_progress
 from msgstream.cli.main import main
+from msgstream.tso import compose_ts
 from spark.data import channel_names, produce_sample, rocksmq_config
 
 if TYPE_CHECKING:
@@ -100,3 +103,28 @@ def test_ingest_reports_bad_input(
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "error: option '--schema': not a collection schema: 'fields'"
     )
+
+
+def test_the_progress_bar_counts_what_is_committed_not_what_was_read_ahead() -> None:
+    start, target = compose_ts(1_000, 0), compose_ts(3_000, 0)
+    progress = BatcherProgress(start_ts=start, end_ts=target, committed_ts=start, target_ts=target)
+    progress.read_rows = 500  # everything read ahead, nothing written yet
+    done, detail = describe_progress(progress, now_ms=5_000)
+    assert done == 0.0
+    assert detail.startswith("committed: batches 0  rows 0  deletes 0  ")
+    assert detail.endswith("in flight 500 rows")
+
+    progress.batches, progress.insert_rows, progress.delete_rows = 1, 240, 10
+    progress.committed_ts = compose_ts(2_000, 0)  # half of the tick range committed
+    done, detail = describe_progress(progress, now_ms=5_000)
+    assert done == 0.5
+    assert "committed: batches 1  rows 240  deletes 10  " in detail
+    assert detail.endswith("in flight 250 rows")
+
+
+def test_a_following_run_shows_no_percentage_but_how_far_behind_it_is() -> None:
+    committed = compose_ts(10_000, 3)
+    progress = BatcherProgress(start_ts=committed, end_ts=committed, committed_ts=committed)
+    done, detail = describe_progress(progress, now_ms=12_500)
+    assert done is None
+    assert detail.endswith("in flight 0 rows  2.5 s behind")

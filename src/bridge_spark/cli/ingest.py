@@ -39,6 +39,7 @@ from msgstream.cli.common import (
     stdout_console,
 )
 from msgstream.config import Config
+from msgstream.tso import parse_ts
 
 from ..batcher import BatcherProgress, MicroBatcher
 from ..clients import open_reader
@@ -143,6 +144,33 @@ def load_schema_file(path: str) -> Any:
 # --------------------------------------------------------------------------- progress
 
 
+def describe_progress(progress: BatcherProgress, now_ms: int) -> tuple[float | None, str]:
+    """What the progress bar shows: the share of the run committed (None when the run has
+    no end, ``--follow``), and a line of committed figures, rows read ahead and, without
+    an end, how far the committed data lags the wall clock.
+
+    The share is of time-tick range from the start to the run's end tick, measured at the
+    last committed batch (not at what was read ahead, which ran to 100 % long before
+    anything was written)."""
+    target, start = progress.target_ts, progress.start_ts
+    done: float | None = None
+    if target is not None:
+        span = target - start
+        done = 1.0 if span <= 0 else min(1.0, max(0.0, (progress.committed_ts - start) / span))
+    rate = fmt_rate(progress.rows, progress.seconds)
+    parts = [
+        f"committed: batches {progress.batches}",
+        f"rows {progress.insert_rows}",
+        f"deletes {progress.delete_rows}",
+        f"{rate} rows/s",
+        f"in flight {max(0, progress.read_rows - progress.rows)} rows",
+    ]
+    if target is None and progress.committed_ts > 0:
+        behind_s = max(0, now_ms - parse_ts(progress.committed_ts)[0]) / 1000
+        parts.append(f"{behind_s:.1f} s behind")
+    return done, "  ".join(parts)
+
+
 class BatchProgress:
     """A progress bar on stderr (when it is a terminal) following a batcher."""
 
@@ -151,7 +179,7 @@ class BatchProgress:
         self._progress = stderr_progress(
             TextColumn("{task.description}"),
             BarColumn(),
-            TextColumn("{task.percentage:>3.0f}%"),
+            TextColumn("{task.fields[share]}"),
             TextColumn("{task.fields[detail]}"),
             enabled=enabled,
         )
@@ -160,23 +188,19 @@ class BatchProgress:
     def update(self, progress: BatcherProgress) -> None:
         if self._task is None:
             return
-        target, start = progress.target_ts, progress.start_ts
-        done = 0.0
-        if target is not None and target > start:
-            done = min(1.0, max(0.0, (progress.end_ts - start) / (target - start)))
-        rate = fmt_rate(progress.rows, progress.seconds)
-        detail = (
-            f"batches {progress.batches}  rows {progress.insert_rows}  "
-            f"deletes {progress.delete_rows}  {rate} rows/s"
-        )
+        done, detail = describe_progress(progress, int(time.time() * 1000))
         self._progress.update(
-            self._task, completed=done * 100 if target is not None else 0, detail=detail
+            self._task,
+            completed=0 if done is None else done * 100,
+            total=None if done is None else 100,
+            share="" if done is None else f"{done * 100:>3.0f}%",
+            detail=detail,
         )
 
     @contextlib.asynccontextmanager
     async def follow(self, batcher: MicroBatcher) -> AsyncIterator[None]:
         with self._progress:
-            self._task = self._progress.add_task(self.label, total=100, detail="starting")
+            self._task = self._progress.add_task(self.label, total=100, share="", detail="starting")
 
             async def refresh() -> None:
                 while True:
