@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench bench-brokers fuzz chaos clean
+.PHONY: install demo test lint docs bench bench-brokers fuzz chaos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,12 @@ typed-view:
 	ln -s $(CURDIR)/src/backends build/typed/msgstream/backends
 	ln -s $(CURDIR)/src/bridge_spark build/typed/msgstream/bridge_spark
 
-test: lint
+# The API reference from the docstrings (mkdocs + mkdocstrings) into build/site; --strict
+# turns a broken reference or link into a failure, so `make test` checks them.
+docs: $(STAMP) typed-view
+	$(BIN)/mkdocs build --strict --quiet
+
+test: lint docs
 	$(BIN)/python -m pytest
 
 # Fuzz decode, positions and config longer than CI does (a new seed each run, printed;
