@@ -24,6 +24,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(MAKE) --no-print-directory typed-view
 	$(BIN)/mypy --strict
+	$(BIN)/mypy --strict examples
 
 # mypy has no package-directory mapping: it checks the installed layout (msgstream,
 # msgstream.backends, msgstream.bridge_spark) through a tree of symlinks into src/.

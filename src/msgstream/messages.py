@@ -15,8 +15,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypedDict, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -374,6 +375,26 @@ class InsertMsg(DmlMsg):
     row_ids: I64Array = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     fields: list[FieldData] = field(default_factory=list)
 
+    if TYPE_CHECKING:
+        # The signature type checkers see: ``row_ids`` takes what users have (a list of
+        # ints, any integer array) and is stored as an int64 array by __post_init__. At
+        # run time the dataclass generates __init__ from the fields above.
+        def __init__(
+            self,
+            *,
+            msg_id: int = 0,
+            timestamp: int = 0,
+            source_id: int = 0,
+            hash_keys: list[int] = ...,
+            position: MsgPosition | None = None,
+            size: int = 0,
+            collection_name: str,
+            partition_name: str = "_default",
+            row_timestamps: U64Array | Sequence[int] | None = None,
+            row_ids: Sequence[int] | npt.NDArray[np.integer[Any]] = ...,
+            fields: list[FieldData] = ...,
+        ) -> None: ...
+
     def __post_init__(self) -> None:
         where = f"InsertMsg(msg_id={self.msg_id}, collection={self.collection_name!r})"
         self.row_ids = np.asarray(self.row_ids, dtype=np.int64)
@@ -450,6 +471,23 @@ class DeleteMsg(DmlMsg):
     MSG_TYPE: ClassVar[int] = MsgType.DELETE
 
     primary_keys: PrimaryKeys = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+
+    if TYPE_CHECKING:
+        # As InsertMsg's: keys may be given as a list of ints or strs, or an integer array.
+        def __init__(
+            self,
+            *,
+            msg_id: int = 0,
+            timestamp: int = 0,
+            source_id: int = 0,
+            hash_keys: list[int] = ...,
+            position: MsgPosition | None = None,
+            size: int = 0,
+            collection_name: str,
+            partition_name: str = "_default",
+            row_timestamps: U64Array | Sequence[int] | None = None,
+            primary_keys: Sequence[int] | Sequence[str] | npt.NDArray[np.integer[Any]] = ...,
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         where = f"DeleteMsg(msg_id={self.msg_id}, collection={self.collection_name!r})"
