@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -121,6 +122,7 @@ class JvmBroker:
         process = self._process
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGSTOP)
+            _wait_until_stopped(process.pid)
 
     def resume(self) -> None:
         process = self._process
@@ -212,3 +214,22 @@ def first_available(
         failures.append(f"local JVM: {type(exc).__name__}: {exc}")
         raise error(f"no {what} broker for the tests ({hint}):\n" + "\n".join(failures)) from exc
     return broker
+
+
+def _wait_until_stopped(pid: int, timeout_s: float = 5.0) -> None:
+    """Return once every thread of ``pid`` is stopped: SIGSTOP is delivered to each
+    thread asynchronously, and on a loaded machine a JVM thread on the other core could
+    still answer a request sent right after ``kill`` returned."""
+    deadline = time.monotonic() + timeout_s
+    tasks = Path(f"/proc/{pid}/task")
+    while time.monotonic() < deadline:
+        try:
+            states = [
+                (task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in tasks.iterdir()
+            ]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            states = []  # a thread ended while being read: look again
+        if states and all(state in ("T", "t", "Z", "X") for state in states):
+            return
+        time.sleep(0.005)
+    raise TimeoutError(f"broker process {pid} did not stop within {timeout_s} s")
