@@ -17,7 +17,7 @@ import enum
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Required, Self, TypedDict, TypeVar, Unpack
 
 import numpy as np
 import numpy.typing as npt
@@ -365,6 +365,21 @@ def _assemble(
     return msg
 
 
+class DmlHeader(TypedDict, total=False):
+    """The keyword arguments every Insert and Delete takes besides its rows (for type
+    checkers: the constructors' signatures)."""
+
+    msg_id: int
+    timestamp: int
+    source_id: int
+    hash_keys: list[int]
+    position: MsgPosition | None
+    size: int
+    collection_name: Required[str]
+    partition_name: str
+    row_timestamps: U64Array | Sequence[int] | None
+
+
 @deferred(row_ids=DeferredBody(), fields=DeferredBody())
 @dataclass(kw_only=True, eq=False, repr=False)
 class InsertMsg(DmlMsg):
@@ -382,17 +397,9 @@ class InsertMsg(DmlMsg):
         def __init__(
             self,
             *,
-            msg_id: int = 0,
-            timestamp: int = 0,
-            source_id: int = 0,
-            hash_keys: list[int] = ...,
-            position: MsgPosition | None = None,
-            size: int = 0,
-            collection_name: str,
-            partition_name: str = "_default",
-            row_timestamps: U64Array | Sequence[int] | None = None,
             row_ids: Sequence[int] | npt.NDArray[np.integer[Any]] = ...,
             fields: list[FieldData] = ...,
+            **header: Unpack[DmlHeader],
         ) -> None: ...
 
     def __post_init__(self) -> None:
@@ -477,16 +484,8 @@ class DeleteMsg(DmlMsg):
         def __init__(
             self,
             *,
-            msg_id: int = 0,
-            timestamp: int = 0,
-            source_id: int = 0,
-            hash_keys: list[int] = ...,
-            position: MsgPosition | None = None,
-            size: int = 0,
-            collection_name: str,
-            partition_name: str = "_default",
-            row_timestamps: U64Array | Sequence[int] | None = None,
             primary_keys: Sequence[int] | Sequence[str] | npt.NDArray[np.integer[Any]] = ...,
+            **header: Unpack[DmlHeader],
         ) -> None: ...
 
     def __post_init__(self) -> None:
