@@ -268,7 +268,9 @@ def test_vectors_travel_as_raw_float32() -> None:
 )
 def test_numeric_columns_travel_as_raw_buffers(dtype: DataType, values: list[Any]) -> None:
     assert dtype.numpy_dtype is not None
-    msg = InsertMsg(collection_name="c", row_ids=range(100), fields=[FieldData("x", dtype, values)])
+    msg = InsertMsg(
+        timestamp=1, collection_name="c", row_ids=range(100), fields=[FieldData("x", dtype, values)]
+    )
     payload = encode(msg)
     expected = np.asarray(values, dtype=dtype.numpy_dtype).tobytes()
     assert expected in payload
@@ -288,7 +290,7 @@ def test_numeric_columns_travel_as_raw_buffers(dtype: DataType, values: list[Any
 
 def test_int_delete_keys_are_raw() -> None:
     keys = np.arange(2**50, 2**50 + 64, dtype=np.int64)
-    payload = encode(DeleteMsg(collection_name="c", primary_keys=keys))
+    payload = encode(DeleteMsg(timestamp=1, collection_name="c", primary_keys=keys))
     assert keys.astype("<i8").tobytes() in payload
     _, body, _ = split_payload(payload)
     assert body["int_keys"] == {"o": 512, "n": 512}
@@ -808,7 +810,7 @@ def test_to_jsonable_values() -> None:
     strs = to_jsonable(DeleteMsg(collection_name="c", primary_keys=["a"], timestamp=4))
     assert strs["primary_keys"] == ["a"]
     assert strs["row_timestamps"] == [4]
-    ints = to_jsonable(DeleteMsg(collection_name="c", primary_keys=[7, 8]))
+    ints = to_jsonable(DeleteMsg(timestamp=1, collection_name="c", primary_keys=[7, 8]))
     assert ints["primary_keys"] == [7, 8]
     create = to_jsonable(CreateCollectionMsg(collection_name="c", schema=schema()))
     assert create["schema"] == schema().to_dict()

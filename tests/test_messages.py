@@ -16,7 +16,7 @@ from msgstream.codec import (
     encode,
     register_message_type,
 )
-from msgstream.errors import DecodeError, UnknownMessageTypeError
+from msgstream.errors import DecodeError, MissingTimestampError, UnknownMessageTypeError
 from msgstream.messages import (
     BUILTIN_TYPES,
     USER_TYPE_MIN,
@@ -119,7 +119,7 @@ def test_builtin_type_codes() -> None:
     assert [cls.MSG_TYPE for cls in BUILTIN_TYPES] == [1, 2, 3, 4, 5, 6, 7]
     assert TimeTickMsg().msg_type == MsgType.TIME_TICK == 1
     assert make_insert().msg_type == MsgType.INSERT == 2
-    assert DeleteMsg(collection_name="c").msg_type == 3
+    assert DeleteMsg(timestamp=1, collection_name="c").msg_type == 3
     assert CreateCollectionMsg(collection_name="c", schema=book_schema()).msg_type == 4
     assert DropCollectionMsg(collection_name="c").msg_type == 5
     assert CreatePartitionMsg(collection_name="c", partition_name="p").msg_type == 6
@@ -333,11 +333,45 @@ def test_insert_field_count_mismatch() -> None:
         match=re.escape("InsertMsg(msg_id=8, collection='c'): field 'x' has 2 rows, not 3"),
     ):
         InsertMsg(
+            timestamp=1,
             msg_id=8,
             collection_name="c",
             row_ids=[1, 2, 3],
             fields=[FieldData("x", DataType.INT64, [1, 2])],
         )
+
+
+@pytest.mark.parametrize("kind", ["insert", "delete"])
+@pytest.mark.parametrize("timestamp", [None, 0])
+def test_dml_without_a_timestamp_is_refused_where_it_is_made(
+    kind: str, timestamp: int | None
+) -> None:
+    """A 0 would sort before every time tick: the stream would drop it as late."""
+    given = {} if timestamp is None else {"timestamp": timestamp}
+    name = "InsertMsg" if kind == "insert" else "DeleteMsg"
+
+    def build() -> object:
+        if kind == "insert":
+            return InsertMsg(msg_id=4, collection_name="c", row_ids=[1, 2], **given)
+        return DeleteMsg(msg_id=4, collection_name="c", primary_keys=[1, 2], **given)
+
+    with pytest.raises(MissingTimestampError) as info:
+        build()
+    assert str(info.value) == (
+        f"{name}(msg_id=4, collection='c'): no timestamp; give timestamp= (a hybrid "
+        "timestamp from TimeTickEmitter.begin()/reserve() or TsoAllocator.allocate()) or "
+        "row_timestamps="
+    )
+    assert isinstance(info.value, ValueError)
+    with pytest.raises(MissingTimestampError):  # row timestamps of 0 are no timestamp either
+        InsertMsg(msg_id=4, collection_name="c", row_ids=[1, 2], row_timestamps=[0, 0])
+
+
+def test_dml_with_row_timestamps_only_takes_the_latest_as_its_timestamp() -> None:
+    msg = InsertMsg(collection_name="c", row_ids=[1, 2, 3], row_timestamps=[30, 50, 40])
+    assert (msg.timestamp, msg.begin_ts, msg.end_ts) == (50, 30, 50)
+    delete = DeleteMsg(collection_name="c", primary_keys=["a"], row_timestamps=[9])
+    assert delete.timestamp == delete.end_ts == 9
 
 
 def test_insert_timestamps_without_row_ids_is_rejected() -> None:
@@ -353,7 +387,7 @@ def test_delete_count_mismatch_and_mixed_keys() -> None:
     ):
         DeleteMsg(msg_id=5, collection_name="d", primary_keys=["a", "b"], row_timestamps=[1])
     with pytest.raises(TypeError, match=re.escape("DeleteMsg(msg_id=6, collection='d')")) as info:
-        DeleteMsg(msg_id=6, collection_name="d", primary_keys=["a", 1])
+        DeleteMsg(timestamp=1, msg_id=6, collection_name="d", primary_keys=["a", 1])
     assert "mix str and non-str" in str(info.value)
 
 
@@ -414,7 +448,7 @@ def test_delete_take() -> None:
     assert part.primary_keys.tolist() == [9, 7]  # type: ignore[union-attr]
     assert part.timestamps.tolist() == [3, 1]
     assert part.hash_keys == [90, 70]
-    strs = DeleteMsg(collection_name="c", primary_keys=["x", "y", "z"])
+    strs = DeleteMsg(timestamp=1, collection_name="c", primary_keys=["x", "y", "z"])
     assert strs.take(np.array([1, 2], dtype=np.intp)).primary_keys == ["y", "z"]
 
 

@@ -364,7 +364,11 @@ def test_deletes_split_by_int_and_str_keys() -> None:
 def test_delete_with_hashed_str_keys() -> None:
     keys = ["alpha", "beta", "gamma", "delta", "日本"]
     msg = DeleteMsg(
-        msg_id=1, collection_name="c", primary_keys=keys, hash_keys=hash_primary_keys(keys)
+        timestamp=1,
+        msg_id=1,
+        collection_name="c",
+        primary_keys=keys,
+        hash_keys=hash_primary_keys(keys),
     )
     out = default_repack([msg], 3)
     expected: dict[int, list[str]] = {}
@@ -410,7 +414,11 @@ def test_mismatched_lengths_raise_naming_the_message() -> None:
     with pytest.raises(ValueError, match=r"InsertMsg\(msg_id=78\) has 0 hash keys for 2 rows"):
         default_repack([missing], 2)
     dele = DeleteMsg(
-        msg_id=79, collection_name="c", primary_keys=np.array([1, 2]), hash_keys=[1, 2, 3]
+        timestamp=1,
+        msg_id=79,
+        collection_name="c",
+        primary_keys=np.array([1, 2]),
+        hash_keys=[1, 2, 3],
     )
     with pytest.raises(ValueError, match=r"DeleteMsg\(msg_id=79\) has 3 hash keys for 2 rows"):
         default_repack([dele], 2)
@@ -433,7 +441,7 @@ def test_missing_keys_error(repack: RepackFunc) -> None:
 
 
 def test_empty_dml_needs_exactly_one_key() -> None:
-    empty = InsertMsg(msg_id=41, collection_name="c")
+    empty = InsertMsg(timestamp=1, msg_id=41, collection_name="c")
     with pytest.raises(ValueError, match=r"InsertMsg\(msg_id=41\) has 0 rows and 0 hash keys"):
         default_repack([empty], 2)
     empty.hash_keys = [1, 2]
@@ -441,15 +449,17 @@ def test_empty_dml_needs_exactly_one_key() -> None:
         default_repack([empty], 2)
     empty.hash_keys = [3]
     assert default_repack([empty], 2) == {1: [empty]}
-    empty_del = DeleteMsg(msg_id=42, collection_name="c", hash_keys=[4])
+    empty_del = DeleteMsg(timestamp=1, msg_id=42, collection_name="c", hash_keys=[4])
     assert default_repack([empty_del], 3) == {1: [empty_del]}
     with pytest.raises(ValueError, match=r"DeleteMsg\(msg_id=43\) has 0 rows and 0 hash keys"):
-        default_repack([DeleteMsg(msg_id=43, collection_name="c")], 3)
+        default_repack([DeleteMsg(timestamp=1, msg_id=43, collection_name="c")], 3)
 
 
 def test_repack_by_first_key_keeps_dml_whole() -> None:
     ins = make_insert([5, 0, 1, 2])
-    dele = DeleteMsg(msg_id=8, collection_name="c", primary_keys=np.array([1, 2]), hash_keys=[2, 3])
+    dele = DeleteMsg(
+        timestamp=1, msg_id=8, collection_name="c", primary_keys=np.array([1, 2]), hash_keys=[2, 3]
+    )
     out = repack_by_first_key([ins, dele], 3)
     assert out == {2: [ins, dele]}
     assert out[2][0] is ins
@@ -475,7 +485,9 @@ def test_custom_repack_function() -> None:
 
 def test_one_bucket_takes_everything() -> None:
     ins = make_insert([0, 1, 2, 3, 99])
-    dele = DeleteMsg(msg_id=8, collection_name="c", primary_keys=["x"], hash_keys=[12345])
+    dele = DeleteMsg(
+        timestamp=1, msg_id=8, collection_name="c", primary_keys=["x"], hash_keys=[12345]
+    )
     drop = DropCollectionMsg(msg_id=9, collection_name="c", hash_keys=[0xFFFFFFFF])
     out = default_repack([ins, dele, drop], 1)
     assert out == {0: [ins, dele, drop]}
@@ -556,7 +568,7 @@ def test_a_message_alone_routes_as_it_would_within_a_pack(
     same errors as the general path (here forced by a second message on another key)."""
     msg: TsMsg
     if kind == "delete":
-        msg = DeleteMsg(msg_id=9, collection_name="c", primary_keys=list(range(rows)))
+        msg = DeleteMsg(timestamp=1, msg_id=9, collection_name="c", primary_keys=list(range(rows)))
     elif kind == "insert":
         msg = make_insert(list(range(rows)), msg_id=9)
     else:

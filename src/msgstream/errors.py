@@ -104,6 +104,18 @@ class MessageTooLargeError(MsgStreamError, ValueError):
         self.limit = limit
 
 
+class MissingTimestampError(MsgStreamError, ValueError):
+    """A DML message was built without a timestamp (or with 0): it would sort before every
+    time tick and be dropped as late, so it is refused where it is made."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(
+            f"{where}: no timestamp; give timestamp= (a hybrid timestamp from "
+            "TimeTickEmitter.begin()/reserve() or TsoAllocator.allocate()) or row_timestamps="
+        )
+        self.where = where
+
+
 class LateMessageError(MsgStreamError):
     """A data message arrived with a timestamp at or below its channel's last time tick."""
 

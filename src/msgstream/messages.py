@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from . import envelope
 from .buffers import BodyReader, BodyWriter
-from .errors import DecodeError
+from .errors import DecodeError, MissingTimestampError
 from .lazy import DeferredBody, DeferredEmptyList, DeferredPosition, LazyBody, deferred
 from .position import MsgPosition
 from .schema import CollectionSchema, FieldData, values_equal
@@ -260,7 +260,15 @@ class DmlMsg(TsMsg):
         return self.row_timestamps
 
     def _init_row_timestamps(self, rows: int, where: str) -> None:
+        """Fill ``row_timestamps`` from the message timestamp where not given; a message
+        with no timestamp takes the latest of its row timestamps, and one with neither
+        is refused (never a 0, which every time tick would pass as late)."""
         given = self.row_timestamps
+        if self.timestamp == 0:
+            latest = int(np.max(given)) if given is not None and len(given) else 0
+            if latest == 0:
+                raise MissingTimestampError(where)
+            self.timestamp = latest
         stamps = _row_timestamps(given, rows, self.timestamp, where)
         self.row_timestamps = stamps
         if given is None or len(given) == 0:

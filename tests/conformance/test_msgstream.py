@@ -229,7 +229,9 @@ async def test_mismatched_hash_keys_raise_value_error(backend: BackendHarness) -
         msg.hash_keys = [1, 2]
         with pytest.raises(ValueError, match="msg_id=9"):
             await producer.produce(MsgPack.of(msg))
-        delete = DeleteMsg(msg_id=10, collection_name="books", primary_keys=[1, 2], hash_keys=[1])
+        delete = DeleteMsg(
+            timestamp=1, msg_id=10, collection_name="books", primary_keys=[1, 2], hash_keys=[1]
+        )
         with pytest.raises(ValueError, match="msg_id=10"):
             await producer.produce(MsgPack.of(delete))
 
@@ -326,8 +328,12 @@ async def test_oversized_message_fails_the_pack_before_anything_is_sent(
     channels = backend.channels(2)
     async with stream(backend, max_message_bytes=600) as producer:
         await producer.as_producer(channels)
-        small = DeleteMsg(msg_id=1, collection_name="c", primary_keys=[1], hash_keys=[0])
-        big = DeleteMsg(msg_id=2, collection_name="c" * 1000, primary_keys=[2], hash_keys=[1])
+        small = DeleteMsg(
+            timestamp=1, msg_id=1, collection_name="c", primary_keys=[1], hash_keys=[0]
+        )
+        big = DeleteMsg(
+            timestamp=1, msg_id=2, collection_name="c" * 1000, primary_keys=[2], hash_keys=[1]
+        )
         with pytest.raises(MessageTooLargeError) as info:
             await producer.produce(MsgPack.of(small, big))
         assert info.value.channel == channels[1] and info.value.limit == 600
