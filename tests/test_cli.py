@@ -18,11 +18,13 @@ import pytest
 
 from msgstream import (
     Config,
+    CreateCollectionMsg,
     DataType,
     InsertMsg,
     SubscriptionPosition,
+    TimeTickMsg,
+    TsMsg,
     hash_int64,
-    hash_str,
     load_config,
     new_client,
     new_msgstream,
@@ -30,6 +32,7 @@ from msgstream import (
 )
 from msgstream.cli import inspection
 from msgstream.cli.main import main
+from msgstream.cli.produce import synthetic_schema
 
 TICKS_FAST = "msgstream:\n  tick_interval_s: 0.002\n"
 
@@ -81,7 +84,13 @@ def cli(config: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
 
 
 def data_msgs(packs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [m for p in packs for m in p["msgs"] if m["type"] != "TimeTickMsg"]
+    """The rows' messages: neither ticks nor the collection's announcement."""
+    return [
+        m
+        for p in packs
+        for m in p["msgs"]
+        if m["type"] not in ("TimeTickMsg", "CreateCollectionMsg")
+    ]
 
 
 # --------------------------------------------------------------------------- produce/consume
@@ -107,6 +116,12 @@ def test_produce_count_then_consume_earliest(cli: Cli) -> None:
         assert m["fields"]["text"] == [f"row-{m['row_ids'][0]}"]
     ticks = [m for p in packs for m in p["msgs"] if m["type"] == "TimeTickMsg"]
     assert ticks, "the emitter's final tick is on every channel"
+    # each channel starts with the collection's schema, so `ingest` can read it
+    for channel in ("a", "b"):
+        first = next(m for p in packs for m in p["msgs"] if m["channel"] == channel)
+        assert first["type"] == "CreateCollectionMsg"
+        assert first["collection_name"] == "msgstream_cli"
+        assert first["schema"] == synthetic_schema("msgstream_cli").to_dict()
 
     # --skip-ticks hides them; plain end_positions are the message's own position
     packs = cli.packs("--channel", "a", "--from", "earliest", "--skip-ticks", "--max-packs", "3")
@@ -121,54 +136,77 @@ def test_produce_json_lines_from_stdin(
         '{"id": 7, "flag": true, "score": 0.5, "name": "x", "emb": [1, 2.5, 3], "meta": {"k": 1}}',
         "plain text, not JSON",
         "",
-        '{"id": 8, "tags": ["a", "b"], "nothing": null}',
+        '{"id": 8, "score": 2, "meta": null, "emb": [0, 0, 1]}',
+        '{"id": 9, "score": "high"}',
+        '{"id": 10, "emb": [1, 2]}',
+        '{"score": 1.5}',
     ]
     monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
-    out = cli.ok("produce", "--channel", "in0", "--channel", "in1", "--start-id", "100")
-    assert out.startswith("produced: messages=3 channels=2 ")
+    code, out, err = cli("produce", "--channel", "in0", "--channel", "in1", "--start-id", "100")
+    assert code == 0
+    assert out.startswith("produced: messages=2 channels=2 ") and out.strip().endswith(" skipped=4")
+    # the schema comes from the first row; lines that do not fit it are named and skipped
+    assert [line for line in err.splitlines() if line.startswith("warning:")] == [
+        "warning: stdin line 2: skipped: field 'text' is not in collection 'msgstream_cli' "
+        "(fields: ['emb', 'flag', 'id', 'meta', 'name', 'score'])",
+        "warning: stdin line 5: skipped: field 'score': \"high\" does not fit type double",
+        "warning: stdin line 6: skipped: field 'emb': [1,2] does not fit type float_vector[3]",
+        "warning: stdin line 7: skipped: field 'id' is missing or null, and it is not nullable",
+    ]
     # routed by --key: rows with the field "id"
     keyed = '{"id": 7}\n{"id": 8}\n{"id": "seven"}\n'
     monkeypatch.setattr(sys, "stdin", io.StringIO(keyed))
-    cli.ok("produce", "--channel", "k0", "--channel", "k1", "--key", "id")
+    keyed_out = cli.ok(
+        "produce", "--channel", "k0", "--channel", "k1", "--key", "id", "--batch", "1"
+    )
+    assert keyed_out.startswith("produced: messages=2 ")  # "seven" is not an int64 id
 
-    async def read_back(channels: list[str], count: int) -> list[InsertMsg]:
+    async def read_back(channels: list[str], count: int) -> list[TsMsg]:
         cfg = load_config(config)
-        got: list[InsertMsg] = []
+        got: list[TsMsg] = []
         async with new_msgstream(cfg) as stream:
             await stream.as_consumer(channels, "check", SubscriptionPosition.EARLIEST)
             while len(got) < count:
                 async with asyncio.timeout(5):
                     pack = await anext(aiter(stream))
-                got.extend(m for m in pack.msgs if isinstance(m, InsertMsg))
+                got.extend(m for m in pack.msgs if not isinstance(m, TimeTickMsg))
         return got
 
-    msgs = sorted(asyncio.run(read_back(["in0", "in1"], 3)), key=lambda m: m.timestamp)
-    types = [{c.name: c.dtype for c in m.fields} for m in msgs]
-    assert types[0] == {
-        "id": DataType.INT64,
-        "flag": DataType.BOOL,
-        "score": DataType.DOUBLE,
-        "name": DataType.VARCHAR,
-        "emb": DataType.FLOAT_VECTOR,
-        "meta": DataType.JSON,
-    }
+    read = asyncio.run(read_back(["in0", "in1"], 4))
+    creates = [m for m in read if isinstance(m, CreateCollectionMsg)]
+    assert len(creates) == 2  # one on each channel, before the rows
+    assert creates[0].schema == creates[1].schema
+    schema = creates[0].schema
+    assert [(f.name, f.dtype, f.is_primary, f.nullable, f.dim) for f in schema.fields] == [
+        ("id", DataType.INT64, True, False, None),
+        ("flag", DataType.BOOL, False, True, None),
+        ("score", DataType.DOUBLE, False, True, None),
+        ("name", DataType.VARCHAR, False, True, None),
+        ("emb", DataType.FLOAT_VECTOR, False, True, 3),
+        ("meta", DataType.JSON, False, True, None),
+    ]
+    msgs = sorted((m for m in read if isinstance(m, InsertMsg)), key=lambda m: m.timestamp)
+    assert all(m.timestamp > c.timestamp for m in msgs for c in creates)
+    assert [m.field("id").values[0] for m in msgs] == [7, 8]
     assert msgs[0].field("emb").dim == 3
     assert msgs[0].field("meta").values == [{"k": 1}]
-    assert types[1] == {"text": DataType.VARCHAR}
-    assert msgs[1].field("text").values == ["plain text, not JSON"]
-    assert types[2] == {"id": DataType.INT64, "tags": DataType.JSON, "nothing": DataType.JSON}
-    # row ids count the non-empty lines from --start-id; routing hashes them by default
-    assert [int(m.row_ids[0]) for m in msgs] == [100, 101, 102]
+    # the second row: an int widened to the double field, absent fields null
+    second = {c.name: c for c in msgs[1].fields}
+    assert second["score"].values[0] == 2.0 and second["score"].dtype is DataType.DOUBLE
+    assert second["flag"].valid is not None and not second["flag"].valid[0]
+    assert second["name"].values[0] is None and second["meta"].values[0] is None
+    # row ids count the rows sent from --start-id; routing hashes them by default
+    assert [int(m.row_ids[0]) for m in msgs] == [100, 101]
     for msg in msgs:
         assert msg.position is not None
         assert msg.position.channel == ["in0", "in1"][hash_int64(int(msg.row_ids[0])) % 2]
 
-    keyed_msgs = asyncio.run(read_back(["k0", "k1"], 3))
+    keyed_msgs = [m for m in asyncio.run(read_back(["k0", "k1"], 4)) if isinstance(m, InsertMsg)]
+    assert sorted(m.field("id").values[0] for m in keyed_msgs) == [7, 8]
     for msg in keyed_msgs:
-        key = msg.field("id").values[0]
-        expected = hash_str(key) if isinstance(key, str) else hash_int64(int(key))
+        key = int(msg.field("id").values[0])
         assert msg.position is not None
-        assert msg.position.channel == ["k0", "k1"][expected % 2]
+        assert msg.position.channel == ["k0", "k1"][hash_int64(key) % 2]
 
 
 def test_produce_stdin_missing_key_is_an_error(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -255,7 +293,8 @@ def test_consume_latest_sees_only_new_messages(cli: Cli) -> None:
 
 
 def test_consume_ack_and_inspect_lag(cli: Cli) -> None:
-    cli.ok("produce", "--channel", "i0", "--channel", "i1", "--count", "30", "--no-ticks")
+    cli.ok("produce", "--channel", "i0", "--channel", "i1", "--count", "30", "--no-ticks",
+           "--no-create-collection")  # fmt: skip
     code, out, err = cli(
         "consume", "--channel", "i0", "--channel", "i1", "--subname", "reader", "--ack",
         "--max-packs", "10",
@@ -502,7 +541,8 @@ def test_sigterm_stops_consume_cleanly_saving_positions(config: Path, tmp_path: 
     script = Path(sys.executable).with_name("msgstream")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MSGSTREAM_")}
     base = [str(script), "--config", str(config)]
-    subprocess.run([*base, "produce", "--channel", "t", "--count", "5", "--no-ticks"],
+    subprocess.run([*base, "produce", "--channel", "t", "--count", "5", "--no-ticks",
+                    "--no-create-collection"],
                    check=True, env=env, capture_output=True, timeout=60)  # fmt: skip
     saved = tmp_path / "positions.json"
     consumer = subprocess.Popen(
@@ -530,6 +570,9 @@ def test_produce_json_summary(cli: Cli) -> None:
     out = cli.ok("produce", "--channel", "j0", "--channel", "j1", "--count", "30", "--batch", "7",
                  "--json")  # fmt: skip
     summary = orjson.loads(out)
-    assert set(summary) == {"messages", "batches", "channels", "ticks", "seconds", "msgs_per_s"}
+    assert set(summary) == {
+        "messages", "batches", "skipped", "channels", "ticks", "seconds", "msgs_per_s"
+    }  # fmt: skip
     assert (summary["messages"], summary["batches"], summary["channels"]) == (30, 5, ["j0", "j1"])
+    assert summary["skipped"] == 0
     assert summary["ticks"] >= 1 and summary["seconds"] > 0

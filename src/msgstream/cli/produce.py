@@ -21,10 +21,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 from ..config import Config
 from ..emitter import TimeTickEmitter
 from ..factory import MsgStreamFactory
-from ..messages import InsertMsg, TsMsg
+from ..messages import CreateCollectionMsg, InsertMsg, TsMsg
 from ..pack import MsgPack
-from ..routing import INT64_MAX, INT64_MIN, hash_int64, hash_primary_keys, hash_str
-from ..schema import DataType, FieldData
+from ..routing import hash_int64, hash_primary_keys, hash_str
+from ..schema import CollectionSchema, DataType, FieldData, FieldSchema
 from ..stream import MsgStream
 from .command import Command
 from .common import (
@@ -36,10 +36,13 @@ from .common import (
     fmt_rate,
     non_negative_int,
     positive_int,
+    stderr_console,
     stderr_progress,
 )
+from .json_rows import RowColumns, RowMismatch, infer_schema, parse_line, read_schema_file
 
 SYNTHETIC_DIM = 8
+DEFAULT_COLLECTION = "msgstream_cli"
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,9 @@ class ProduceOptions:
     start_id: int
     source_id: int
     json: bool = False
+    schema: CollectionSchema | None = None
+    """The --schema of stdin rows (read before anything connects)."""
+    create_collection: bool = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
     )
     add_option(parser, "--count", "N", "produce N synthetic rows", type=non_negative_int)
-    add_option(parser, "--collection", "NAME", "collection name", default="msgstream_cli")
+    add_option(
+        parser, "--collection", "NAME",
+        f"collection name (default: the --schema's, else {DEFAULT_COLLECTION})",
+    )  # fmt: skip
     add_option(
         parser, "--key", "FIELD", "field whose value (int or str) is hashed for routing "
         "(default: the row id)",
@@ -80,24 +89,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser, "--source-id", "ID", "source_id of the messages (default: the process id)",
         type=int,
     )  # fmt: skip
+    add_option(
+        parser, "--schema", "FILE",
+        "collection schema for stdin rows, as JSON (what `msgstream schema` prints); "
+        "default: inferred from the first row",
+        dest="schema_file",
+    )  # fmt: skip
+    add_flag(
+        parser, "--no-create-collection",
+        "do not write the collection's CreateCollectionMsg first (the channels carry it)",
+    )  # fmt: skip
     add_json_option(
-        parser, "print the summary as one JSON object (messages, batches, channels, ticks, "
-        "seconds, msgs_per_s)",
+        parser, "print the summary as one JSON object (messages, batches, skipped, channels, "
+        "ticks, seconds, msgs_per_s)",
     )  # fmt: skip
 
 
 def options_from_args(args: argparse.Namespace) -> ProduceOptions:
     source_id = args.source_id if args.source_id is not None else os.getpid()
+    schema = read_schema_file(args.schema_file) if args.schema_file else None
+    collection = args.collection or (schema.name if schema else DEFAULT_COLLECTION)
+    if schema is not None and collection != schema.name:
+        raise CliError(
+            f"--collection {collection!r}: the --schema file describes collection {schema.name!r}"
+        )
     return ProduceOptions(
         channels=list(args.channels),
         count=args.count,
-        collection=str(args.collection),
+        collection=collection,
         key=args.key,
         batch=int(args.batch),
         ticks=not args.no_ticks,
         start_id=int(args.start_id),
         source_id=int(source_id),
         json=bool(args.json),
+        schema=schema,
+        create_collection=not args.no_create_collection,
     )
 
 
@@ -105,6 +132,8 @@ async def handle(config: Config, args: argparse.Namespace) -> int:
     opts = options_from_args(args)
     if len(set(opts.channels)) != len(opts.channels):
         raise CliError(f"--channel: duplicate channels in {opts.channels}")
+    if opts.schema is not None and opts.count is not None:
+        raise CliError("--schema: --count rows have their own schema; --schema is for stdin rows")
     return await run_produce(config, opts)
 
 
@@ -112,12 +141,15 @@ COMMAND = Command(
     name="produce",
     help="produce InsertMsgs (synthetic or JSON lines from stdin)",
     description=(
-        "Produce one-row InsertMsgs, routed to the channels by the hash of a key. With "
-        "--count N, N synthetic rows (id int64 primary key, vec float_vector[8], text "
-        "varchar); otherwise one row per stdin line: a JSON object (types inferred per "
-        "key) or, for any other line, {'text': line}. A TimeTickEmitter stamps every "
-        "message and broadcasts time ticks (interval msgstream.tick_interval_s) plus a "
-        "final tick, unless --no-ticks."
+        "Produce one-row InsertMsgs, routed to the channels by the hash of a key, after "
+        "a CreateCollectionMsg announcing the collection's schema on every channel (so "
+        "`msgstream ingest` can read them). With --count N, N synthetic rows (id int64 "
+        "primary key, vec float_vector[8], text varchar); otherwise one row per stdin "
+        "line: a JSON object or, for any other line, {'text': line}, checked against "
+        "--schema or the schema inferred from the first row (primary key: the --key "
+        "field, else 'id'); a line that does not fit is skipped with a warning naming "
+        "it. A TimeTickEmitter stamps every message and broadcasts time ticks (interval "
+        "msgstream.tick_interval_s) plus a final tick, unless --no-ticks."
     ),
     add_arguments=add_arguments,
     handler=handle,
@@ -127,35 +159,16 @@ COMMAND = Command(
 # --------------------------------------------------------------------------- rows
 
 
-def infer_column(name: str, value: Any) -> FieldData:
-    """One-row column for a JSON value: bool, int64, double, varchar, float vector or JSON."""
-    if isinstance(value, bool):
-        return FieldData(name, DataType.BOOL, np.array([value], dtype=np.bool_))
-    if isinstance(value, int) and INT64_MIN <= value <= INT64_MAX:
-        return FieldData(name, DataType.INT64, np.array([value], dtype=np.int64))
-    if isinstance(value, float):
-        return FieldData(name, DataType.DOUBLE, np.array([value], dtype=np.float64))
-    if isinstance(value, str):
-        return FieldData(name, DataType.VARCHAR, [value])
-    if (
-        isinstance(value, list)
-        and value
-        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
-    ):
-        vector = np.array([value], dtype=np.float32)
-        return FieldData(name, DataType.FLOAT_VECTOR, vector, dim=len(value))
-    return FieldData(name, DataType.JSON, [value])
-
-
-def parse_line(line: str) -> dict[str, Any]:
-    """A JSON object line is a row; anything else becomes ``{"text": line}``."""
-    try:
-        value = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return {"text": line}
-    if isinstance(value, dict):
-        return value
-    return {"text": line}
+def synthetic_schema(collection: str) -> CollectionSchema:
+    """The schema of ``--count`` rows."""
+    return CollectionSchema(
+        collection,
+        (
+            FieldSchema("id", DataType.INT64, is_primary=True),
+            FieldSchema("vec", DataType.FLOAT_VECTOR, dim=SYNTHETIC_DIM),
+            FieldSchema("text", DataType.VARCHAR),
+        ),
+    )
 
 
 def key_hash(row: dict[str, Any], key: str, where: str) -> int:
@@ -222,18 +235,16 @@ def synthetic_batch(
 
 
 def json_batch(
-    stamper: _Stamper, timestamps: Sequence[int], lines: Sequence[tuple[int, str]]
+    stamper: _Stamper, timestamps: Sequence[int], rows: Sequence[tuple[int | None, list[FieldData]]]
 ) -> list[TsMsg]:
-    ids = stamper.row_ids(len(lines))
-    key = stamper.opts.key
-    default_hashes = hash_primary_keys(ids) if key is None else []
+    """InsertMsgs of rows already checked against the schema: ``(hash of --key or None,
+    columns)`` each; without --key the row id is hashed."""
+    ids = stamper.row_ids(len(rows))
+    default_hashes = hash_primary_keys(ids) if stamper.opts.key is None else []
     msgs: list[TsMsg] = []
-    for i, (ts, (lineno, line)) in enumerate(zip(timestamps, lines, strict=True)):
-        row = parse_line(line)
-        where = f"stdin line {lineno}"
-        hash_key = default_hashes[i] if key is None else key_hash(row, key, where)
-        fields = [infer_column(str(name), value) for name, value in row.items()]
-        msgs.append(stamper.message(ts, int(ids[i]), hash_key, fields))
+    for i, (ts, (hash_key, fields)) in enumerate(zip(timestamps, rows, strict=True)):
+        key = default_hashes[i] if hash_key is None else hash_key
+        msgs.append(stamper.message(ts, int(ids[i]), key, fields))
     return msgs
 
 
@@ -307,6 +318,8 @@ class StdinLines:
 class ProduceStats:
     messages: int = 0
     batches: int = 0
+    skipped: int = 0
+    """stdin lines that did not fit the schema (each reported on stderr)."""
 
 
 async def _send(
@@ -342,6 +355,7 @@ async def run_produce(config: Config, opts: ProduceOptions) -> int:
             summary = {
                 "messages": stats.messages,
                 "batches": stats.batches,
+                "skipped": stats.skipped,
                 "channels": opts.channels,
                 "ticks": ticks,
                 "seconds": round(elapsed, 6),
@@ -351,7 +365,8 @@ async def run_produce(config: Config, opts: ProduceOptions) -> int:
             return
         print(
             f"produced: messages={stats.messages} channels={len(opts.channels)} "
-            f"ticks={ticks} msgs_per_s={fmt_rate(stats.messages, elapsed)}",
+            f"ticks={ticks} msgs_per_s={fmt_rate(stats.messages, elapsed)}"
+            + (f" skipped={stats.skipped}" if stats.skipped else ""),
             flush=True,
         )
 
@@ -379,6 +394,24 @@ async def run_produce(config: Config, opts: ProduceOptions) -> int:
     return 0
 
 
+async def announce_collection(
+    stream: MsgStream, emitter: TimeTickEmitter, opts: ProduceOptions, schema: CollectionSchema
+) -> None:
+    """Broadcast the collection's ``CreateCollectionMsg`` (unless --no-create-collection):
+    what ``msgstream ingest`` and the Spark source read the schema from."""
+    if not opts.create_collection:
+        return
+    async with emitter.reserve() as ts:
+        msg = CreateCollectionMsg(
+            msg_id=ts,
+            timestamp=ts,
+            source_id=opts.source_id,
+            collection_name=schema.name,
+            schema=schema,
+        )
+        await stream.broadcast(MsgPack.of(msg))
+
+
 async def _produce_synthetic(
     stream: MsgStream,
     emitter: TimeTickEmitter,
@@ -387,6 +420,7 @@ async def _produce_synthetic(
     stats: ProduceStats,
 ) -> None:
     stamper = _Stamper(opts)
+    await announce_collection(stream, emitter, opts, synthetic_schema(opts.collection))
     rng = np.random.default_rng()
     progress = stderr_progress(TextColumn("producing"), BarColumn(), MofNCompleteColumn())
     with progress:
@@ -400,29 +434,81 @@ async def _produce_synthetic(
             await asyncio.sleep(0)  # let the tick task run between batches
 
 
+class _StdinRows:
+    """Checks stdin rows against the collection schema: the one given with --schema, or
+    one inferred from the first row and announced before it."""
+
+    def __init__(self, opts: ProduceOptions, stats: ProduceStats) -> None:
+        self.opts = opts
+        self.stats = stats
+        self.columns: RowColumns | None = None
+
+    def schema_for(self, first: dict[str, Any], where: str) -> CollectionSchema:
+        if self.opts.schema is not None:
+            return self.opts.schema
+        try:
+            return infer_schema([first], self.opts.collection, self.opts.key, all_nullable=True)
+        except (RowMismatch, ValueError) as exc:
+            raise CliError(f"{where}: cannot infer the collection schema: {exc}") from None
+
+    def fit(
+        self, numbered: Sequence[tuple[int, dict[str, Any]]]
+    ) -> list[tuple[int | None, list[FieldData]]]:
+        """The rows that fit (with their --key hash); the others are reported and counted."""
+        assert self.columns is not None
+        key = self.opts.key
+        fitting: list[tuple[int | None, list[FieldData]]] = []
+        for lineno, row in numbered:
+            where = f"stdin line {lineno}"
+            hash_key = None if key is None else key_hash(row, key, where)
+            try:
+                fitting.append((hash_key, self.columns.build(row)))
+            except RowMismatch as exc:
+                self.stats.skipped += 1
+                stderr_console().print(f"warning: {where}: skipped: {exc}", markup=False)
+        return fitting
+
+
 async def _produce_stdin(
     stream: MsgStream, emitter: TimeTickEmitter, opts: ProduceOptions, stats: ProduceStats
 ) -> None:
     stamper = _Stamper(opts)
+    rows = _StdinRows(opts, stats)
     reader = StdinLines(sys.stdin)
     lineno = 0
     try:
         async for raw_lines in reader.batches(opts.batch):
-            numbered: list[tuple[int, str]] = []
+            numbered: list[tuple[int, dict[str, Any]]] = []
             for raw in raw_lines:
                 lineno += 1
                 line = raw.rstrip("\r\n")
                 if line.strip():
-                    numbered.append((lineno, line))
+                    numbered.append((lineno, parse_line(line)))
             if not numbered:
                 continue
-            await _send(
-                stream,
-                emitter,
-                len(numbered),
-                functools.partial(json_batch, stamper, lines=numbered),
-                stats,
-            )
+            if rows.columns is None:
+                first_line, first = numbered[0]
+                where = f"stdin line {first_line}"
+                if opts.key is not None:
+                    key_hash(first, opts.key, where)  # a missing key is named as such first
+                schema = rows.schema_for(first, where)
+                if schema.primary_field is None:
+                    stderr_console().print(
+                        f"note: collection {schema.name!r} has no primary key (give --key, or "
+                        "rows with an int or string 'id'): ingest it with --frame inserts",
+                        markup=False,
+                    )
+                await announce_collection(stream, emitter, opts, schema)
+                rows.columns = RowColumns(schema)
+            fitting = rows.fit(numbered)
+            if fitting:
+                await _send(
+                    stream,
+                    emitter,
+                    len(fitting),
+                    functools.partial(json_batch, stamper, rows=fitting),
+                    stats,
+                )
     finally:
         with contextlib.suppress(Exception):
             reader.close()
