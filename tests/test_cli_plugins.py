@@ -77,6 +77,7 @@ def test_the_entry_points_list_the_commands_of_the_bridge_and_of_rocksmq() -> No
         "demo": "msgstream.bridge_spark.cli.commands:DEMO",
         "doctor": "msgstream.backends.rocksmq.cli:DOCTOR",
         "ingest": "msgstream.bridge_spark.cli.commands:INGEST",
+        "schema": "msgstream.bridge_spark.cli.commands:SCHEMA",
     }
 
 
@@ -87,7 +88,7 @@ def test_help_lists_core_and_plug_in_commands(capsys: pytest.CaptureFixture[str]
         for line in capsys.readouterr().out.splitlines()
         if line.startswith("    ") and not line.startswith("     ")  # not a wrapped line
     ]
-    assert listed == ["produce", "consume", "inspect", "demo", "doctor", "ingest"]
+    assert listed == ["produce", "consume", "inspect", "demo", "doctor", "ingest", "schema"]
 
 
 def test_a_registered_plug_in_appears_in_help_and_runs(

@@ -121,7 +121,8 @@ class FrameSchema:
             raise SchemaMismatchError(
                 "<primary key>",
                 f"collection {self.collection.name!r} has no primary key field; the "
-                f"{self.kind.value!r} frame needs one to carry deletes",
+                f"{self.kind.value!r} frame needs one to carry deletes (the 'inserts' frame "
+                "does not)",
             )
 
     @property

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -101,7 +103,7 @@ def test_ingest_reports_bad_input(
     schema.write_text('{"name": "demo"}', encoding="utf-8")
     assert main([*base, "--schema", str(schema)]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "error: option '--schema': not a collection schema: 'fields'"
+        f"error: --schema: {schema} is not a collection schema: no 'fields' key"
     )
 
 
@@ -128,3 +130,37 @@ def test_a_following_run_shows_no_percentage_but_how_far_behind_it_is() -> None:
     done, detail = describe_progress(progress, now_ms=12_500)
     assert done is None
     assert detail.endswith("in flight 0 rows  2.5 s behind")
+
+
+def test_what_produce_writes_ingest_reads(
+    spark: SparkSession,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The new user's first afternoon: `produce`, then `ingest`, with no schema by hand."""
+    config_file = tmp_path / "msgstream.yaml"
+    config_file.write_text(f"rocksmq:\n  path: {tmp_path / 'store'}\n", encoding="utf-8")
+    base = ["--config", str(config_file)]
+    assert main([*base, "produce", "--channel", "o0", "--channel", "o1", "--count", "250",
+                 "--collection", "orders"]) == 0  # fmt: skip
+    rows = '{"id": 1, "name": "a", "price": 2.0}\n{"id": 2, "price": 2.5}\nnot json\n'
+    monkeypatch.setattr(sys, "stdin", io.StringIO(rows))
+    assert main([*base, "produce", "--channel", "p0", "--collection", "prices"]) == 0
+    capsys.readouterr()
+
+    out = tmp_path / "orders"
+    assert main([*base, "ingest", "--out", str(out), "--channel", "o0", "--channel", "o1"]) == 0
+    assert final(capsys.readouterr().out)[:2] == (250, 0)
+    data = spark.read.parquet(str(out)).select("id", "text", "_op").collect()
+    assert sorted(r["id"] for r in data) == list(range(250))
+    assert {r["text"] for r in data} == {f"row-{i}" for i in range(250)}
+
+    prices = tmp_path / "prices"
+    assert main([*base, "ingest", "--out", str(prices), "--channel", "p0"]) == 0
+    assert final(capsys.readouterr().out)[:2] == (2, 0)
+    got = sorted(
+        (r["id"], r["name"], r["price"])
+        for r in spark.read.parquet(str(prices)).select("id", "name", "price").collect()
+    )
+    assert got == [(1, "a", 2.0), (2, None, 2.5)]

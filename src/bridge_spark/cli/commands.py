@@ -100,6 +100,44 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
     _add_master(parser)
 
 
+def _schema_arguments(parser: argparse.ArgumentParser) -> None:
+    add_channel_option(
+        parser, "channel to read the CreateCollectionMsg from (repeat for several; default: "
+        "every channel of the store)",
+    )  # fmt: skip
+    add_option(
+        parser, "--collection", "NAME",
+        "the collection (default: the first found; with --infer, its name, default "
+        "msgstream_cli)",
+    )  # fmt: skip
+    add_option(
+        parser, "--infer", "FILE",
+        "infer the schema from JSON lines in FILE ('-': stdin) instead of reading channels",
+    )  # fmt: skip
+    add_option(
+        parser, "--key", "FIELD",
+        "with --infer: the primary key field (default: 'id' if it is an int or string in "
+        "every row)",
+    )  # fmt: skip
+    add_option(parser, "--out", "FILE", "write the schema to FILE instead of stdout")
+
+
+SCHEMA = Command(
+    name="schema",
+    help="print a collection schema (from the channels, or inferred from JSON rows)",
+    description=(
+        "Print the collection schema as JSON -- what `ingest --schema` and `produce "
+        "--schema` take -- read from the channels' CreateCollectionMsg (written by "
+        "`msgstream produce`), or with --infer derived from sample JSON lines: fields in "
+        "order of appearance, int and float widened to double, a field missing or null "
+        "in some row nullable."
+    ),
+    add_arguments=_schema_arguments,
+    handler="msgstream.bridge_spark.cli.schema:handle",
+    install=INSTALL,
+)
+
+
 INGEST = Command(
     name="ingest",
     help="ingest channels into Parquet with Spark (the main job)",

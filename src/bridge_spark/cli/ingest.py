@@ -38,12 +38,18 @@ from msgstream.cli.common import (
     stderr_progress,
     stdout_console,
 )
+from msgstream.cli.json_rows import read_schema_file
 from msgstream.config import Config
+from msgstream.schema import CollectionSchema
 from msgstream.tso import parse_ts
 
 from ..batcher import BatcherProgress, MicroBatcher
+from ..checkpoint import check_matches, load_checkpoint
 from ..clients import open_reader
-from ..options import parse_schema
+from ..frames import FrameKind, FrameSchema
+from ..offsets import parse_start
+from ..options import parse_channels
+from ..schema_lookup import find_collection_schema
 from ..session import active_spark, local_spark
 from ..sink import ParquetSink
 from ..source import register
@@ -133,12 +139,30 @@ async def default_channels(config: Config) -> list[str]:
     return channels
 
 
-def load_schema_file(path: str) -> Any:
-    try:
-        text = Path(path).expanduser().read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"--schema: cannot read {path}: {exc}") from None
-    return parse_schema(text, option="--schema")
+@dataclass(frozen=True)
+class Prepared:
+    """What an ingest run reads, settled before Spark starts."""
+
+    channels: list[str]
+    schema: CollectionSchema
+
+
+async def prepare(config: Config, opts: IngestOptions) -> Prepared:
+    """Every check that needs no Spark, before Spark's start-up: the channels exist (or
+    the store lists some), ``--from`` parses, the schema is readable (``--schema``) or
+    found in the channels, the frame can be built from it (``changes`` needs a primary
+    key), and an existing checkpoint was written for these channels and collection."""
+    channels = list(parse_channels(opts.channels or await default_channels(config), "--channel"))
+    parse_start(opts.start, channels, "--from")
+    if opts.schema_file:
+        schema = read_schema_file(opts.schema_file)
+    else:
+        schema = await find_collection_schema(config, channels, opts.collection)
+    FrameSchema(schema, FrameKind.parse(opts.frame, "--frame"))
+    state = load_checkpoint(opts.checkpoint_path)
+    if state is not None:
+        check_matches(state, opts.checkpoint_path, channels, schema.name)
+    return Prepared(channels, schema)
 
 
 # --------------------------------------------------------------------------- progress
@@ -232,17 +256,17 @@ async def run_ingest(
     opts: IngestOptions,
     spark: SparkSession,
     fn: Callable[[Any, int], object] | None = None,
+    prepared: Prepared | None = None,
 ) -> BatcherProgress:
     """Run the batcher once with the Parquet sink (or ``fn``); return its figures."""
-    channels = opts.channels or await default_channels(config)
-    schema = load_schema_file(opts.schema_file) if opts.schema_file else None
+    ready = prepared or await prepare(config, opts)
     batcher = MicroBatcher(
         spark,
         config,
-        channels,
+        ready.channels,
         opts.checkpoint_path,
-        collection=opts.collection,
-        schema=schema,
+        collection=ready.schema.name,
+        schema=ready.schema,
         frame=opts.frame,
         max_rows=opts.max_rows,
         max_interval_s=opts.max_interval_s,
@@ -260,9 +284,10 @@ async def run_ingest(
 async def handle(config: Config, args: argparse.Namespace) -> int:
     opts = options_from_args(args)
     started = time.perf_counter()
+    prepared = await prepare(config, opts)
     try:
         with spark_session(opts.master, opts.spark_conf) as spark:
-            progress = await run_ingest(config, opts, spark)
+            progress = await run_ingest(config, opts, spark, prepared=prepared)
     except PySparkException as exc:
         message = " ".join(str(exc).split())
         stderr_console().print(f"error: spark: {message}", markup=False)
