@@ -1,6 +1,6 @@
 """Latencies in HDR histograms (the ``hdrhistogram`` package), per run and per interval.
 
-Values are recorded in microseconds, from 1 µs to one hour, to three significant digits
+Values are recorded in nanoseconds, from 1 ns to one hour, to three significant digits
 (HdrHistogram's usual setting: any value is within 0.1 % of what was recorded). The
 recorder keeps one histogram per reporting interval (a second by default) and the sum of
 them for the whole run; each closed interval is kept encoded (HdrHistogram's compressed
@@ -18,15 +18,15 @@ from typing import IO, Any
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogWriter
 
-LOWEST_US = 1
-HIGHEST_US = 3_600_000_000
+LOWEST_NS = 1
+HIGHEST_NS = 3_600_000_000_000
 SIGNIFICANT_DIGITS = 3
 PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9, 99.99)
 """The percentiles every report computes (tables show all but p95; plus max)."""
 
 
 def new_histogram() -> Any:
-    return HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
+    return HdrHistogram(LOWEST_NS, HIGHEST_NS, SIGNIFICANT_DIGITS)
 
 
 def decode_histogram(encoded: str | bytes) -> Any:
@@ -56,11 +56,11 @@ class Stats:
             return cls(0, 0.0, 0.0, 0.0, {percentile_key(q): 0.0 for q in percentiles})
         return cls(
             count=count,
-            mean_ms=histogram.get_mean_value() / 1000,
-            min_ms=histogram.get_min_value() / 1000,
-            max_ms=histogram.get_max_value() / 1000,
+            mean_ms=histogram.get_mean_value() / 1e6,
+            min_ms=histogram.get_min_value() / 1e6,
+            max_ms=histogram.get_max_value() / 1e6,
             percentiles_ms={
-                percentile_key(q): histogram.get_value_at_percentile(q) / 1000 for q in percentiles
+                percentile_key(q): histogram.get_value_at_percentile(q) / 1e6 for q in percentiles
             },
         )
 
@@ -141,7 +141,7 @@ class Recorder:
 
     def record(self, latency_ns: int, count: int = 1, nbytes: int = 0) -> None:
         """``count`` messages acknowledged ``latency_ns`` after they were due."""
-        value = min(max(latency_ns // 1000, LOWEST_US), HIGHEST_US)
+        value = min(max(latency_ns, LOWEST_NS), HIGHEST_NS)
         self._current.record_value(value, count)
         self._interval_sent += count
         self._interval_bytes += nbytes
@@ -153,7 +153,7 @@ class Recorder:
         self._error_kinds[kind] = self._error_kinds.get(kind, 0) + count
 
     def record_lag(self, lag_ns: int) -> None:
-        self.schedule_lag.record_value(min(max(lag_ns // 1000, LOWEST_US), HIGHEST_US))
+        self.schedule_lag.record_value(min(max(lag_ns, LOWEST_NS), HIGHEST_NS))
 
     @property
     def error_kinds(self) -> dict[str, int]:
@@ -207,7 +207,7 @@ class Recorder:
 
     def write_interval_log(self, out: IO[str], tag: str | None = None) -> None:
         """The run's intervals in HdrHistogram's interval log format (v1.2), values in
-        microseconds; the max column in milliseconds."""
+        nanoseconds; the max column in milliseconds."""
         write_interval_log(out, [(tag, self.started_epoch_s, self.intervals)])
 
 
@@ -219,7 +219,7 @@ def write_interval_log(
     start (``#[StartTime: …]``)."""
     writer = HistogramLogWriter(out)
     writer.output_log_format_version()
-    writer.output_comment("[msgstream bench: latency in microseconds]")
+    writer.output_comment("[msgstream bench: latency in nanoseconds; Interval_Max in milliseconds]")
     base = min((start for _, start, _ in runs), default=time.time())
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(base))
     writer.output_comment(f"[StartTime: {base:.3f} (seconds since epoch), {stamp}]")
@@ -246,4 +246,4 @@ def percentile_distribution(
     """(percentile 0..100, latency ms) points of HdrHistogram's percentile distribution
     (what its ``.hgrm`` output and plotter show)."""
     for step in histogram.get_percentile_iterator(ticks_per_half_distance):
-        yield step.percentile_level_iterated_to, step.value_iterated_to / 1000
+        yield step.percentile_level_iterated_to, step.value_iterated_to / 1e6

@@ -87,7 +87,8 @@ def ratio(ours: float, base: float) -> float | None:
 
 def table(title: str, sides: Sequence[Side], baseline: Side | None = None) -> Table:
     """One column per side (latencies in ms), and with a baseline one ratio column per
-    other side: each figure divided by the baseline's."""
+    other side: each figure divided by the baseline's. Open-loop runs add the timer lag:
+    how late sends that were not held up started (asyncio's timers, a busy loop)."""
     out = Table(title=title)
     out.add_column("figure", justify="left")
     for side in sides:
@@ -112,6 +113,10 @@ def table(title: str, sides: Sequence[Side], baseline: Side | None = None) -> Ta
     row("mean (ms)", lambda s: stats[id(s)].mean_ms, _ms)
     row("msgs/s", lambda s: s.msgs_per_s, lambda v: f"{v:,.0f}")
     row("MB/s", lambda s: s.mb_per_s, lambda v: f"{v:,.2f}")
+    lags = {id(s): Stats.of(s.recorder.schedule_lag) for s in sides}
+    if any(lag.count for lag in lags.values()):  # open loop: the harness's own share
+        row("timer lag p50 (ms)", lambda s: lags[id(s)].ms(50.0), _ms)
+        row("timer lag p99 (ms)", lambda s: lags[id(s)].ms(99.0), _ms)
     out.add_row("messages", *[f"{s.recorder.sent:,}" for s in sides])
     out.add_row("errors", *[f"{s.recorder.errors:,}" for s in sides])
     return out
