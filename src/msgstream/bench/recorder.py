@@ -163,18 +163,37 @@ class Recorder:
         end = self.ended_ns if now_ns is None and self.ended_ns is not None else now_ns
         return ((end or time.perf_counter_ns()) - self.started_ns) / 1e9
 
-    def roll(self, now_ns: int | None = None) -> Interval:
-        """Close the current interval at ``now_ns`` (default: now) and start the next."""
+    def roll(self, now_ns: int | None = None, *, merge_below_s: float = 0.0) -> Interval:
+        """Close the current interval at ``now_ns`` (default: now) and start the next. An
+        interval shorter than ``merge_below_s`` that directly follows the previous one is
+        merged into it (the stub at the end of a slice)."""
         now = time.perf_counter_ns() if now_ns is None else now_ns
         current = self._current
+        start_s = (self._interval_start_ns - self.started_ns) / 1e9
+        end_s = (now - self.started_ns) / 1e9
+        sent, errors, nbytes = self._interval_sent, self._interval_errors, self._interval_bytes
+        merged = new_histogram()
+        merged.add(current)
+        previous = self.intervals[-1] if self.intervals else None
+        if (
+            previous is not None
+            and end_s - start_s < merge_below_s
+            and abs(previous.end_s - start_s) < 1e-6
+        ):
+            self.intervals.pop()
+            merged.add(decode_histogram(previous.histogram))
+            start_s = previous.start_s
+            sent, errors, nbytes = (
+                sent + previous.sent, errors + previous.errors, nbytes + previous.bytes
+            )  # fmt: skip
         interval = Interval(
-            start_s=(self._interval_start_ns - self.started_ns) / 1e9,
-            end_s=(now - self.started_ns) / 1e9,
-            sent=self._interval_sent,
-            errors=self._interval_errors,
-            bytes=self._interval_bytes,
-            stats=Stats.of(current),
-            histogram=current.encode().decode("ascii"),
+            start_s=start_s,
+            end_s=end_s,
+            sent=sent,
+            errors=errors,
+            bytes=nbytes,
+            stats=Stats.of(merged),
+            histogram=merged.encode().decode("ascii"),
         )
         self.total.add(current)
         self.sent += self._interval_sent

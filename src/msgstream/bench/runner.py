@@ -160,4 +160,4 @@ async def _measure(
         ticker.cancel()
         await asyncio.gather(ticker, return_exceptions=True)
         side.measured_s += (time.perf_counter_ns() - began) / 1e9
-        recorder.roll()
+        recorder.roll(merge_below_s=workload.interval_s / 2)
