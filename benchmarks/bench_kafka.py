@@ -34,6 +34,7 @@ from msgstream import (
     new_client,
 )
 from msgstream.backends.kafka.settings import producer_kwargs
+from msgstream.bench.recorder import Recorder
 from report import (
     Row,
     alternating_rounds,
@@ -48,7 +49,7 @@ from report import (
 ROUNDS = 6  # even: each side goes first in half of the rounds
 
 
-async def bench_latency(config: Any, count: int) -> tuple[list[float], list[float]]:
+async def bench_latency(config: Any, count: int) -> tuple[Recorder, Recorder]:
     """Interleave raw send_and_wait and MsgStream.produce, so noise hits both alike."""
     stamp = time.monotonic_ns()
     raw = AIOKafkaProducer(**producer_kwargs(config.kafka))

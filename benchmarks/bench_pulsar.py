@@ -32,6 +32,7 @@ from msgstream.backends.pulsar.settings import (
     service_url,
     topic_name,
 )
+from msgstream.bench.recorder import Recorder
 from report import (
     alternating_rounds,
     broker_produce_rows,
@@ -55,7 +56,7 @@ async def raw_producer(config: Any, channel: str) -> tuple[Any, Any]:
     return client, producer
 
 
-async def bench_latency(config: Any, count: int) -> tuple[list[float], list[float]]:
+async def bench_latency(config: Any, count: int) -> tuple[Recorder, Recorder]:
     """Interleave raw send and MsgStream.produce, so noise hits both alike."""
     stamp = time.monotonic_ns()
     raw_client, raw = await raw_producer(config, f"bench-lat-raw-{stamp}")

@@ -46,9 +46,10 @@ from msgstream import (
     repack_by_first_key,
 )
 from msgstream.backends.rocksmq import RocksOptions, open_client
+from msgstream.bench.recorder import Recorder
 from msgstream.codec import ENVELOPE_SIZE, DecodedBatch
 from msgstream.plans import Plan, Where
-from report import Row, percentile, print_table, timed
+from report import Row, latency_us, new_recorder, print_table, timed
 
 PAYLOAD = b"x" * 100
 ROUNDS = 5
@@ -58,7 +59,7 @@ def raw_db(path: str) -> Rdict:
     return Rdict(path, Options(raw_mode=True))
 
 
-async def bench_latency(tmp: str, count: int) -> tuple[list[float], list[float], list[float]]:
+async def bench_latency(tmp: str, count: int) -> tuple[Recorder, Recorder, Recorder]:
     """Single-message latencies, interleaved sample by sample so drift in machine speed
     hits the raw ``Rdict.put`` baseline and both of our paths alike."""
     db = raw_db(f"{tmp}/raw-latency")
@@ -69,7 +70,7 @@ async def bench_latency(tmp: str, count: int) -> tuple[list[float], list[float],
     stream = MsgStream(open_client(f"{tmp}/mq-latency", RocksOptions()))
     await stream.as_producer(["latency-stream"])
     pack = MsgPack.of(TimeTickMsg(timestamp=1, hash_keys=[0]))
-    raw, send, produce = [], [], []
+    raw, send, produce = new_recorder(), new_recorder(), new_recorder()
     clock = time.perf_counter_ns
     for i in range(count):
         t0 = clock()
@@ -79,12 +80,14 @@ async def bench_latency(tmp: str, count: int) -> tuple[list[float], list[float],
         t2 = clock()
         await stream.produce(pack)
         t3 = clock()
-        raw.append((t1 - t0) / 1000)
-        send.append((t2 - t1) / 1000)
-        produce.append((t3 - t2) / 1000)
+        raw.record(t1 - t0)
+        send.record(t2 - t1)
+        produce.record(t3 - t2)
     await stream.close()
     await client.close()
     db.close()
+    for recorder in (raw, send, produce):
+        recorder.finish()
     return raw, send, produce
 
 
@@ -267,15 +270,17 @@ def main() -> int:
     per_channel = int(20000 * scale)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="msgstream-bench-") as tmp:
-        raw, send, produce = timed("latency", lambda: asyncio.run(bench_latency(tmp, latency_n)))
+        raw_latency, send, produce = timed(
+            "latency", lambda: asyncio.run(bench_latency(tmp, latency_n))
+        )
         for name, samples in (("producer.send", send), ("MsgStream.produce", produce)):
             for q in (0.5, 0.99):
                 goal = "<= 5x raw" if q == 0.5 else ""
                 rows.append(
                     Row(
                         f"{name} latency p{int(q * 100)}",
-                        percentile(samples, q),
-                        percentile(raw, q),
+                        latency_us(samples, q),
+                        latency_us(raw_latency, q),
                         "us",
                         goal if name == "producer.send" else "",
                     )

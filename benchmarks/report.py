@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import gc
-import os
-import platform
 import statistics
 import sys
 import time
@@ -16,6 +14,9 @@ from typing import Any
 import orjson
 
 from msgstream import DeleteMsg, MsgPack, MsgStream, TsMsg, encode, new_client
+from msgstream.bench.recorder import Recorder
+from msgstream.bench.report import describe_machine
+from msgstream.bench.report import machine as bench_machine
 
 
 @dataclass
@@ -33,26 +34,18 @@ class Row:
         return None if self.baseline in (None, 0) else self.ours / self.baseline
 
 
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+def latency_us(recorder: Recorder, q: float) -> float:
+    """The ``q`` quantile (0.5, 0.99...) of a harness recorder's latencies, in µs."""
+    return recorder.stats().ms(q * 100) * 1000
+
+
+def new_recorder() -> Recorder:
+    """A ``msgstream bench`` recorder (an HDR histogram) for a benchmark's samples."""
+    return Recorder()
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (
-        f"{cpu}, {os.cpu_count()} cores, {mem_gib:.0f} GiB, {platform.system()} "
-        f"{platform.release()}, Python {platform.python_version()}"
-    )
+    return describe_machine(bench_machine())
 
 
 def print_table(rows: list[Row], json_path: str | None = None, **extra: str) -> None:
@@ -100,8 +93,8 @@ def alternating_rounds(
 
 
 def broker_produce_rows(
-    raw_latency: list[float],
-    our_latency: list[float],
+    raw_latency: Recorder,
+    our_latency: Recorder,
     raw_rates: list[float],
     our_rates: list[float],
 ) -> list[Row]:
@@ -109,15 +102,15 @@ def broker_produce_rows(
     return [
         Row(
             "MsgStream.produce latency p50",
-            percentile(our_latency, 0.5),
-            percentile(raw_latency, 0.5),
+            latency_us(our_latency, 0.5),
+            latency_us(raw_latency, 0.5),
             "us",
             "<= 1.10x raw",
         ),
         Row(
             "MsgStream.produce latency p99",
-            percentile(our_latency, 0.99),
-            percentile(raw_latency, 0.99),
+            latency_us(our_latency, 0.99),
+            latency_us(raw_latency, 0.99),
             "us",
             "<= 1.25x raw",
         ),
@@ -137,9 +130,10 @@ async def interleaved_latency(
     raw: Callable[[bytes], Awaitable[object]],
     ours: Callable[[MsgPack], Awaitable[object]],
     warm_up: int = 200,
-) -> tuple[list[float], list[float]]:
-    """Microseconds per call of ``raw(encode(message(i)))`` and ``ours(MsgPack.of(message(i)))``,
-    sample by sample interleaved.
+) -> tuple[Recorder, Recorder]:
+    """The latency of each call of ``raw(encode(message(i)))`` and
+    ``ours(MsgPack.of(message(i)))``, sample by sample interleaved, in the harness's
+    recorders (HDR histograms, as ``msgstream bench`` keeps them).
 
     Each input is built right before its timed call, untimed, as an application builds a
     message and then sends it; inputs built long in advance would also time the cache
@@ -150,9 +144,8 @@ async def interleaved_latency(
     for i in range(warm_up):  # connections, metadata, the broker's ledgers
         await raw(encode(message(i)))
         await ours(MsgPack.of(message(i)))
-    raw_us: list[float] = []
-    ours_us: list[float] = []
-    clock = time.perf_counter
+    raw_rec, ours_rec = new_recorder(), new_recorder()
+    clock = time.perf_counter_ns
     gc.disable()
     try:
         for i in range(count):
@@ -161,15 +154,17 @@ async def interleaved_latency(
                     payload = encode(message(i))
                     start = clock()
                     await raw(payload)
-                    raw_us.append((clock() - start) * 1e6)
+                    raw_rec.record(clock() - start)
                 else:
                     pack = MsgPack.of(message(i))
                     start = clock()
                     await ours(pack)
-                    ours_us.append((clock() - start) * 1e6)
+                    ours_rec.record(clock() - start)
     finally:
         gc.enable()
-    return raw_us, ours_us
+    raw_rec.finish()
+    ours_rec.finish()
+    return raw_rec, ours_rec
 
 
 def delete(i: int) -> DeleteMsg:

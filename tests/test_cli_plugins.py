@@ -71,9 +71,10 @@ def plugin_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def test_the_entry_points_list_the_commands_of_the_bridge_and_of_rocksmq() -> None:
+def test_the_entry_points_list_the_commands_of_the_bridge_rocksmq_and_bench() -> None:
     found = {e.name: e.value for e in entry_points(group=ENTRY_POINT_GROUP)}
     assert found == {
+        "bench": "msgstream.bench.command:BENCH",
         "demo": "msgstream.bridge_spark.cli.commands:DEMO",
         "doctor": "msgstream.backends.rocksmq.cli:DOCTOR",
         "ingest": "msgstream.bridge_spark.cli.commands:INGEST",
@@ -88,7 +89,9 @@ def test_help_lists_core_and_plug_in_commands(capsys: pytest.CaptureFixture[str]
         for line in capsys.readouterr().out.splitlines()
         if line.startswith("    ") and not line.startswith("     ")  # not a wrapped line
     ]
-    assert listed == ["produce", "consume", "inspect", "demo", "doctor", "ingest", "schema"]
+    assert listed == [
+        "produce", "consume", "inspect", "bench", "demo", "doctor", "ingest", "schema"
+    ]  # fmt: skip
 
 
 def test_a_registered_plug_in_appears_in_help_and_runs(

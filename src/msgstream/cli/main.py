@@ -65,11 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="msgstream",
         description=(
             "Produce to, consume from and inspect msgstream channels, plus the commands that "
-            "installed packages add (the Spark bridge's ingest, schema and demo, the rocksmq "
-            "backend's doctor). Exit codes: 0 ok; 1 a runtime failure (a broker that cannot "
-            "be reached or refuses, a full disk, a damaged or locked store) or a failed check; "
-            "2 a usage or configuration error (bad option, config key, position or channel name); "
-            "130 interrupted (Ctrl-C), 143 terminated (SIGTERM), each after the command "
+            "installed packages add (bench; the Spark bridge's ingest, schema and demo; the "
+            "rocksmq backend's doctor). Exit codes: 0 ok; 1 a runtime failure (a broker that "
+            "cannot be reached or refuses, a full disk, a damaged or locked store) or a failed "
+            "check; 2 a usage or configuration error (bad option, config key, position or channel"
+            " name); 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), each after the command "
             "finished its current step and saved what it promised."
         ),
     )

@@ -1,0 +1,180 @@
+"""``msgstream bench``: its options (imported for every ``msgstream`` run, so nothing heavy
+here; the handler lives in :mod:`msgstream.bench.cli`).
+
+Registered through the ``msgstream.commands`` entry point like ``ingest`` and ``doctor``
+rather than in the CLI core: it is a tool beside the core's produce/consume/inspect, with
+an extra of its own (``msgstream[bench]`` for ``plot``), and the entry point keeps the
+core's parser free of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..cli.command import Command
+from ..cli.common import positive_float, positive_int
+
+_Container = argparse._ActionsContainer
+
+
+def _opt(parser: _Container, flag: str, metavar: str, help: str, **settings: Any) -> None:
+    parser.add_argument(flag, metavar=metavar, help=help, **settings)
+
+
+def _flag(parser: _Container, flag: str, help: str) -> None:
+    parser.add_argument(flag, action="store_true", help=help)
+
+
+_BACKEND_HELP = (
+    "the backend to benchmark (default: the one the configuration selects); with "
+    "--address, its broker address (kafka.brokers, pulsar.address) or store (rocksmq.path)"
+)
+
+
+def _add_target(parser: argparse.ArgumentParser, *, many: bool = False) -> None:
+    group = parser.add_argument_group("where")
+    group.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
+                       help="YAML configuration file (as for every command)")  # fmt: skip
+    if not many:
+        _opt(group, "--backend", "NAME", _BACKEND_HELP)
+    _opt(
+        group, "--address", "ADDR",
+        "the broker address of --backend (or NAME=ADDR, repeatable: --address "
+        "kafka=localhost:9092)", action="append", default=[],
+    )  # fmt: skip
+    _opt(
+        group, "--set", "KEY=VALUE",
+        "a configuration override, repeatable (--set kafka.acks=1 --set "
+        "pulsar.admin_url=http://localhost:8080)", action="append", default=[], dest="overrides",
+    )  # fmt: skip
+    _flag(group, "--keep-channels", "do not delete the run's channels afterwards")
+
+
+def _add_output(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("output")
+    _opt(group, "--json", "FILE", "write every figure to FILE (see the JSON schema)",
+               dest="json_file")  # fmt: skip
+    _opt(group, "--hdr-log", "FILE",
+               "write the latency histograms in HdrHistogram's interval log format")  # fmt: skip
+    _opt(group, "--interval", "SECONDS",
+               "length of the intervals of the progress display, log and charts (default 1)",
+               type=positive_float, default=1.0)  # fmt: skip
+
+
+def _add_workload(parser: argparse.ArgumentParser, *, channels: bool = True) -> None:
+    group = parser.add_argument_group("workload")
+    size = group.add_mutually_exclusive_group()
+    _opt(size, "--size", "BYTES", "encoded bytes per message (default 1024)",
+               type=positive_int, default=1024)  # fmt: skip
+    _opt(size, "--payload-file", "F", "send the bytes of F in every message")
+    if channels:
+        _opt(group, "--channels", "N", "channels (default 1)", type=positive_int, default=1)
+    _opt(group, "--producers", "N", "concurrent producing tasks (default 1)",
+               type=positive_int, default=1)  # fmt: skip
+    _opt(group, "--pack-size", "N", "messages per produce call (default 1)",
+               type=positive_int, default=1)  # fmt: skip
+    _opt(
+        group, "--rate", "N|max",
+        "messages per second, all producers together: open loop, latency counted from each "
+        "message's intended send time (coordinated omission corrected); 'max' (default): "
+        "closed loop, each producer sends when its previous send returned", default="max",
+    )  # fmt: skip
+    _opt(group, "--warmup", "SECONDS", "unmeasured sending first (default 1)",
+               default="1")  # fmt: skip
+    length = group.add_mutually_exclusive_group()
+    _opt(length, "--duration", "SECONDS", "measure this long (default 10)")
+    _opt(length, "--messages", "N", "measure this many messages instead",
+               type=positive_int)  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="bench_command", metavar="WHAT", required=True)
+
+    produce = sub.add_parser(
+        "produce",
+        help="produce latency and throughput (optionally beside the raw client)",
+        description=(
+            "Produce a workload through msgstream and report latency percentiles (an HDR "
+            "histogram), msgs/s, MB/s and errors, ending with kafka-producer-perf-test's "
+            "summary line. --baseline raw interleaves the backend's own client sending the "
+            "same bytes with the same settings, and shows each figure's ratio. Exit 0, or 1 "
+            "when a send failed during the measurement (errors are counted, never hidden)."
+        ),
+    )
+    _add_target(produce)
+    _add_workload(produce)
+    _opt(
+        produce, "--baseline", "raw",
+        "also measure the backend's raw client (rocksdict put, aiokafka send_and_wait, "
+        "pulsar.asyncio send), interleaved in slices", choices=["raw"],
+    )  # fmt: skip
+    _opt(produce, "--slice", "SECONDS",
+               "length of the alternating slices with --baseline (default 1)",
+               type=positive_float, default=1.0)  # fmt: skip
+    _add_output(produce)
+
+    compare = sub.add_parser(
+        "compare",
+        help="one workload on several backends, one table",
+        description=(
+            "Run one produce workload through msgstream on each backend named, in "
+            "alternating slices within one run, and print one table (the first backend is "
+            "the baseline of the ratios). Addresses come from the configuration, "
+            "--address NAME=ADDR and --set."
+        ),
+    )
+    _opt(compare, "--backends", "A,B,...", "backends to compare (e.g. rocksmq,kafka,pulsar)",
+               required=True)  # fmt: skip
+    _add_target(compare, many=True)
+    _add_workload(compare)
+    _opt(compare, "--slice", "SECONDS", "length of the alternating slices (default 1)",
+               type=positive_float, default=1.0)  # fmt: skip
+    _add_output(compare)
+
+    e2e = sub.add_parser(
+        "e2e",
+        help="produce-to-consume and time-tick pack latency, consume throughput",
+        description=(
+            "At a given rate, produce time-ticked messages over 1, 4, 16 and 64 channels "
+            "(--channel-counts) while a TtMsgStream consumes them: the latency from each "
+            "message's intended send time to its delivery in a pack, the pack latency from "
+            "the time tick that closed it to its delivery, and the consumer's msgs/s "
+            "draining a backlog."
+        ),
+    )
+    _add_target(e2e)
+    _add_workload(e2e, channels=False)
+    _opt(e2e, "--channel-counts", "N,N,...", "channel counts to run (default 1,4,16,64)",
+               default="1,4,16,64")  # fmt: skip
+    _opt(e2e, "--tick-interval", "SECONDS", "time-tick interval (default 0.01)",
+               type=positive_float, default=0.01)  # fmt: skip
+    _add_output(e2e)
+
+    plot = sub.add_parser(
+        "plot",
+        help="chart runs from their --json files (PNG or self-contained HTML)",
+        description=(
+            "Draw the latency percentile distribution of every run in the given --json "
+            "files on HdrHistogram's 1/(1-q) axis, overlaid, plus latency and throughput over "
+            "time. Needs pip install 'msgstream[bench]' (matplotlib)."
+        ),
+    )
+    plot.add_argument("runs", nargs="+", metavar="RUN.json", help="--json files of bench runs")
+    _opt(plot, "-o", "OUT", "out.png or out.html (self-contained, works offline)",
+               dest="out", required=True)  # fmt: skip
+    _opt(plot, "--title", "TEXT", "the charts' title")
+
+
+BENCH = Command(
+    name="bench",
+    help="benchmark produce latency on your broker (produce, e2e, compare, plot)",
+    description=(
+        "Benchmarks of produce latency and throughput through msgstream, on any configured "
+        "backend, open or closed loop, with HDR histograms, JSON and HdrHistogram logs, "
+        "charts, and the raw client as a baseline."
+    ),
+    add_arguments=add_arguments,
+    handler="msgstream.bench.cli:handle",
+    install="msgstream[bench]",
+)
