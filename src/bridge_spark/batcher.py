@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from msgstream.config import Config
+from msgstream.factory import ttstream_options
 from msgstream.pack import MsgPack
 from msgstream.position import MsgPosition, SubscriptionPosition
 from msgstream.schema import CollectionSchema
@@ -162,17 +163,9 @@ class MicroBatcher:
 
     # --- setup ------------------------------------------------------------------------------
     def _new_stream(self, reader: ReaderClient) -> TtMsgStream:
-        section = self.config.msgstream
-        return TtMsgStream(
-            reader.client,
-            receive_buffer_size=section.receive_buffer_size,
-            receive_buffer_bytes=section.receive_buffer_bytes,
-            max_message_bytes=section.max_message_bytes,
-            late_policy=section.late_policy,
-            channel_buffer_size=section.tt_channel_buffer_size,
-            channel_buffer_bytes=section.tt_channel_buffer_bytes,
-            pursuit_lag_s=0,
-        )
+        options = ttstream_options(self.config.msgstream)
+        # No pursuit merging: one pack per tick advance, the boundaries batches are cut at.
+        return TtMsgStream(reader.client, **{**options, "pursuit_lag_s": 0})
 
     def _resume_point(self, state: CheckpointState) -> list[MsgPosition] | None:
         if state.committed is not None:

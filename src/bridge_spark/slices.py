@@ -15,6 +15,7 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 import pyarrow as pa
 
@@ -119,22 +120,25 @@ async def read_slice(
         await cursor.close()
 
 
+class SliceOptions(TypedDict, total=False):
+    """The options :func:`iterate_slice` passes on to :func:`read_slice` (its defaults)."""
+
+    batch_rows: int
+    timeout_s: float
+
+
 def iterate_slice(
     config: Config,
     part: ChannelSlice,
     frame: FrameSchema,
     subscription: str,
-    *,
-    batch_rows: int = BATCH_ROWS,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
+    **options: Unpack[SliceOptions],
 ) -> Iterator[pa.RecordBatch]:
     """:func:`read_slice` as a plain iterator of record batches, on a private event loop
     and a reader client of its own (Spark calls it from a worker process)."""
     loop = asyncio.new_event_loop()
     reader = open_reader(config)
-    tables = read_slice(
-        reader.client, part, frame, subscription, batch_rows=batch_rows, timeout_s=timeout_s
-    )
+    tables = read_slice(reader.client, part, frame, subscription, **options)
     try:
         while True:
             try:

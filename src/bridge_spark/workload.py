@@ -13,13 +13,14 @@ every ``msgs_per_tick`` produce calls (and once at the end).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from msgstream.emitter import TimeTickEmitter
-from msgstream.messages import CreateCollectionMsg, DeleteMsg, InsertMsg
+from msgstream.messages import CreateCollectionMsg, DeleteMsg, DmlHeader, InsertMsg, TsMsg
 from msgstream.pack import MsgPack
 from msgstream.routing import hash_primary_keys
 from msgstream.schema import CollectionSchema, DataType, FieldData, FieldSchema
@@ -109,45 +110,45 @@ class SampleProducer:
 
     async def insert(self, rows: int) -> None:
         pks = np.fromiter(itertools.islice(self._pks, rows), np.int64, rows)
-        async with self.emitter.reserve() as ts:
-            msg = InsertMsg(
-                msg_id=next(self._msg_ids),
-                timestamp=ts,
-                collection_name=self.schema.name,
-                row_ids=pks,
-                hash_keys=hash_primary_keys(pks),
-                fields=[
-                    FieldData("pk", DataType.INT64, pks),
-                    FieldData(
-                        "vec", DataType.FLOAT_VECTOR, sample_vectors(pks, self.dim), self.dim
-                    ),
-                    FieldData("text", DataType.VARCHAR, [f"row-{pk}" for pk in pks.tolist()]),
-                    FieldData("meta", DataType.JSON, [sample_meta(pk) for pk in pks.tolist()]),
-                ],
-            )
-            await self.stream.produce(MsgPack.of(msg))
+        await self._produce_dml(
+            pks, lambda header: InsertMsg(row_ids=pks, fields=self._sample_fields(pks), **header)
+        )
         self.produced.inserted.extend(pks.tolist())
         self.produced.insert_msgs += 1
         self._alive.extend(pks.tolist())
         await self._after_call()
+
+    def _sample_fields(self, pks: npt.NDArray[np.int64]) -> list[FieldData]:
+        return [
+            FieldData("pk", DataType.INT64, pks),
+            FieldData("vec", DataType.FLOAT_VECTOR, sample_vectors(pks, self.dim), self.dim),
+            FieldData("text", DataType.VARCHAR, [f"row-{pk}" for pk in pks.tolist()]),
+            FieldData("meta", DataType.JSON, [sample_meta(pk) for pk in pks.tolist()]),
+        ]
 
     async def delete(self, count: int) -> None:
         count = min(count, len(self._alive))
         if count == 0:
             return
         keys = np.array([self._take_alive() for _ in range(count)], np.int64)
-        async with self.emitter.reserve() as ts:
-            msg = DeleteMsg(
-                msg_id=next(self._msg_ids),
-                timestamp=ts,
-                collection_name=self.schema.name,
-                primary_keys=keys,
-                hash_keys=hash_primary_keys(keys),
-            )
-            await self.stream.produce(MsgPack.of(msg))
+        await self._produce_dml(keys, lambda header: DeleteMsg(primary_keys=keys, **header))
         self.produced.deleted.extend(keys.tolist())
         self.produced.delete_msgs += 1
         await self._after_call()
+
+    async def _produce_dml(
+        self, keys: npt.NDArray[np.int64], make: Callable[[DmlHeader], TsMsg]
+    ) -> None:
+        """Produce the Insert or Delete of ``keys`` that ``make`` builds around the header
+        both take: the next msg_id, the emitter's timestamp, the collection, the keys' hashes."""
+        async with self.emitter.reserve() as ts:
+            header: DmlHeader = {
+                "msg_id": next(self._msg_ids),
+                "timestamp": ts,
+                "collection_name": self.schema.name,
+                "hash_keys": hash_primary_keys(keys),
+            }
+            await self.stream.produce(MsgPack.of(make(header)))
 
     def _take_alive(self) -> int:
         index = int(self.rng.integers(0, len(self._alive)))

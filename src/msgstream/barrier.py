@@ -52,12 +52,20 @@ move of the few rows still pending per channel and pack."""
 
 @dataclass(slots=True)
 class BarrierStats:
+    """What the barrier did so far, message by message."""
+
     packs: int = 0
     messages: int = 0
+    """Messages delivered in packs (time ticks are not delivered)."""
     late_delivered: int = 0
+    """Messages timestamped at or below their channel's last tick, delivered anyway
+    (``late_policy="deliver"``)."""
     late_rejected: int = 0
+    """Late messages dropped (``late_policy="reject"``)."""
     duplicates_dropped: int = 0
+    """Inserts and deletes dropped because their (source_id, msg_id) was delivered before."""
     resume_skipped: int = 0
+    """Messages at or before the positions a seek resumed from, dropped."""
 
 
 @dataclass(slots=True)

@@ -47,7 +47,7 @@ from .plugins import (
     fallback_backend,
     selecting_backends,
 )
-from .sections import FrozenModel, Section
+from .sections import Count, FrozenModel, Seconds, Section
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -111,33 +111,30 @@ class MsgStreamConfig(Section):
 
     SECTION: ClassVar[str] = "msgstream"
 
-    receive_buffer_size: int = Field(
-        default=1024, description="Messages buffered per channel in the bounded receive queue", ge=1
+    receive_buffer_size: Count = Field(
+        default=1024, description="Messages buffered per channel in the bounded receive queue"
     )
 
-    receive_buffer_bytes: int = Field(
+    receive_buffer_bytes: Count = Field(
         default=67108864,
         description=(
             "Payload bytes buffered per channel in the receive queue (plus about one "
             "message); a full queue stops reading its channel"
         ),
-        ge=1,
     )
 
-    tt_channel_buffer_size: int = Field(
+    tt_channel_buffer_size: Count = Field(
         default=65536,
         description="Max messages a TtMsgStream buffers per channel ahead of the time-tick barrier",
-        ge=1,
     )
 
-    tt_channel_buffer_bytes: int = Field(
+    tt_channel_buffer_bytes: Count = Field(
         default=8388608,
         description=(
             "Max payload bytes a TtMsgStream buffers per channel ahead of the time-tick "
             "barrier (plus about one message); bounds memory while a channel does not "
             "tick"
         ),
-        ge=1,
     )
 
     late_policy: LatePolicy = Field(
@@ -148,8 +145,8 @@ class MsgStreamConfig(Section):
         ),
     )
 
-    max_message_bytes: int = Field(
-        default=67108864, description="Largest message accepted, in bytes", ge=1
+    max_message_bytes: Count = Field(
+        default=67108864, description="Largest message accepted, in bytes"
     )
 
     pursuit_lag_s: float = Field(
@@ -158,24 +155,22 @@ class MsgStreamConfig(Section):
         ge=0,
     )
 
-    pursuit_buffer_size_bytes: int = Field(
-        default=104857600, description="Max bytes of one merged pack in pursuit mode", ge=1
+    pursuit_buffer_size_bytes: Count = Field(
+        default=104857600, description="Max bytes of one merged pack in pursuit mode"
     )
 
-    pursuit_buffer_time_s: float = Field(
+    pursuit_buffer_time_s: Seconds = Field(
         default=1.0,
         description="Max seconds spent merging already-read packs into one in pursuit mode",
-        gt=0,
     )
 
-    operation_timeout_s: float = Field(
+    operation_timeout_s: Seconds = Field(
         default=30.0,
         description="Deadline (seconds) of one broker operation, retries included (Kafka, Pulsar)",
-        gt=0,
     )
 
-    tick_interval_s: float = Field(
-        default=0.05, description="Interval (seconds) between time ticks", gt=0
+    tick_interval_s: Seconds = Field(
+        default=0.05, description="Interval (seconds) between time ticks"
     )
 
 

@@ -66,12 +66,25 @@ def new_inspection_client(config: Config) -> Client:
     return make(config.section(spec.section), config.msgstream)
 
 
-def _stream_options(config: Config) -> dict[str, Any]:
-    section = config.msgstream
+def _stream_options(section: MsgStreamConfig) -> dict[str, Any]:
     return {
         "receive_buffer_size": section.receive_buffer_size,
         "receive_buffer_bytes": section.receive_buffer_bytes,
         "max_message_bytes": section.max_message_bytes,
+    }
+
+
+def ttstream_options(section: MsgStreamConfig) -> dict[str, Any]:
+    """The :class:`TtMsgStream` options the ``msgstream`` section configures: for a stream
+    on a client made some other way than :func:`new_client`."""
+    return {
+        **_stream_options(section),
+        "late_policy": section.late_policy,
+        "channel_buffer_size": section.tt_channel_buffer_size,
+        "channel_buffer_bytes": section.tt_channel_buffer_bytes,
+        "pursuit_lag_s": section.pursuit_lag_s,
+        "pursuit_buffer_size_bytes": section.pursuit_buffer_size_bytes,
+        "pursuit_buffer_time_s": section.pursuit_buffer_time_s,
     }
 
 
@@ -89,19 +102,11 @@ class MsgStreamFactory:
         return new_client(self.config)
 
     def new_msgstream(self, **options: Unpack[StreamOptions]) -> MsgStream:
-        return MsgStream(self.new_client(), **{**_stream_options(self.config), **options})
+        defaults = _stream_options(self.config.msgstream)
+        return MsgStream(self.new_client(), **{**defaults, **options})
 
     def new_ttmsgstream(self, **options: Unpack[TtStreamOptions]) -> TtMsgStream:
-        section = self.config.msgstream
-        defaults = {
-            **_stream_options(self.config),
-            "late_policy": section.late_policy,
-            "channel_buffer_size": section.tt_channel_buffer_size,
-            "channel_buffer_bytes": section.tt_channel_buffer_bytes,
-            "pursuit_lag_s": section.pursuit_lag_s,
-            "pursuit_buffer_size_bytes": section.pursuit_buffer_size_bytes,
-            "pursuit_buffer_time_s": section.pursuit_buffer_time_s,
-        }
+        defaults = ttstream_options(self.config.msgstream)
         return TtMsgStream(self.new_client(), **{**defaults, **options})
 
 

@@ -19,13 +19,20 @@ from __future__ import annotations
 import dataclasses
 from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from .config_errors import config_error
 from .config_keys import ConfigKey, describe_field
 
-__all__ = ["FrozenModel", "PassThrough", "Section"]
+__all__ = ["Count", "FrozenModel", "PassThrough", "Section", "Seconds"]
 
 
 class FrozenModel(BaseModel):
@@ -49,6 +56,13 @@ def _scalar(value: object) -> object:
 
 PassThrough = dict[str, Annotated[str | int | float | bool | None, PlainValidator(_scalar)]]
 """A map handed to a broker client as is: non-empty string keys, scalar values."""
+
+Seconds = Annotated[float, Field(gt=0)]
+"""A key's type for a timeout or an interval: seconds, above zero (zero would never wait)."""
+
+Count = Annotated[int, Field(ge=1)]
+"""A key's type for a number of messages or bytes (a buffer, a limit, a batch) or a port:
+one or more."""
 
 
 class Section(FrozenModel):

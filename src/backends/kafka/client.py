@@ -11,11 +11,10 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from msgstream.backend import SubscriptionInfo
 from msgstream.channels import validate_channel_name, validate_subscription_name
 from msgstream.config import MsgStreamConfig
-from msgstream.consumer_base import ClientHooks, ClientState
 from msgstream.errors import TopicNotFoundError
 from msgstream.position import SubscriptionPosition
 
-from ..broker_errors import BrokerCalls
+from ..broker_client import BrokerClient
 from . import connect
 from .admin import KafkaAdmin
 from .consumer import KafkaConsumer
@@ -38,34 +37,23 @@ def new_client(section: KafkaConfig, shared: MsgStreamConfig) -> KafkaClient:
     return KafkaClient(section, shared)
 
 
-class KafkaClient:
+class KafkaClient(BrokerClient):
     """A connection to a Kafka cluster. Every channel is a one-partition topic."""
 
     backend_name = "kafka"
-    inline_sends = False
 
     def __init__(self, section: KafkaConfig, shared: MsgStreamConfig) -> None:
         self.section = section
         self.brokers = section.brokers or ""
-        self.deadline_s = shared.operation_timeout_s
-        self.max_message_bytes = shared.max_message_bytes
+        super().__init__(ERRORS, self.brokers, shared.operation_timeout_s, shared)
         self.admin = KafkaAdmin(section, self.deadline_s)
         self.deadlines = SendDeadlines(self.deadline_s, self.brokers)
-        self.calls = BrokerCalls(ERRORS, self.brokers, self.deadline_s)
-        """The error mapping bound to this cluster and deadline, for this client's parts."""
-        self._state = ClientState("kafka client")
         self._offsets: AIOKafkaConsumer | None = None
         self._lock = asyncio.Lock()
         self._shared = SharedProducer(
             lambda: producer_kwargs(section), self.deadline_s, self._lock, self.check_open
         )
-        self._hooks = ClientHooks(
-            self._state, self.get_latest_msg_id, self.check_topic_valid, self.forget
-        )
         self._consumers: set[KafkaConsumer] = set()
-
-    def check_open(self) -> None:
-        self._state.check_open()
 
     def _call(self, what: str, channel: str | None = None, operation: str = "use") -> Any:
         return self.calls.call(what, channel, operation)
@@ -120,8 +108,7 @@ class KafkaClient:
         self._consumers.add(consumer)
         return consumer
 
-    def forget(self, consumer: Any) -> None:
-        """A consumer of this client closed: stop tracking it."""
+    def forget_consumer(self, consumer: Any) -> None:
         self._consumers.discard(consumer)
 
     def earliest_message_id(self) -> KafkaMessageID:

@@ -3,19 +3,14 @@ set (after rocksmq and pulsar)."""
 
 from __future__ import annotations
 
-from msgstream.plugins import BackendSpec
-
+from ..broker_plugin import broker_spec
 from .ids import KafkaMessageID
 from .settings import KafkaConfig
 
-SPEC = BackendSpec(
-    name="kafka",
-    section=KafkaConfig,
-    listing_position=1,
-    client_factory="msgstream.backends.kafka.client:new_client",
-    message_id_tag=KafkaMessageID.tag,
-    extra="kafka",
-    selected_by="brokers",
+SPEC = broker_spec(
+    KafkaConfig,
+    address_key="brokers",
     selection_rank=2,
-    required_keys=("brokers",),
+    listing_position=1,
+    message_id_tag=KafkaMessageID.tag,
 )

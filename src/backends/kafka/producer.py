@@ -10,7 +10,8 @@ from aiokafka import AIOKafkaProducer
 from aiokafka import errors as kafka_errors
 
 from msgstream.backend import MessageID
-from msgstream.errors import MessageTooLargeError, StreamClosedError
+from msgstream.errors import MessageTooLargeError
+from msgstream.producer_base import ProducerBase
 
 from ..broker_errors import BrokerCalls
 from . import connect
@@ -98,7 +99,7 @@ class SharedProducer:
         return producer
 
 
-class KafkaProducer:
+class KafkaProducer(ProducerBase):
     """A channel's producer. Sends go through the one producer its client shares."""
 
     def __init__(
@@ -111,7 +112,7 @@ class KafkaProducer:
         deadlines: SendDeadlines,
         calls: BrokerCalls,
     ) -> None:
-        self.channel = channel
+        super().__init__(channel)
         self._shared = shared
         self._deadlines = deadlines
         self._calls = calls
@@ -120,7 +121,6 @@ class KafkaProducer:
         """The largest record, in bytes, this channel accepts (client and topic limits)."""
         self._plain_limit = min(limit - RECORD_OVERHEAD, max_message_bytes)
         """The largest payload that passes :meth:`_check_size` when sent without headers."""
-        self._closed = False
 
     def _check_size(self, payload: bytes, headers: list[tuple[str, bytes]] | None) -> None:
         size = len(payload)
@@ -136,8 +136,7 @@ class KafkaProducer:
     ) -> list[tuple[str, bytes]] | None:
         """The properties as Kafka headers, after refusing a closed producer or a payload
         too large for this channel."""
-        if self._closed:
-            raise StreamClosedError(f"producer of channel {self.channel!r}")
+        self._check_open()
         headers = [(k, v.encode()) for k, v in properties.items()] if properties else None
         for payload in payloads:
             self._check_size(payload, headers)
@@ -187,6 +186,3 @@ class KafkaProducer:
             return MessageTooLargeError(self.channel, max(map(len, payloads)), self._limit)
         what = f"sending to channel {self.channel!r}"
         return self._calls.translate(exc, what, self.channel, "write")
-
-    async def close(self) -> None:
-        self._closed = True

@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from msgstream.config_keys import Special
 from msgstream.errors import ConfigError
-from msgstream.sections import PassThrough, Section
+from msgstream.sections import Count, PassThrough, Seconds, Section
 
 __all__ = ["KafkaConfig", "admin_kwargs", "connection_kwargs", "consumer_kwargs", "producer_kwargs"]
 
@@ -86,14 +86,13 @@ class KafkaConfig(Section):
         default="none", description="Compression of produced batches"
     )
 
-    max_request_size: int = Field(
+    max_request_size: Count = Field(
         default=1048576,
         description="Largest produce request in bytes; a bigger message is refused before sending",
-        ge=1,
     )
 
-    request_timeout_s: float = Field(
-        default=30.0, description="Seconds a broker request may take", gt=0
+    request_timeout_s: Seconds = Field(
+        default=30.0, description="Seconds a broker request may take"
     )
 
     replication_factor: Annotated[int, Special(-1, "broker default")] = Field(

@@ -24,14 +24,13 @@ from msgstream.cooperate import cooperate
 from msgstream.errors import (
     BackendUnavailableError,
     InvalidPositionError,
-    MessageTooLargeError,
     MsgStreamError,
-    StreamClosedError,
     StreamStateError,
     TopicNotFoundError,
 )
 from msgstream.plugins import backend_specs
 from msgstream.position import SubscriptionPosition
+from msgstream.producer_base import ProducerBase
 from msgstream.tagged_id import TaggedMessageID
 
 from .store import FIRST_ID, LogStore, StoredBatch
@@ -101,7 +100,7 @@ def _no_message(index: int) -> ConsumedMessage:
     raise IndexError(f"message {index} of an empty batch")
 
 
-class LogProducer:
+class LogProducer(ProducerBase):
     def __init__(
         self,
         channel: str,
@@ -112,13 +111,12 @@ class LogProducer:
         blocking_writes: bool,
         id_type: type[LogMessageID],
     ) -> None:
-        self.channel = channel
+        super().__init__(channel)
         self._store = store
         self._client_state = state
         self._limit = max_message_bytes
         self._blocking_writes = blocking_writes
         self._id_type = id_type
-        self._closed = False
 
     async def send(self, payload: bytes, properties: Mapping[str, str] | None = None) -> MessageID:
         return (await self.send_many((payload,), properties))[0]
@@ -126,14 +124,9 @@ class LogProducer:
     async def send_many(
         self, payloads: Sequence[bytes], properties: Mapping[str, str] | None = None
     ) -> list[MessageID]:
-        if self._closed:
-            raise StreamClosedError(f"producer of channel {self.channel!r}")
-        if self._client_state.closed:
-            raise StreamClosedError(self._client_state.what)
-        limit = self._limit
-        biggest = max(map(len, payloads), default=0)
-        if biggest > limit:
-            raise MessageTooLargeError(self.channel, biggest, limit)
+        self._check_open()
+        self._client_state.check_open()
+        self._check_sizes(payloads, self._limit)
         props = MappingProxyType(dict(properties)) if properties else _NO_PROPERTIES
         store = self._store
         try:
@@ -151,9 +144,6 @@ class LogProducer:
         store.notify(self.channel)
         await cooperate()  # the append completed inline: let other tasks run now and then
         return list(map(self._id_type, ids))
-
-    async def close(self) -> None:
-        self._closed = True
 
 
 class LogConsumer(ConsumerBase):

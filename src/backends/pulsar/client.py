@@ -14,10 +14,9 @@ from typing import Any
 from msgstream.backend import SubscriptionInfo
 from msgstream.channels import validate_channel_name, validate_subscription_name
 from msgstream.config import MsgStreamConfig
-from msgstream.consumer_base import ClientHooks, ClientState
 from msgstream.position import SubscriptionPosition
 
-from ..broker_errors import BrokerCalls
+from ..broker_client import BrokerClient
 from .admin import PulsarAdmin
 from .consumer import PulsarConsumer
 from .failures import ERRORS
@@ -51,36 +50,25 @@ def new_client(section: PulsarConfig, shared: MsgStreamConfig) -> PulsarClient:
     return PulsarClient(section, shared)
 
 
-class PulsarClient:
+class PulsarClient(BrokerClient):
     """A connection to a Pulsar cluster (opened on first use)."""
 
     backend_name = "pulsar"
-    inline_sends = False
 
     def __init__(self, section: PulsarConfig, shared: MsgStreamConfig) -> None:
         self.section = section
         self.shared = shared
         self.service_url = service_url(section)
-        self.deadline_s = operation_timeout_s(section, shared)
-        self.max_message_bytes = shared.max_message_bytes
+        super().__init__(ERRORS, self.service_url, operation_timeout_s(section, shared), shared)
         self.admin = PulsarAdmin(section, self.deadline_s)
         self._inner = pulsar_asyncio.Client(self.service_url, **client_kwargs(section, shared))
         self._producers: set[PulsarProducer] = set()
         self._consumers: set[PulsarConsumer] = set()
         self._credentials_checked = admin_token(section) is None
-        self._state = ClientState("pulsar client")
-        self.calls = BrokerCalls(ERRORS, self.service_url, self.deadline_s)
-        """The error mapping bound to this cluster and deadline, for this client's parts."""
-        self._hooks = ClientHooks(
-            self._state, self.get_latest_msg_id, self.check_topic_valid, self.forget_consumer
-        )
 
     @property
     def closed(self) -> bool:
         return self._state.closed
-
-    def check_open(self) -> None:
-        self._state.check_open()
 
     def _call(self, what: str, channel: str, operation: str) -> Any:
         """A broker call on ``channel`` needing the ``operation`` permission ("write" to

@@ -3,17 +3,7 @@ set (unless ``rocksmq.path`` is). Its MessageIDs are Pulsar's own, not tag + int
 
 from __future__ import annotations
 
-from msgstream.plugins import BackendSpec
-
+from ..broker_plugin import broker_spec
 from .settings import PulsarConfig
 
-SPEC = BackendSpec(
-    name="pulsar",
-    section=PulsarConfig,
-    listing_position=2,
-    client_factory="msgstream.backends.pulsar.client:new_client",
-    extra="pulsar",
-    selected_by="address",
-    selection_rank=1,
-    required_keys=("address",),
-)
+SPEC = broker_spec(PulsarConfig, address_key="address", selection_rank=1, listing_position=2)

@@ -10,6 +10,7 @@ from typing import Any
 from msgstream.backend import MessageID
 from msgstream.consumer_base import ClientState
 from msgstream.errors import BackendUnavailableError, MessageTooLargeError, StreamClosedError
+from msgstream.producer_base import ProducerBase
 
 from ..broker_errors import BrokerCalls
 from .ids import PulsarMessageID
@@ -18,7 +19,7 @@ from .sending import native_producer, send_one, send_window
 from .settings import MAX_PENDING_SENDS
 
 
-class PulsarProducer:
+class PulsarProducer(ProducerBase):
     """A channel's producer. ``send`` returns once the broker has persisted the message."""
 
     def __init__(
@@ -32,7 +33,7 @@ class PulsarProducer:
         forget: Callable[[PulsarProducer], None],
         calls: BrokerCalls,
     ) -> None:
-        self.channel = channel
+        super().__init__(channel)
         self._limits = limits
         """msgstream's own size limit, then the broker's (``pulsar.max_message_size``)."""
         self._operation_timeout_s = operation_timeout_s
@@ -42,17 +43,11 @@ class PulsarProducer:
         self._inner = inner
         self._native = native_producer(inner)
         """The C extension's producer under ``inner`` (see :mod:`.sending`), if exposed."""
-        self._closed = False
 
     def _check(self, payloads: Sequence[bytes]) -> None:
-        if self._closed:
-            raise StreamClosedError(f"producer of channel {self.channel!r}")
+        self._check_open()
         self._client_state.check_open()
-        biggest = max(map(len, payloads), default=0)
-        # msgstream's own limit first, then the broker's: the error names the one exceeded.
-        for limit in self._limits:
-            if biggest > limit:
-                raise MessageTooLargeError(self.channel, biggest, limit)
+        self._check_sizes(payloads, *self._limits)
 
     async def send(self, payload: bytes, properties: Mapping[str, str] | None = None) -> MessageID:
         self._check((payload,))

@@ -13,7 +13,7 @@ from pydantic import Field, model_validator
 
 from msgstream.config import MsgStreamConfig
 from msgstream.errors import ConfigError
-from msgstream.sections import Section
+from msgstream.sections import Count, Seconds, Section
 
 __all__ = [
     "MAX_PENDING_SENDS",
@@ -47,8 +47,8 @@ class PulsarConfig(Section):
         ),
     )
 
-    port: int = Field(
-        default=6650, description="Broker port, used when pulsar.address is a bare host name", ge=1
+    port: Count = Field(
+        default=6650, description="Broker port, used when pulsar.address is a bare host name"
     )
 
     admin_url: str | None = Field(
@@ -95,26 +95,24 @@ class PulsarConfig(Section):
         default=True, description="Check that the broker certificate matches its host name"
     )
 
-    connection_timeout_s: float = Field(
-        default=10.0, description="Seconds to open a connection to a broker", gt=0
+    connection_timeout_s: Seconds = Field(
+        default=10.0, description="Seconds to open a connection to a broker"
     )
 
-    operation_timeout_s: float = Field(
+    operation_timeout_s: Seconds = Field(
         default=30.0,
         description=(
             "Seconds the Pulsar client retries one operation (lookup, create, seek) "
             "before giving up; msgstream.operation_timeout_s bounds each call as a whole"
         ),
-        gt=0,
     )
 
-    max_message_size: int = Field(
+    max_message_size: Count = Field(
         default=5242880,
         description=(
             "Largest message in bytes (the broker's maxMessageSize, 5 MiB by default); a "
             "bigger one is refused before sending"
         ),
-        ge=1,
     )
 
     batching: bool = Field(
@@ -122,8 +120,8 @@ class PulsarConfig(Section):
         description="Batch produced messages (throughput) instead of one entry each (latency)",
     )
 
-    batching_max_messages: int = Field(
-        default=1000, description="Max messages in one batch (pulsar.batching)", ge=1
+    batching_max_messages: Count = Field(
+        default=1000, description="Max messages in one batch (pulsar.batching)"
     )
 
     batching_max_delay_ms: int = Field(
@@ -142,8 +140,8 @@ class PulsarConfig(Section):
         ),
     )
 
-    receiver_queue_size: int = Field(
-        default=1000, description="Messages a consumer prefetches from the broker", ge=1
+    receiver_queue_size: Count = Field(
+        default=1000, description="Messages a consumer prefetches from the broker"
     )
 
     @model_validator(mode="after")

@@ -10,7 +10,7 @@ from typing import Annotated, ClassVar
 from pydantic import Field
 
 from msgstream.config_keys import Special
-from msgstream.sections import Section
+from msgstream.sections import Count, Seconds, Section
 
 __all__ = ["RocksmqConfig", "default_rocksmq_path"]
 
@@ -31,8 +31,8 @@ class RocksmqConfig(Section):
 
     sync: bool = Field(default=False, description="fsync the store on every produce")
 
-    page_size_bytes: int = Field(
-        default=67108864, description="Size of one retention page, in bytes", ge=1
+    page_size_bytes: Count = Field(
+        default=67108864, description="Size of one retention page, in bytes"
     )
 
     retention_max_age_s: Annotated[float, Special(-1, "keep forever")] = Field(
@@ -47,16 +47,16 @@ class RocksmqConfig(Section):
         ge=0,
     )
 
-    retention_check_interval_s: float = Field(
-        default=60.0, description="Seconds between retention sweeps", gt=0
+    retention_check_interval_s: Seconds = Field(
+        default=60.0, description="Seconds between retention sweeps"
     )
 
     subscription_idle_expiry_s: Annotated[float, Special(-1, "never")] = Field(
         default=604800.0, description="Seconds after which an idle subscription is dropped", ge=0
     )
 
-    compaction_interval_s: float = Field(
-        default=3600.0, description="Seconds between store compactions", gt=0
+    compaction_interval_s: Seconds = Field(
+        default=3600.0, description="Seconds between store compactions"
     )
 
     def resolved_path(self, env: Mapping[str, str] | None = None) -> str:

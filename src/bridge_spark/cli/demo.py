@@ -85,14 +85,21 @@ class SimulatedCrash(RuntimeError):
 
 @dataclass
 class Verification:
+    """The Parquet output compared with what was produced (see :func:`verify`)."""
+
     rows: int = 0
     deletes: int = 0
     batches: int = 0
     lost: int = 0
+    """Keys inserted or deleted that the output lacks."""
     duplicated: int = 0
+    """Extra copies of an insert or a delete in the output."""
     unexpected: int = 0
+    """Keys in the output that were never inserted or deleted."""
     mismatched: int = 0
+    """Inserted rows whose content is not what their key implies."""
     batch_ids_ok: bool = True
+    """Whether the batch ids are 0, 1, 2, ... without a gap."""
 
 
 @dataclass

@@ -1,0 +1,45 @@
+"""What the networked backends' clients (Kafka, Pulsar) share: the deadline of one call,
+the error mapping bound to the cluster, the open/closed state, and the hooks their
+consumers are handed (see :class:`~msgstream.consumer_base.ClientHooks`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msgstream.backend import MessageID
+from msgstream.config import MsgStreamConfig
+from msgstream.consumer_base import ClientHooks, ClientState
+
+from .broker_errors import BrokerCalls, BrokerErrors
+
+
+class BrokerClient:
+    """The base of a networked backend's client; a subclass answers the channel queries
+    its consumers forward and stops tracking a consumer that closed."""
+
+    inline_sends = False
+
+    def __init__(
+        self, errors: BrokerErrors, where: str, deadline_s: float, shared: MsgStreamConfig
+    ) -> None:
+        self.deadline_s = deadline_s
+        self.max_message_bytes = shared.max_message_bytes
+        self.calls = BrokerCalls(errors, where, deadline_s)
+        """The error mapping bound to this cluster and deadline, for this client's parts."""
+        self._state = ClientState(f"{errors.backend} client")
+        self._hooks = ClientHooks(
+            self._state, self.get_latest_msg_id, self.check_topic_valid, self.forget_consumer
+        )
+
+    def check_open(self) -> None:
+        self._state.check_open()
+
+    async def get_latest_msg_id(self, channel: str) -> MessageID | None:
+        raise NotImplementedError
+
+    async def check_topic_valid(self, channel: str) -> None:
+        raise NotImplementedError
+
+    def forget_consumer(self, consumer: Any) -> None:
+        """A consumer of this client closed: stop tracking it."""
+        raise NotImplementedError

@@ -1,0 +1,38 @@
+"""How the networked backends (Kafka, Pulsar) declare themselves as plug-ins.
+
+What makes them alike is stated once here: each is installed by the msgstream extra named
+after it, is its package's ``client:new_client``, and is chosen by ``mq.type: default``
+when its address key is set, which it then cannot do without.
+"""
+
+from __future__ import annotations
+
+from msgstream.plugins import BackendSpec
+from msgstream.sections import Section
+
+_PACKAGE = __name__.rpartition(".")[0]
+"""Where the backends are installed (``msgstream.backends``)."""
+
+
+def broker_spec(
+    section: type[Section],
+    *,
+    address_key: str,
+    selection_rank: int,
+    listing_position: int,
+    message_id_tag: bytes | None = None,
+) -> BackendSpec:
+    """The spec of the broker whose config section is ``section``, reached at the address
+    its key ``address_key`` holds."""
+    name = section.SECTION
+    return BackendSpec(
+        name=name,
+        section=section,
+        listing_position=listing_position,
+        client_factory=f"{_PACKAGE}.{name}.client:new_client",
+        message_id_tag=message_id_tag,
+        extra=name,
+        selected_by=address_key,
+        selection_rank=selection_rank,
+        required_keys=(address_key,),
+    )

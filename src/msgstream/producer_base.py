@@ -1,0 +1,31 @@
+"""What every backend's producer shares: the channel it sends to, refusing to send once it
+is closed, and refusing a payload over a size limit before anything is sent."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .errors import MessageTooLargeError, StreamClosedError
+
+
+class ProducerBase:
+    """The checks common to every backend's producer."""
+
+    def __init__(self, channel: str) -> None:
+        self.channel = channel
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StreamClosedError(f"producer of channel {self.channel!r}")
+
+    def _check_sizes(self, payloads: Sequence[bytes], *limits: int) -> None:
+        """Refuse ``payloads`` if the largest is over a limit; the error names the first of
+        ``limits`` exceeded (msgstream's own before a broker's, say)."""
+        biggest = max(map(len, payloads), default=0)
+        for limit in limits:
+            if biggest > limit:
+                raise MessageTooLargeError(self.channel, biggest, limit)
+
+    async def close(self) -> None:
+        self._closed = True
