@@ -170,7 +170,9 @@ async def interleaved_latency(
 def delete(i: int) -> DeleteMsg:
     """The broker benchmarks' message: a one-key Delete, ~186 bytes encoded (a small,
     realistic control-plane message)."""
-    return DeleteMsg(msg_id=i, timestamp=i, collection_name="c", primary_keys=[i], hash_keys=[0])
+    return DeleteMsg(
+        msg_id=i, timestamp=i + 1, collection_name="c", primary_keys=[i], hash_keys=[0]
+    )
 
 
 async def stream_pipelined_rate(config: Any, total: int) -> float:

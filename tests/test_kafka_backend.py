@@ -173,7 +173,9 @@ async def test_a_bad_pass_through_argument_names_its_key(kafka_broker: Any) -> N
 
 
 def delete_msg(i: int) -> DeleteMsg:
-    return DeleteMsg(msg_id=i, timestamp=i, collection_name="c", primary_keys=[i], hash_keys=[0])
+    return DeleteMsg(
+        msg_id=i, timestamp=i + 1, collection_name="c", primary_keys=[i], hash_keys=[0]
+    )
 
 
 async def test_broker_restart_loses_nothing_acknowledged(kafka_broker: Any) -> None:

@@ -67,7 +67,9 @@ def name(label: str) -> str:
 
 
 def delete_msg(i: int) -> DeleteMsg:
-    return DeleteMsg(msg_id=i, timestamp=i, collection_name="c", primary_keys=[i], hash_keys=[0])
+    return DeleteMsg(
+        msg_id=i, timestamp=i + 1, collection_name="c", primary_keys=[i], hash_keys=[0]
+    )
 
 
 def stream_for(bootstrap: str, **kafka: Any) -> MsgStream:

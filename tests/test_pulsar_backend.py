@@ -315,7 +315,9 @@ async def test_dispose_subscription_and_channel(pulsar_broker: Any) -> None:
 
 
 def delete_msg(i: int) -> DeleteMsg:
-    return DeleteMsg(msg_id=i, timestamp=i, collection_name="c", primary_keys=[i], hash_keys=[0])
+    return DeleteMsg(
+        msg_id=i, timestamp=i + 1, collection_name="c", primary_keys=[i], hash_keys=[0]
+    )
 
 
 async def test_broker_restart_loses_nothing_acknowledged(pulsar_broker: Any) -> None:

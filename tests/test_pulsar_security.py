@@ -77,7 +77,9 @@ def tls_client(broker: Any, **pulsar: Any) -> Client:
 
 
 def delete_msg(i: int) -> DeleteMsg:
-    return DeleteMsg(msg_id=i, timestamp=i, collection_name="c", primary_keys=[i], hash_keys=[0])
+    return DeleteMsg(
+        msg_id=i, timestamp=i + 1, collection_name="c", primary_keys=[i], hash_keys=[0]
+    )
 
 
 # ------------------------------------------------------------------------------------ TLS
