@@ -24,7 +24,7 @@ import difflib
 import json
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar, Literal, Self, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
 
 import yaml
 from pydantic import (
@@ -82,7 +82,8 @@ class MqConfig(Section):
 
     SECTION: ClassVar[str] = "mq"
 
-    type: str = Field(default="default", description="Backend")
+    type: str = "default"
+    """Backend"""
 
     @field_validator("type")
     @classmethod
@@ -111,67 +112,41 @@ class MsgStreamConfig(Section):
 
     SECTION: ClassVar[str] = "msgstream"
 
-    receive_buffer_size: Count = Field(
-        default=1024, description="Messages buffered per channel in the bounded receive queue"
-    )
+    receive_buffer_size: Count = 1024
+    """Messages buffered per channel in the bounded receive queue"""
 
-    receive_buffer_bytes: Count = Field(
-        default=67108864,
-        description=(
-            "Payload bytes buffered per channel in the receive queue (plus about one "
-            "message); a full queue stops reading its channel"
-        ),
-    )
+    receive_buffer_bytes: Count = 67108864
+    """Payload bytes buffered per channel in the receive queue (plus about one message); a
+    full queue stops reading its channel"""
 
-    tt_channel_buffer_size: Count = Field(
-        default=65536,
-        description="Max messages a TtMsgStream buffers per channel ahead of the time-tick barrier",
-    )
+    tt_channel_buffer_size: Count = 65536
+    """Max messages a TtMsgStream buffers per channel ahead of the time-tick barrier"""
 
-    tt_channel_buffer_bytes: Count = Field(
-        default=8388608,
-        description=(
-            "Max payload bytes a TtMsgStream buffers per channel ahead of the time-tick "
-            "barrier (plus about one message); bounds memory while a channel does not "
-            "tick"
-        ),
-    )
+    tt_channel_buffer_bytes: Count = 8388608
+    """Max payload bytes a TtMsgStream buffers per channel ahead of the time-tick barrier
+    (plus about one message); bounds memory while a channel does not tick"""
 
-    late_policy: LatePolicy = Field(
-        default="deliver",
-        description=(
-            "What to do with a data message timestamped at or below its channel's last "
-            "time tick: deliver it anyway or reject it"
-        ),
-    )
+    late_policy: LatePolicy = "deliver"
+    """What to do with a data message timestamped at or below its channel's last time tick:
+    deliver it anyway or reject it"""
 
-    max_message_bytes: Count = Field(
-        default=67108864, description="Largest message accepted, in bytes"
-    )
+    max_message_bytes: Count = 67108864
+    """Largest message accepted, in bytes"""
 
-    pursuit_lag_s: float = Field(
-        default=10.0,
-        description="Lag (seconds) beyond which a TtMsgStream merges packs to catch up; 0 disables",
-        ge=0,
-    )
+    pursuit_lag_s: Annotated[float, Field(ge=0)] = 10.0
+    """Lag (seconds) beyond which a TtMsgStream merges packs to catch up; 0 disables"""
 
-    pursuit_buffer_size_bytes: Count = Field(
-        default=104857600, description="Max bytes of one merged pack in pursuit mode"
-    )
+    pursuit_buffer_size_bytes: Count = 104857600
+    """Max bytes of one merged pack in pursuit mode"""
 
-    pursuit_buffer_time_s: Seconds = Field(
-        default=1.0,
-        description="Max seconds spent merging already-read packs into one in pursuit mode",
-    )
+    pursuit_buffer_time_s: Seconds = 1.0
+    """Max seconds spent merging already-read packs into one in pursuit mode"""
 
-    operation_timeout_s: Seconds = Field(
-        default=30.0,
-        description="Deadline (seconds) of one broker operation, retries included (Kafka, Pulsar)",
-    )
+    operation_timeout_s: Seconds = 30.0
+    """Deadline (seconds) of one broker operation, retries included (Kafka, Pulsar)"""
 
-    tick_interval_s: Seconds = Field(
-        default=0.05, description="Interval (seconds) between time ticks"
-    )
+    tick_interval_s: Seconds = 0.05
+    """Interval (seconds) between time ticks"""
 
 
 # --------------------------------------------------------------------------- Config

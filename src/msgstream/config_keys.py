@@ -2,8 +2,8 @@
 
 The description (dotted name, environment variable, type and range, default, one-line
 doc) drives the environment mapping, the error texts and the generated configuration
-reference, so a section declares each key once: as a pydantic field with a
-``description`` and its constraints (``ge``/``gt``), plus :class:`Special` for values
+reference, so a section declares each key once: as a typed attribute with its default,
+its constraints (``ge``/``gt``) and a docstring, plus :class:`Special` for values
 accepted outside the range (e.g. -1 meaning "keep forever").
 """
 

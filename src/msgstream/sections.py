@@ -1,11 +1,12 @@
 """The base of every configuration section: a frozen, strictly validated pydantic model.
 
 A section (``mq``, ``msgstream``, or a backend's own, declared in the backend's package)
-subclasses :class:`Section`, names itself in ``SECTION`` and declares each key as a field
-with a ``description`` and its constraints. Validation is strict, as YAML is typed: ``"8"``
-is no integer and ``1`` no boolean; an int is accepted for a float and becomes one.
-Environment variables are text, converted by type before they reach a section
-(:mod:`msgstream.config`). Any validation problem is a
+subclasses :class:`Section`, names itself in ``SECTION`` and declares each key as a typed
+attribute with its default, its constraints in the type (:data:`Count`, :data:`Seconds`,
+``Annotated[int, Field(ge=0)]``) and its description in the docstring below it.
+Validation is strict, as YAML is typed: ``"8"`` is no integer and ``1`` no boolean; an
+int is accepted for a float and becomes one. Environment variables are text, converted by
+type before they reach a section (:mod:`msgstream.config`). Any validation problem is a
 :class:`~msgstream.errors.ConfigError` naming the full key (:mod:`msgstream.config_errors`).
 
 Why pydantic rather than msgspec: both validate typed models fast enough for a config
@@ -69,7 +70,12 @@ class Section(FrozenModel):
     """One section of the configuration; constructing it validates every key."""
 
     model_config = ConfigDict(
-        frozen=True, strict=True, extra="forbid", str_min_length=1, allow_inf_nan=False
+        frozen=True,
+        strict=True,
+        extra="forbid",
+        str_min_length=1,
+        allow_inf_nan=False,
+        use_attribute_docstrings=True,
     )
 
     SECTION: ClassVar[str] = ""
@@ -95,8 +101,9 @@ class Section(FrozenModel):
 
     @classmethod
     def key_doc(cls, name: str) -> str:
-        """A key's one-line description (its field's ``description``)."""
-        return cls.model_fields[name].description or ""
+        """A key's one-line description: its field's ``description``, which pydantic takes
+        from the attribute's docstring (``use_attribute_docstrings``), on one line."""
+        return " ".join((cls.model_fields[name].description or "").split())
 
     @model_validator(mode="before")
     @classmethod

@@ -23,81 +23,59 @@ class KafkaConfig(Section):
 
     SECTION: ClassVar[str] = "kafka"
 
-    brokers: str | None = Field(
-        default=None,
-        description=(
-            "Comma-separated host:port bootstrap servers; setting it makes mq.type "
-            "'default' pick kafka (unless rocksmq.path or pulsar.address is set)"
-        ),
-    )
+    brokers: str | None = None
+    """Comma-separated host:port bootstrap servers; setting it makes mq.type 'default' pick
+    kafka (unless rocksmq.path or pulsar.address is set)"""
 
-    client_id: str = Field(default="msgstream", description="Client id reported to the brokers")
+    client_id: str = "msgstream"
+    """Client id reported to the brokers"""
 
-    security_protocol: KafkaSecurityProtocol = Field(
-        default="PLAINTEXT", description="How clients talk to the brokers"
-    )
+    security_protocol: KafkaSecurityProtocol = "PLAINTEXT"
+    """How clients talk to the brokers"""
 
-    sasl_mechanism: KafkaSaslMechanism = Field(
-        default="PLAIN", description="SASL mechanism (security_protocol SASL_PLAINTEXT/SASL_SSL)"
-    )
+    sasl_mechanism: KafkaSaslMechanism = "PLAIN"
+    """SASL mechanism (security_protocol SASL_PLAINTEXT/SASL_SSL)"""
 
-    sasl_username: str | None = Field(
-        default=None, description="SASL user name; needs kafka.sasl_password"
-    )
+    sasl_username: str | None = None
+    """SASL user name; needs kafka.sasl_password"""
 
-    sasl_password: str | None = Field(
-        default=None, description="SASL password; needs kafka.sasl_username"
-    )
+    sasl_password: str | None = None
+    """SASL password; needs kafka.sasl_username"""
 
-    ssl_cafile: str | None = Field(
-        default=None, description="CA bundle (PEM) to verify the brokers; null uses the system CAs"
-    )
+    ssl_cafile: str | None = None
+    """CA bundle (PEM) to verify the brokers; null uses the system CAs"""
 
-    ssl_certfile: str | None = Field(
-        default=None, description="Client certificate (PEM) for mutual TLS"
-    )
+    ssl_certfile: str | None = None
+    """Client certificate (PEM) for mutual TLS"""
 
-    ssl_keyfile: str | None = Field(
-        default=None, description="Private key (PEM) of kafka.ssl_certfile"
-    )
+    ssl_keyfile: str | None = None
+    """Private key (PEM) of kafka.ssl_certfile"""
 
-    ssl_key_password: str | None = Field(
-        default=None, description="Password of kafka.ssl_keyfile, if it is encrypted"
-    )
+    ssl_key_password: str | None = None
+    """Password of kafka.ssl_keyfile, if it is encrypted"""
 
-    ssl_check_hostname: bool = Field(
-        default=True, description="Check that the broker certificate matches its host name"
-    )
+    ssl_check_hostname: bool = True
+    """Check that the broker certificate matches its host name"""
 
-    acks: KafkaAcks = Field(
-        default="all",
-        description=(
-            "Replicas that must have a message before a send is acknowledged ('all' never"
-            " loses an acknowledged message to a single broker failure; '0' is not "
-            "offered: a send returns the offset the broker assigned)"
-        ),
-    )
+    acks: KafkaAcks = "all"
+    """Replicas that must have a message before a send is acknowledged ('all' never loses an
+    acknowledged message to a single broker failure; '0' is not offered: a send returns
+    the offset the broker assigned)"""
 
-    linger_ms: int = Field(
-        default=0, description="Milliseconds a send waits to fill a batch; 0 favours latency", ge=0
-    )
+    linger_ms: Annotated[int, Field(ge=0)] = 0
+    """Milliseconds a send waits to fill a batch; 0 favours latency"""
 
-    compression: KafkaCompression = Field(
-        default="none", description="Compression of produced batches"
-    )
+    compression: KafkaCompression = "none"
+    """Compression of produced batches"""
 
-    max_request_size: Count = Field(
-        default=1048576,
-        description="Largest produce request in bytes; a bigger message is refused before sending",
-    )
+    max_request_size: Count = 1048576
+    """Largest produce request in bytes; a bigger message is refused before sending"""
 
-    request_timeout_s: Seconds = Field(
-        default=30.0, description="Seconds a broker request may take"
-    )
+    request_timeout_s: Seconds = 30.0
+    """Seconds a broker request may take"""
 
-    replication_factor: Annotated[int, Special(-1, "broker default")] = Field(
-        default=1, description="Replication factor of the topics msgstream creates", ge=1
-    )
+    replication_factor: Annotated[Annotated[int, Special(-1, "broker default")], Field(ge=1)] = 1
+    """Replication factor of the topics msgstream creates"""
 
     topic_config: PassThrough = Field(
         default_factory=dict,

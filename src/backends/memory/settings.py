@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field
-
 from msgstream.sections import Section
 
 __all__ = ["MemoryConfig"]
@@ -16,7 +14,5 @@ class MemoryConfig(Section):
 
     SECTION: ClassVar[str] = "memory"
 
-    name: str = Field(
-        default="default",
-        description="Name of the in-process broker; streams sharing a name see each other",
-    )
+    name: str = "default"
+    """Name of the in-process broker; streams sharing a name see each other"""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import ssl
-from typing import Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
@@ -38,111 +38,72 @@ class PulsarConfig(Section):
 
     SECTION: ClassVar[str] = "pulsar"
 
-    address: str | None = Field(
-        default=None,
-        description=(
-            "Service URL, e.g. pulsar://localhost:6650 (pulsar+ssl:// for TLS), or a bare"
-            " host name joined with pulsar.port; setting it makes mq.type 'default' pick "
-            "pulsar (unless rocksmq.path is set)"
-        ),
-    )
+    address: str | None = None
+    """Service URL, e.g. pulsar://localhost:6650 (pulsar+ssl:// for TLS), or a bare host
+    name joined with pulsar.port; setting it makes mq.type 'default' pick pulsar (unless
+    rocksmq.path is set)"""
 
-    port: Count = Field(
-        default=6650, description="Broker port, used when pulsar.address is a bare host name"
-    )
+    port: Count = 6650
+    """Broker port, used when pulsar.address is a bare host name"""
 
-    admin_url: str | None = Field(
-        default=None,
-        description=(
-            "Admin REST URL (http[s]://host:port), used to check, list and delete "
-            "channels and subscriptions; null means the service host on port 8080 (8443 "
-            "for TLS)"
-        ),
-    )
+    admin_url: str | None = None
+    """Admin REST URL (http[s]://host:port), used to check, list and delete channels and
+    subscriptions; null means the service host on port 8080 (8443 for TLS)"""
 
-    tenant: str = Field(default="public", description="Pulsar tenant")
+    tenant: str = "public"
+    """Pulsar tenant"""
 
-    namespace: str = Field(default="default", description="Pulsar namespace")
+    namespace: str = "default"
+    """Pulsar namespace"""
 
-    auth_token: str | None = Field(
-        default=None,
-        description="Token (JWT) for token authentication; excludes pulsar.auth_plugin",
-    )
+    auth_token: str | None = None
+    """Token (JWT) for token authentication; excludes pulsar.auth_plugin"""
 
-    auth_plugin: str | None = Field(
-        default=None,
-        description=(
-            "Authentication plugin class, passed as is (e.g. "
-            "org.apache.pulsar.client.impl.auth.AuthenticationTls); excludes "
-            "pulsar.auth_token"
-        ),
-    )
+    auth_plugin: str | None = None
+    """Authentication plugin class, passed as is (e.g.
+    org.apache.pulsar.client.impl.auth.AuthenticationTls); excludes pulsar.auth_token"""
 
-    auth_params: str | None = Field(
-        default=None, description="Parameters of pulsar.auth_plugin, in the plugin's own format"
-    )
+    auth_params: str | None = None
+    """Parameters of pulsar.auth_plugin, in the plugin's own format"""
 
-    tls_trust_certs_file: str | None = Field(
-        default=None,
-        description="CA bundle (PEM) to verify the broker over TLS; null uses the system CAs",
-    )
+    tls_trust_certs_file: str | None = None
+    """CA bundle (PEM) to verify the broker over TLS; null uses the system CAs"""
 
-    tls_allow_insecure_connection: bool = Field(
-        default=False, description="Accept a broker certificate that cannot be verified"
-    )
+    tls_allow_insecure_connection: bool = False
+    """Accept a broker certificate that cannot be verified"""
 
-    tls_validate_hostname: bool = Field(
-        default=True, description="Check that the broker certificate matches its host name"
-    )
+    tls_validate_hostname: bool = True
+    """Check that the broker certificate matches its host name"""
 
-    connection_timeout_s: Seconds = Field(
-        default=10.0, description="Seconds to open a connection to a broker"
-    )
+    connection_timeout_s: Seconds = 10.0
+    """Seconds to open a connection to a broker"""
 
-    operation_timeout_s: Seconds = Field(
-        default=30.0,
-        description=(
-            "Seconds the Pulsar client retries one operation (lookup, create, seek) "
-            "before giving up; msgstream.operation_timeout_s bounds each call as a whole"
-        ),
-    )
+    operation_timeout_s: Seconds = 30.0
+    """Seconds the Pulsar client retries one operation (lookup, create, seek) before giving
+    up; msgstream.operation_timeout_s bounds each call as a whole"""
 
-    max_message_size: Count = Field(
-        default=5242880,
-        description=(
-            "Largest message in bytes (the broker's maxMessageSize, 5 MiB by default); a "
-            "bigger one is refused before sending"
-        ),
-    )
+    max_message_size: Count = 5242880
+    """Largest message in bytes (the broker's maxMessageSize, 5 MiB by default); a bigger
+    one is refused before sending"""
 
-    batching: bool = Field(
-        default=False,
-        description="Batch produced messages (throughput) instead of one entry each (latency)",
-    )
+    batching: bool = False
+    """Batch produced messages (throughput) instead of one entry each (latency)"""
 
-    batching_max_messages: Count = Field(
-        default=1000, description="Max messages in one batch (pulsar.batching)"
-    )
+    batching_max_messages: Count = 1000
+    """Max messages in one batch (pulsar.batching)"""
 
-    batching_max_delay_ms: int = Field(
-        default=10, description="Milliseconds a batch waits to fill (pulsar.batching)", ge=0
-    )
+    batching_max_delay_ms: Annotated[int, Field(ge=0)] = 10
+    """Milliseconds a batch waits to fill (pulsar.batching)"""
 
-    compression: PulsarCompression = Field(
-        default="none", description="Compression of produced messages"
-    )
+    compression: PulsarCompression = "none"
+    """Compression of produced messages"""
 
-    subscription_type: PulsarSubscriptionType = Field(
-        default="exclusive",
-        description=(
-            "Subscription type; both keep order and allow cumulative acknowledgement "
-            "(failover lets a standby consumer take over)"
-        ),
-    )
+    subscription_type: PulsarSubscriptionType = "exclusive"
+    """Subscription type; both keep order and allow cumulative acknowledgement (failover
+    lets a standby consumer take over)"""
 
-    receiver_queue_size: Count = Field(
-        default=1000, description="Messages a consumer prefetches from the broker"
-    )
+    receiver_queue_size: Count = 1000
+    """Messages a consumer prefetches from the broker"""
 
     @model_validator(mode="after")
     def _check_together(self) -> Self:

@@ -20,44 +20,30 @@ class RocksmqConfig(Section):
 
     SECTION: ClassVar[str] = "rocksmq"
 
-    path: str | None = Field(
-        default=None,
-        description=(
-            "Directory of the embedded store; null means $XDG_DATA_HOME/msgstream/rocksmq"
-            " (else ~/.local/share/msgstream/rocksmq). Setting it makes mq.type 'default'"
-            " pick rocksmq"
-        ),
-    )
+    path: str | None = None
+    """Directory of the embedded store; null means $XDG_DATA_HOME/msgstream/rocksmq (else
+    ~/.local/share/msgstream/rocksmq). Setting it makes mq.type 'default' pick rocksmq"""
 
-    sync: bool = Field(default=False, description="fsync the store on every produce")
+    sync: bool = False
+    """fsync the store on every produce"""
 
-    page_size_bytes: Count = Field(
-        default=67108864, description="Size of one retention page, in bytes"
-    )
+    page_size_bytes: Count = 67108864
+    """Size of one retention page, in bytes"""
 
-    retention_max_age_s: Annotated[float, Special(-1, "keep forever")] = Field(
-        default=259200.0, description="Seconds an acknowledged page is kept after it closed", ge=0
-    )
+    retention_max_age_s: Annotated[float, Field(ge=0), Special(-1, "keep forever")] = 259200.0
+    """Seconds an acknowledged page is kept after it closed"""
 
-    retention_max_size_bytes: Annotated[int, Special(-1, "unlimited")] = Field(
-        default=-1,
-        description=(
-            "Channel size (all retained bytes) above which its oldest acknowledged pages go"
-        ),
-        ge=0,
-    )
+    retention_max_size_bytes: Annotated[int, Field(ge=0), Special(-1, "unlimited")] = -1
+    """Channel size (all retained bytes) above which its oldest acknowledged pages go"""
 
-    retention_check_interval_s: Seconds = Field(
-        default=60.0, description="Seconds between retention sweeps"
-    )
+    retention_check_interval_s: Seconds = 60.0
+    """Seconds between retention sweeps"""
 
-    subscription_idle_expiry_s: Annotated[float, Special(-1, "never")] = Field(
-        default=604800.0, description="Seconds after which an idle subscription is dropped", ge=0
-    )
+    subscription_idle_expiry_s: Annotated[float, Field(ge=0), Special(-1, "never")] = 604800.0
+    """Seconds after which an idle subscription is dropped"""
 
-    compaction_interval_s: Seconds = Field(
-        default=3600.0, description="Seconds between store compactions"
-    )
+    compaction_interval_s: Seconds = 3600.0
+    """Seconds between store compactions"""
 
     def resolved_path(self, env: Mapping[str, str] | None = None) -> str:
         """``rocksmq.path`` (with ``~`` expanded), or :func:`default_rocksmq_path`."""
