@@ -1,7 +1,8 @@
 """How the networked backends (Kafka, Pulsar) declare themselves as plug-ins.
 
 What makes them alike is stated once here: each is installed by the msgstream extra named
-after it, is its package's ``client:new_client``, and is chosen by ``mq.type: default``
+after it, is made by its package's client class (``kafka.client:KafkaClient``, called with
+its section and the shared ``msgstream`` section), and is chosen by ``mq.type: default``
 when its address key is set, which it then cannot do without.
 """
 
@@ -20,6 +21,7 @@ def broker_spec(
     address_key: str,
     selection_rank: int,
     listing_position: int,
+    client_class: str,
     message_id_tag: bytes | None = None,
 ) -> BackendSpec:
     """The spec of the broker whose config section is ``section``, reached at the address
@@ -29,7 +31,7 @@ def broker_spec(
         name=name,
         section=section,
         listing_position=listing_position,
-        client_factory=f"{_PACKAGE}.{name}.client:new_client",
+        client_factory=f"{_PACKAGE}.{name}.client:{client_class}",
         message_id_tag=message_id_tag,
         extra=name,
         selected_by=address_key,

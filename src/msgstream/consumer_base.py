@@ -69,12 +69,19 @@ class ConsumerBase:
     def __init__(self, channel: str, subname: str, hooks: ClientHooks) -> None:
         self.channel = channel
         self.subname = subname
-        self._client_state = hooks.state
-        self._latest_id = hooks.latest_id
-        self._check_topic = hooks.check_topic
-        self._forget = hooks.forget
+        self._hooks = hooks
+        self._client_state = hooks.state  # read on every receive: one attribute, not two
         self._positioned = True
         self._closed = False
+
+    def _begin_close(self) -> bool:
+        """Mark the consumer closed and tell its client to stop tracking it; False (doing
+        nothing) if it already was closed."""
+        if self._closed:
+            return False
+        self._closed = True
+        self._hooks.forget(self)
+        return True
 
     def _what(self) -> str:
         return f"consumer {self.subname!r} of channel {self.channel!r}"
@@ -103,8 +110,8 @@ class ConsumerBase:
 
     async def get_latest_msg_id(self) -> MessageID | None:
         self._check_open()
-        return await self._latest_id(self.channel)
+        return await self._hooks.latest_id(self.channel)
 
     async def check_topic_valid(self) -> None:
         self._check_open()
-        await self._check_topic(self.channel)
+        await self._hooks.check_topic(self.channel)

@@ -42,9 +42,9 @@ ENTRY_POINT_GROUP = "msgstream.backends"
 class BackendSpec:
     """What msgstream needs to know about a backend, without importing it.
 
-    ``client_factory`` is ``"module:function"``; the function is called with the backend's
-    own section and the shared ``msgstream`` section and returns a
-    :class:`~msgstream.backend.Client`.
+    ``client_factory`` is ``"module:callable"`` (a function or a client class): it is
+    called with the backend's own section and the shared ``msgstream`` section and returns
+    a :class:`~msgstream.backend.Client`.
     """
 
     name: str

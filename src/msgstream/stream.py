@@ -259,11 +259,16 @@ class MsgStream(AsyncScope):
                 await consumer.close()
             raise
         self._subname = subname
+        self._subscribed(channels)
         for consumer in consumers:
             reader = self._new_reader(consumer)
             self._readers.append(reader)
             if position is not SubscriptionPosition.UNKNOWN:
                 reader.start()
+
+    def _subscribed(self, channels: Sequence[str]) -> None:
+        """Called once ``channels`` are subscribed, before their readers start (a subclass
+        sets up what it keeps per channel)."""
 
     async def _check_channels_exist(self, channels: Sequence[str], *, wait: bool) -> None:
         for channel in channels:

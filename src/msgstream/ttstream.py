@@ -10,8 +10,8 @@ from .backend import Client
 from .barrier import LateHandler, LatePolicy, TickBarrier, merge_packs
 from .errors import InvalidPositionError, StreamStateError
 from .pack import MsgPack
-from .position import MsgPosition, SubscriptionPosition
-from .stream import MissingChannels, MsgStream, StreamOptions
+from .position import MsgPosition
+from .stream import MsgStream, StreamOptions
 from .tso import parse_ts
 
 
@@ -78,20 +78,17 @@ class TtMsgStream(MsgStream):
             raise StreamStateError("no consumer channels: call as_consumer() first")
         return self._barrier
 
-    async def as_consumer(
-        self,
-        channels: Sequence[str],
-        subname: str,
-        position: SubscriptionPosition = SubscriptionPosition.EARLIEST,
-        *,
-        missing: MissingChannels = "error",
-    ) -> None:
+    def _check_new_channels(self, channels: Sequence[str]) -> None:
         if self._barrier is not None:
             raise StreamStateError("a TtMsgStream subscribes to all of its channels at once")
-        self._check_new_channels(channels)
-        await super().as_consumer(channels, subname, position, missing=missing)
-        self._barrier = TickBarrier(
-            list(channels),
+        super()._check_new_channels(channels)
+
+    def _subscribed(self, channels: Sequence[str]) -> None:
+        self._barrier = self._new_barrier(list(channels))
+
+    def _new_barrier(self, channels: list[str]) -> TickBarrier:
+        return TickBarrier(
+            channels,
             late_policy=self._late_policy,
             on_late=self._on_late,
             channel_capacity=self._channel_buffer_size,
@@ -121,13 +118,7 @@ class TtMsgStream(MsgStream):
     def _after_seek(self, positions: Sequence[MsgPosition]) -> None:
         """Rebuild the barrier so it starts exactly where ``positions`` stand."""
         old = self.barrier
-        self._barrier = TickBarrier(
-            old.channels,
-            late_policy=self._late_policy,
-            on_late=self._on_late,
-            channel_capacity=self._channel_buffer_size,
-            channel_byte_limit=self._channel_buffer_bytes,
-        )
+        self._barrier = self._new_barrier(old.channels)
         self._barrier.stats = old.stats
         self._barrier.resume_from(positions)
 

@@ -13,10 +13,10 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .client import KafkaClient, new_client
+    from .client import KafkaClient
     from .ids import KafkaMessageID
 
-__all__ = ["KafkaClient", "KafkaMessageID", "new_client"]
+__all__ = ["KafkaClient", "KafkaMessageID"]
 
 
 def __getattr__(name: str) -> Any:

@@ -31,14 +31,9 @@ _START_AT = {
 }
 
 
-def new_client(section: KafkaConfig, shared: MsgStreamConfig) -> KafkaClient:
-    """A client of the cluster at ``kafka.brokers`` (connections open on first use; the
-    plug-in's client factory)."""
-    return KafkaClient(section, shared)
-
-
 class KafkaClient(BrokerClient):
-    """A connection to a Kafka cluster. Every channel is a one-partition topic."""
+    """A connection to the Kafka cluster at ``kafka.brokers`` (opened on first use; the
+    plug-in's client factory). Every channel is a one-partition topic."""
 
     backend_name = "kafka"
 

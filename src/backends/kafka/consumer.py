@@ -175,11 +175,9 @@ class KafkaConsumer(ConsumerBase):
                 await self._commit(resume_at)
 
     async def close(self) -> None:
-        if self._closed:
+        if not self._begin_close():
             return
-        self._closed = True
         self._buffer.clear()
-        self._forget(self)
         # Closing must not fail: the broker may be gone.
         with contextlib.suppress(TimeoutError, kafka_errors.KafkaError, OSError):
             await asyncio.wait_for(self._inner.stop(), self._calls.deadline_s)

@@ -12,5 +12,6 @@ SPEC = broker_spec(
     address_key="brokers",
     selection_rank=2,
     listing_position=1,
+    client_class="KafkaClient",
     message_id_tag=KafkaMessageID.tag,
 )

@@ -280,9 +280,7 @@ class LogConsumer(ConsumerBase):
             self._store.put_subscription(self.channel, self.subname, resume_at)
 
     async def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._forget(self)
+        if self._begin_close():
             self._store.consumer_closed(self.channel, self.subname)
             self._store.notify(self.channel)
 

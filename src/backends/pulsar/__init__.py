@@ -14,12 +14,12 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .client import PulsarClient, new_client
+    from .client import PulsarClient
     from .consumer import PulsarConsumer
     from .ids import PulsarMessageID
     from .producer import PulsarProducer
 
-__all__ = ["PulsarClient", "PulsarConsumer", "PulsarMessageID", "PulsarProducer", "new_client"]
+__all__ = ["PulsarClient", "PulsarConsumer", "PulsarMessageID", "PulsarProducer"]
 
 _MODULES = {"PulsarConsumer": ".consumer", "PulsarMessageID": ".ids", "PulsarProducer": ".producer"}
 

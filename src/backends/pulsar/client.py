@@ -44,14 +44,9 @@ _INITIAL_POSITION = {
 }
 
 
-def new_client(section: PulsarConfig, shared: MsgStreamConfig) -> PulsarClient:
-    """A client of the cluster at ``pulsar.address`` (connections open on first use; the
-    plug-in's client factory)."""
-    return PulsarClient(section, shared)
-
-
 class PulsarClient(BrokerClient):
-    """A connection to a Pulsar cluster (opened on first use)."""
+    """A connection to the Pulsar cluster at ``pulsar.address`` (opened on first use; the
+    plug-in's client factory)."""
 
     backend_name = "pulsar"
 

@@ -264,15 +264,13 @@ class PulsarConsumer(ConsumerBase):
         await self.close()
 
     async def close(self) -> None:
-        if self._closed:
+        if not self._begin_close():
             return
-        self._closed = True
         self._incarnation += 1
         self._buffer.clear()
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)  # the receive loop sees the consumer closed
-        self._forget(self)
         # Closing must not fail: the broker may be gone. Closing flushes pending acks.
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._inner.close(), self._calls.deadline_s)

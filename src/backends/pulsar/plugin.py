@@ -6,4 +6,10 @@ from __future__ import annotations
 from ..broker_plugin import broker_spec
 from .settings import PulsarConfig
 
-SPEC = broker_spec(PulsarConfig, address_key="address", selection_rank=1, listing_position=2)
+SPEC = broker_spec(
+    PulsarConfig,
+    address_key="address",
+    selection_rank=1,
+    listing_position=2,
+    client_class="PulsarClient",
+)

@@ -29,6 +29,7 @@ from .common import (
     channel_names,
     delete_channels,
     parse_addresses,
+    single_target,
     stopped_reason,
     target_config,
     workload_from_args,
@@ -113,8 +114,7 @@ async def _measure(
 
 async def produce(config: Config, args: argparse.Namespace) -> int:
     workload = workload_from_args(args)
-    addresses = parse_addresses(args.address, args.backend or config.backend())
-    cfg = target_config(config, args.backend, addresses, args.overrides)
+    cfg = single_target(config, args)
     backend = resolve_backend(cfg)
     channels = channel_names(workload.channels)
     ours = Side(MsgStreamTarget(cfg), "msgstream", backend)

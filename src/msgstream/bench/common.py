@@ -74,6 +74,13 @@ def target_config(
     return built
 
 
+def single_target(config: Config, args: argparse.Namespace) -> Config:
+    """The one backend a run measures: ``--backend`` (else the configured one), with
+    ``--address`` and the ``--set``s applied."""
+    addresses = parse_addresses(args.address, args.backend or config.backend())
+    return target_config(config, args.backend, addresses, args.overrides)
+
+
 def workload_from_args(args: argparse.Namespace, *, channels: int | None = None) -> Workload:
     payload = None if args.payload_file is None else read_payload_file(args.payload_file)
     rate = parse_rate(str(args.rate))

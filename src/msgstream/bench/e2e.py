@@ -37,9 +37,8 @@ from ..ttstream import TtMsgStream
 from .common import (
     channel_names,
     delete_channels,
-    parse_addresses,
+    single_target,
     stopped_reason,
-    target_config,
     workload_from_args,
     write_outputs,
 )
@@ -279,8 +278,7 @@ async def run_e2e(config: Config, args: argparse.Namespace) -> int:
     base = workload_from_args(args, channels=1)
     if base.rate is None:
         raise CliError("msgstream bench e2e needs --rate N (messages per second)")
-    addresses = parse_addresses(args.address, args.backend or config.backend())
-    cfg = target_config(config, args.backend, addresses, args.overrides)
+    cfg = single_target(config, args)
     rows: list[E2ERow] = []
     sides: list[Side] = []
     control = RunControl()
