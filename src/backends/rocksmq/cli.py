@@ -25,6 +25,11 @@ from .settings import RocksmqConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Read every record of an embedded rocksmq store (read-only: nothing is written), say
+    which file is damaged and which message ids of which channel cannot be read. With
+    --repair, rebuild the store from everything readable, record the lost ids so reads
+    pass over them, and keep the damaged store as PATH.damaged-<time>. Exit codes: 0
+    healthy (or repaired), 1 damaged."""
     parser.add_argument(
         "path",
         nargs="?",
@@ -86,16 +91,9 @@ async def handle(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK if diagnosis.healthy or diagnosis.backup else EXIT_FAILED
 
 
-DOCTOR = Command(
-    name="doctor",
-    help="check a rocksmq store for damage; --repair recovers what can be read",
-    description=(
-        "Read every record of an embedded rocksmq store (read-only: nothing is "
-        "written), say which file is damaged and which message ids of which channel "
-        "cannot be read. With --repair, rebuild the store from everything readable, "
-        "record the lost ids so reads pass over them, and keep the damaged store as "
-        "PATH.damaged-<time>. Exit codes: 0 healthy (or repaired), 1 damaged."
-    ),
-    add_arguments=add_arguments,
-    handler=handle,
+DOCTOR = Command.documented(
+    "doctor",
+    "check a rocksmq store for damage; --repair recovers what can be read",
+    add_arguments,
+    handle,
 )

@@ -33,6 +33,11 @@ def _add_master(parser: argparse.ArgumentParser) -> None:
 
 
 def _ingest_arguments(parser: argparse.ArgumentParser) -> None:
+    """Read channels through the Spark bridge's micro-batcher -- batches cut at time ticks,
+    each written as a batch_id=N directory of Parquet under --out -- with an atomic
+    checkpoint: a stopped or failed run resumes where it left off and the output holds
+    every row exactly once. Ingests what is available at start, then exits (or keeps
+    going with --follow). Without --config it reads the embedded default store."""
     add_option(parser, "--out", "DIR", "Parquet output directory", required=True)
     add_channel_option(
         parser, "channel to read (repeat for several; default: every channel of the store)"
@@ -78,6 +83,11 @@ def _ingest_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
+    """Produce a collection (int64 key, float vector, string, JSON) with inserts and deletes
+    over several channels; ingest it with Spark into Parquet, crash half-way (after a
+    batch's files were written, before its checkpoint), resume, then read the Parquet
+    back and check that every row is there exactly once. Exits 1 on any loss or
+    duplicate. Runs on a temporary rocksmq store unless --path or --config is given."""
     add_option(parser, "--channels", "N", "channels (default 4)", type=positive_int, default=4)
     add_option(
         parser, "--rows", "N",
@@ -101,6 +111,10 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _schema_arguments(parser: argparse.ArgumentParser) -> None:
+    """Print the collection schema as JSON -- what `ingest --schema` and `produce --schema`
+    take -- read from the channels' CreateCollectionMsg (written by `msgstream produce`),
+    or with --infer derived from sample JSON lines: fields in order of appearance, int
+    and float widened to double, a field missing or null in some row nullable."""
     add_channel_option(
         parser, "channel to read the CreateCollectionMsg from (repeat for several; default: "
         "every channel of the store)",
@@ -122,50 +136,27 @@ def _schema_arguments(parser: argparse.ArgumentParser) -> None:
     add_option(parser, "--out", "FILE", "write the schema to FILE instead of stdout")
 
 
-SCHEMA = Command(
-    name="schema",
-    help="print a collection schema (from the channels, or inferred from JSON rows)",
-    description=(
-        "Print the collection schema as JSON -- what `ingest --schema` and `produce "
-        "--schema` take -- read from the channels' CreateCollectionMsg (written by "
-        "`msgstream produce`), or with --infer derived from sample JSON lines: fields in "
-        "order of appearance, int and float widened to double, a field missing or null "
-        "in some row nullable."
-    ),
-    add_arguments=_schema_arguments,
-    handler="msgstream.bridge_spark.cli.schema:handle",
-    install=INSTALL,
+SCHEMA = Command.documented(
+    "schema",
+    "print a collection schema (from the channels, or inferred from JSON rows)",
+    _schema_arguments,
+    "msgstream.bridge_spark.cli.schema:handle",
+    INSTALL,
 )
 
 
-INGEST = Command(
-    name="ingest",
-    help="ingest channels into Parquet with Spark (the main job)",
-    description=(
-        "Read channels through the Spark bridge's micro-batcher -- batches cut at time "
-        "ticks, each written as a batch_id=N directory of Parquet under --out -- with "
-        "an atomic checkpoint: a stopped or failed run resumes where it left off and the "
-        "output holds every row exactly once. Ingests what is available at start, then "
-        "exits (or keeps going with --follow). Without --config it reads the embedded "
-        "default store."
-    ),
-    add_arguments=_ingest_arguments,
-    handler="msgstream.bridge_spark.cli.ingest:handle",
-    install=INSTALL,
+INGEST = Command.documented(
+    "ingest",
+    "ingest channels into Parquet with Spark (the main job)",
+    _ingest_arguments,
+    "msgstream.bridge_spark.cli.ingest:handle",
+    INSTALL,
 )
 
-DEMO = Command(
-    name="demo",
-    help="produce a collection, ingest it with Spark across a crash, and verify",
-    description=(
-        "Produce a collection (int64 key, float vector, string, JSON) with inserts and "
-        "deletes over several channels; ingest it with Spark into Parquet, crash half-way "
-        "(after a batch's files were written, before its checkpoint), resume, then read "
-        "the Parquet back and check that every row is there exactly once. Exits 1 on any "
-        "loss or duplicate. Runs on a temporary rocksmq store unless --path or --config "
-        "is given."
-    ),
-    add_arguments=_demo_arguments,
-    handler="msgstream.bridge_spark.cli.demo:handle",
-    install=INSTALL,
+DEMO = Command.documented(
+    "demo",
+    "produce a collection, ingest it with Spark across a crash, and verify",
+    _demo_arguments,
+    "msgstream.bridge_spark.cli.demo:handle",
+    INSTALL,
 )

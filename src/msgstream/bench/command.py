@@ -10,6 +10,8 @@ core's parser free of it.
 from __future__ import annotations
 
 import argparse
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 from ..cli.command import Command
@@ -88,93 +90,85 @@ def _add_workload(parser: argparse.ArgumentParser, *, channels: bool = True) -> 
                type=positive_int)  # fmt: skip
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="bench_command", metavar="WHAT", required=True)
-
-    produce = sub.add_parser(
-        "produce",
-        help="produce latency and throughput (optionally beside the raw client)",
-        description=(
-            "Produce a workload through msgstream and report latency percentiles (an HDR "
-            "histogram), msgs/s, MB/s and errors, ending with kafka-producer-perf-test's "
-            "summary line. --baseline raw interleaves the backend's own client sending the "
-            "same bytes with the same settings, and shows each figure's ratio. Exit 0, or 1 "
-            "when a send failed during the measurement (errors are counted, never hidden)."
-        ),
-    )
-    _add_target(produce)
-    _add_workload(produce)
+def _produce(parser: argparse.ArgumentParser) -> None:
+    """Produce a workload through msgstream and report latency percentiles (an HDR
+    histogram), msgs/s, MB/s and errors, ending with kafka-producer-perf-test's summary
+    line. --baseline raw interleaves the backend's own client sending the same bytes with
+    the same settings, and shows each figure's ratio. Exit 0, or 1 when a send failed
+    during the measurement (errors are counted, never hidden)."""
+    _add_target(parser)
+    _add_workload(parser)
     _opt(
-        produce, "--baseline", "raw",
+        parser, "--baseline", "raw",
         "also measure the backend's raw client (rocksdict put, aiokafka send_and_wait, "
         "pulsar.asyncio send), interleaved in slices", choices=["raw"],
     )  # fmt: skip
-    _opt(produce, "--slice", "SECONDS",
+    _opt(parser, "--slice", "SECONDS",
                "length of the alternating slices with --baseline (default 1)",
                type=positive_float, default=1.0)  # fmt: skip
-    _add_output(produce)
+    _add_output(parser)
 
-    compare = sub.add_parser(
-        "compare",
-        help="one workload on several backends, one table",
-        description=(
-            "Run one produce workload through msgstream on each backend named, in "
-            "alternating slices within one run, and print one table (the first backend is "
-            "the baseline of the ratios). Addresses come from the configuration, "
-            "--address NAME=ADDR and --set."
-        ),
-    )
-    _opt(compare, "--backends", "A,B,...", "backends to compare (e.g. rocksmq,kafka,pulsar)",
+
+def _compare(parser: argparse.ArgumentParser) -> None:
+    """Run one produce workload through msgstream on each backend named, in alternating
+    slices within one run, and print one table (the first backend is the baseline of the
+    ratios). Addresses come from the configuration, --address NAME=ADDR and --set."""
+    _opt(parser, "--backends", "A,B,...", "backends to compare (e.g. rocksmq,kafka,pulsar)",
                required=True)  # fmt: skip
-    _add_target(compare, many=True)
-    _add_workload(compare)
-    _opt(compare, "--slice", "SECONDS", "length of the alternating slices (default 1)",
+    _add_target(parser, many=True)
+    _add_workload(parser)
+    _opt(parser, "--slice", "SECONDS", "length of the alternating slices (default 1)",
                type=positive_float, default=1.0)  # fmt: skip
-    _add_output(compare)
+    _add_output(parser)
 
-    e2e = sub.add_parser(
-        "e2e",
-        help="produce-to-consume and time-tick pack latency, consume throughput",
-        description=(
-            "At a given rate, produce time-ticked messages over 1, 4, 16 and 64 channels "
-            "(--channel-counts) while a TtMsgStream consumes them: the latency from each "
-            "message's intended send time to its delivery in a pack, the pack latency from "
-            "the time tick that closed it to its delivery, and the consumer's msgs/s "
-            "draining a backlog."
-        ),
-    )
-    _add_target(e2e)
-    _add_workload(e2e, channels=False)
-    _opt(e2e, "--channel-counts", "N,N,...", "channel counts to run (default 1,4,16,64)",
+
+def _e2e(parser: argparse.ArgumentParser) -> None:
+    """At a given rate, produce time-ticked messages over 1, 4, 16 and 64 channels
+    (--channel-counts) while a TtMsgStream consumes them: the latency from each message's
+    intended send time to its delivery in a pack, the pack latency from the time tick that
+    closed it to its delivery, and the consumer's msgs/s draining a backlog."""
+    _add_target(parser)
+    _add_workload(parser, channels=False)
+    _opt(parser, "--channel-counts", "N,N,...", "channel counts to run (default 1,4,16,64)",
                default="1,4,16,64")  # fmt: skip
-    _opt(e2e, "--tick-interval", "SECONDS", "time-tick interval (default 0.01)",
+    _opt(parser, "--tick-interval", "SECONDS", "time-tick interval (default 0.01)",
                type=positive_float, default=0.01)  # fmt: skip
-    _add_output(e2e)
+    _add_output(parser)
 
-    plot = sub.add_parser(
-        "plot",
-        help="chart runs from their --json files (PNG or self-contained HTML)",
-        description=(
-            "Draw the latency percentile distribution of every run in the given --json "
-            "files on HdrHistogram's 1/(1-q) axis, overlaid, plus latency and throughput over "
-            "time. Needs pip install 'msgstream[bench]' (matplotlib)."
-        ),
-    )
-    plot.add_argument("runs", nargs="+", metavar="RUN.json", help="--json files of bench runs")
-    _opt(plot, "-o", "OUT", "out.png or out.html (self-contained, works offline)",
+
+def _plot(parser: argparse.ArgumentParser) -> None:
+    """Draw the latency percentile distribution of every run in the given --json files on
+    HdrHistogram's 1/(1-q) axis, overlaid, plus latency and throughput over time. Needs
+    pip install 'msgstream[bench]' (matplotlib)."""
+    parser.add_argument("runs", nargs="+", metavar="RUN.json", help="--json files of bench runs")
+    _opt(parser, "-o", "OUT", "out.png or out.html (self-contained, works offline)",
                dest="out", required=True)  # fmt: skip
-    _opt(plot, "--title", "TEXT", "the charts' title")
+    _opt(parser, "--title", "TEXT", "the charts' title")
 
 
-BENCH = Command(
-    name="bench",
-    help="benchmark produce latency on your broker (produce, e2e, compare, plot)",
-    description=(
-        "Benchmarks of produce latency and throughput through msgstream, on any configured "
-        "backend, open or closed loop, with HDR histograms, JSON and HdrHistogram logs, "
-        "charts, and the raw client as a baseline."
-    ),
-    add_arguments=add_arguments,
-    handler="msgstream.bench.cli:handle",
-    install="msgstream[bench]",
+_SUBCOMMANDS: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None]], ...] = (
+    ("produce", "produce latency and throughput (optionally beside the raw client)", _produce),
+    ("compare", "one workload on several backends, one table", _compare),
+    ("e2e", "produce-to-consume and time-tick pack latency, consume throughput", _e2e),
+    ("plot", "chart runs from their --json files (PNG or self-contained HTML)", _plot),
+)
+"""Each ``msgstream bench WHAT``: its name, its line in ``--help``, and the function that
+declares its options (whose docstring is its ``--help`` text)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Benchmarks of produce latency and throughput through msgstream, on any configured
+    backend, open or closed loop, with HDR histograms, JSON and HdrHistogram logs,
+    charts, and the raw client as a baseline."""
+    sub = parser.add_subparsers(dest="bench_command", metavar="WHAT", required=True)
+    for name, help, add in _SUBCOMMANDS:
+        add(sub.add_parser(name, help=help, description=inspect.getdoc(add)))
+
+
+BENCH = Command.documented(
+    "bench",
+    "benchmark produce latency on your broker (produce, e2e, compare, plot)",
+    add_arguments,
+    "msgstream.bench.cli:handle",
+    "msgstream[bench]",
 )

@@ -18,6 +18,7 @@ still shows in ``--help`` and exits 2 naming the package that declared it.
 from __future__ import annotations
 
 import argparse
+import inspect
 import pkgutil
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
@@ -47,6 +48,22 @@ class Command:
     """The handler, or ``"module:function"`` to import it from when the command runs."""
     install: str | None = None
     """What to ``pip install`` for the handler's imports, e.g. ``"msgstream[spark]"``."""
+
+    @classmethod
+    def documented(
+        cls,
+        name: str,
+        help: str,
+        add_arguments: Callable[[argparse.ArgumentParser], None],
+        handler: Handler | str,
+        install: str | None = None,
+    ) -> Command:
+        """The command whose ``--help`` text is the docstring of ``add_arguments``: it is
+        documented where its options are declared."""
+        description = inspect.getdoc(add_arguments)
+        if not description:
+            raise ValueError(f"command {name!r}: {add_arguments.__qualname__} has no docstring")
+        return cls(name, help, description, add_arguments, handler, install)
 
     def add_to(self, sub: Subparsers, common: argparse.ArgumentParser) -> None:
         """Add this command's parser (with the options every command shares) to ``sub``."""

@@ -69,6 +69,10 @@ class ConsumeOptions:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Consume channels with a plain MsgStream (one message per pack) or, with --tt, a
+    TtMsgStream (packs aligned on time ticks). Without --from, an existing subscription
+    resumes after its last ack and a new one starts at the earliest message. The last
+    line, on stderr, gives the counts."""
     add_channel_option(
         parser,
         "channel to consume (repeat for several); defaults to the channels of --from positions",
@@ -202,17 +206,11 @@ async def handle(config: Config, args: argparse.Namespace) -> int:
     return await run_consume(config, options_from_args(args))
 
 
-COMMAND = Command(
-    name="consume",
-    help="consume packs from channels and print them",
-    description=(
-        "Consume channels with a plain MsgStream (one message per pack) or, with --tt, "
-        "a TtMsgStream (packs aligned on time ticks). Without --from, an existing "
-        "subscription resumes after its last ack and a new one starts at the earliest "
-        "message. The last line, on stderr, gives the counts."
-    ),
-    add_arguments=add_arguments,
-    handler=handle,
+COMMAND = Command.documented(
+    "consume",
+    "consume packs from channels and print them",
+    add_arguments,
+    handle,
 )
 
 

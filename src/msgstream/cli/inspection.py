@@ -19,6 +19,11 @@ from .output import dumps, format_message_id
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Per channel: first and latest MessageID, message count, and every subscription with
+    its acknowledged id, lag (messages not yet acknowledged) and last activity, on every
+    backend (rocksmq, memory, Kafka, Pulsar). Nothing is created here: an embedded store
+    that does not exist is an error, and one that another process holds is opened
+    read-only."""
     add_channel_option(parser, "channel to show (repeat for several; default: all)")
     add_json_option(parser)
 
@@ -187,16 +192,9 @@ async def handle(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = Command(
-    name="inspect",
-    help="show channels, message ids and subscriptions with their lag",
-    description=(
-        "Per channel: first and latest MessageID, message count, and every subscription "
-        "with its acknowledged id, lag (messages not yet acknowledged) and last activity, "
-        "on every backend (rocksmq, memory, Kafka, Pulsar). Nothing is created here: an "
-        "embedded store that does not exist is an error, and one that another process "
-        "holds is opened read-only."
-    ),
-    add_arguments=add_arguments,
-    handler=handle,
+COMMAND = Command.documented(
+    "inspect",
+    "show channels, message ids and subscriptions with their lag",
+    add_arguments,
+    handle,
 )

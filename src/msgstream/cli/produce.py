@@ -62,6 +62,15 @@ class ProduceOptions:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Produce one-row InsertMsgs, routed to the channels by the hash of a key, after a
+    CreateCollectionMsg announcing the collection's schema on every channel (so
+    `msgstream ingest` can read them). With --count N, N synthetic rows (id int64 primary
+    key, vec float_vector[8], text varchar); otherwise one row per stdin line: a JSON
+    object or, for any other line, {'text': line}, checked against --schema or the schema
+    inferred from the first row (primary key: the --key field, else 'id'); a line that
+    does not fit is skipped with a warning naming it. A TimeTickEmitter stamps every
+    message and broadcasts time ticks (interval msgstream.tick_interval_s) plus a final
+    tick, unless --no-ticks."""
     add_channel_option(
         parser,
         "producer channel (repeat for several; routing bucket i goes to the i-th)",
@@ -137,22 +146,11 @@ async def handle(config: Config, args: argparse.Namespace) -> int:
     return await run_produce(config, opts)
 
 
-COMMAND = Command(
-    name="produce",
-    help="produce InsertMsgs (synthetic or JSON lines from stdin)",
-    description=(
-        "Produce one-row InsertMsgs, routed to the channels by the hash of a key, after "
-        "a CreateCollectionMsg announcing the collection's schema on every channel (so "
-        "`msgstream ingest` can read them). With --count N, N synthetic rows (id int64 "
-        "primary key, vec float_vector[8], text varchar); otherwise one row per stdin "
-        "line: a JSON object or, for any other line, {'text': line}, checked against "
-        "--schema or the schema inferred from the first row (primary key: the --key "
-        "field, else 'id'); a line that does not fit is skipped with a warning naming "
-        "it. A TimeTickEmitter stamps every message and broadcasts time ticks (interval "
-        "msgstream.tick_interval_s) plus a final tick, unless --no-ticks."
-    ),
-    add_arguments=add_arguments,
-    handler=handle,
+COMMAND = Command.documented(
+    "produce",
+    "produce InsertMsgs (synthetic or JSON lines from stdin)",
+    add_arguments,
+    handle,
 )
 
 
