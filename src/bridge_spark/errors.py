@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from msgstream.errors import MsgStreamError
+from msgstream.errors import MsgStreamError, ProblemError
 
 
 class BridgeError(MsgStreamError):
@@ -25,22 +25,24 @@ class SchemaNotFoundError(BridgeError):
     """No collection schema was given and none could be found in the channels."""
 
 
-class CheckpointError(BridgeError):
+class CheckpointError(ProblemError, BridgeError):
     """A checkpoint file cannot be read, parsed or written, or belongs to another job."""
 
-    def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"checkpoint {path}: {problem}")
-        self.path = path
-        self.problem = problem
+    template = "checkpoint {subject}: {problem}"
+
+    @property
+    def path(self) -> str:
+        return self.subject
 
 
-class OptionError(BridgeError, ValueError):
+class OptionError(ProblemError, BridgeError, ValueError):
     """A bridge option (data source option, batcher argument) is missing or invalid."""
 
-    def __init__(self, option: str, problem: str) -> None:
-        super().__init__(f"option {option!r}: {problem}")
-        self.option = option
-        self.problem = problem
+    template = "option {subject!r}: {problem}"
+
+    @property
+    def option(self) -> str:
+        return self.subject
 
 
 class SliceIncompleteError(BridgeError):

@@ -7,19 +7,34 @@ the MessageID or the subscription involved.
 from __future__ import annotations
 
 import warnings
+from typing import ClassVar
 
 
 class MsgStreamError(Exception):
     """Base class of every error msgstream raises on purpose."""
 
 
-class ConfigError(MsgStreamError, ValueError):
+class ProblemError(MsgStreamError):
+    """An error about one named thing (a configuration key, a store, a checkpoint file, an
+    option): ``subject`` names it, ``problem`` says what is wrong with it, and the message
+    is the class's ``template`` filled with both."""
+
+    template: ClassVar[str] = "{subject!r}: {problem}"
+
+    def __init__(self, subject: str, problem: str) -> None:
+        super().__init__(self.template.format(subject=subject, problem=problem))
+        self.subject = subject
+        self.problem = problem
+
+
+class ConfigError(ProblemError, ValueError):
     """A configuration value is missing, unknown or invalid. ``key`` names it."""
 
-    def __init__(self, key: str, problem: str) -> None:
-        super().__init__(f"config key {key!r}: {problem}")
-        self.key = key
-        self.problem = problem
+    template = "config key {subject!r}: {problem}"
+
+    @property
+    def key(self) -> str:
+        return self.subject
 
 
 class CodecError(MsgStreamError):
@@ -149,13 +164,14 @@ class AuthorizationError(BackendUnavailableError):
         self.operation = operation
 
 
-class StoreError(BackendUnavailableError):
+class StoreError(ProblemError, BackendUnavailableError):
     """The embedded store at ``path`` cannot be used as asked. Subclasses say why."""
 
-    def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"rocksmq store at {path!r}: {problem}")
-        self.path = path
-        self.problem = problem
+    template = "rocksmq store at {subject!r}: {problem}"
+
+    @property
+    def path(self) -> str:
+        return self.subject
 
 
 class StorePathError(StoreError):

@@ -34,6 +34,13 @@ CHANNEL_POLL_S = 0.2
 """How often ``as_consumer(..., missing="wait")`` asks whether a channel exists yet."""
 
 
+def check_buffer_sizes(**sizes: int) -> None:
+    """Refuse a buffer limit below one (a stream could never hold a message), naming it."""
+    for name, value in sizes.items():
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+
+
 class StreamOptions(TypedDict, total=False):
     """The keyword options of :class:`MsgStream` (and of ``new_msgstream(config, **options)``,
     where they override the configuration): a misspelt one is a type error, not a surprise
@@ -71,10 +78,9 @@ class MsgStream(AsyncScope):
         on_bad_message: BadMessageHandler | None = None,
         owns_client: bool = True,
     ) -> None:
-        if receive_buffer_size < 1:
-            raise ValueError(f"receive_buffer_size must be >= 1, got {receive_buffer_size}")
-        if receive_buffer_bytes < 1:
-            raise ValueError(f"receive_buffer_bytes must be >= 1, got {receive_buffer_bytes}")
+        check_buffer_sizes(
+            receive_buffer_size=receive_buffer_size, receive_buffer_bytes=receive_buffer_bytes
+        )
         self.client = client
         self.registry = registry
         self.read_stats = ReadStats()

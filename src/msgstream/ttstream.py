@@ -11,7 +11,7 @@ from .barrier import LateHandler, LatePolicy, TickBarrier, merge_packs
 from .errors import InvalidPositionError, StreamStateError
 from .pack import MsgPack
 from .position import MsgPosition
-from .stream import MsgStream, StreamOptions
+from .stream import MsgStream, StreamOptions, check_buffer_sizes
 from .tso import parse_ts
 
 
@@ -60,10 +60,9 @@ class TtMsgStream(MsgStream):
         super().__init__(client, **kwargs)
         self._late_policy: LatePolicy = late_policy
         self._on_late = on_late
-        if channel_buffer_size < 1:
-            raise ValueError(f"channel_buffer_size must be >= 1, got {channel_buffer_size}")
-        if channel_buffer_bytes < 1:
-            raise ValueError(f"channel_buffer_bytes must be >= 1, got {channel_buffer_bytes}")
+        check_buffer_sizes(
+            channel_buffer_size=channel_buffer_size, channel_buffer_bytes=channel_buffer_bytes
+        )
         self._channel_buffer_size = channel_buffer_size
         self._channel_buffer_bytes = channel_buffer_bytes
         self.pursuit_lag_s = pursuit_lag_s

@@ -42,7 +42,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import msgstream.bridge_spark
-from msgstream.cli.common import EXIT_FAILED, EXIT_OK, fmt_rate, stderr_console, stdout_console
+from msgstream.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    fmt_rate,
+    options_from,
+    stderr_console,
+    stdout_console,
+)
 from msgstream.config import Config, MqConfig
 from msgstream.factory import MsgStreamFactory
 
@@ -369,16 +376,7 @@ def demo_config(config: Config, explicit_config: bool, store_dir: Path | None) -
 
 
 async def handle(config: Config, args: argparse.Namespace) -> int:
-    opts = DemoOptions(
-        channels=int(args.channels),
-        rows=int(args.rows),
-        batch_rows=int(args.batch_rows),
-        path=args.path,
-        keep=bool(args.keep),
-        timeout_s=float(args.timeout),
-        seed=args.seed,
-        master=str(args.master),
-    )
+    opts = options_from(DemoOptions, args, timeout_s=float(args.timeout))
     explicit = args.config is not None or bool(os.environ.get("MSGSTREAM_CONFIG"))
     needs_store = not explicit or opts.path is not None
     with _workdir(opts) as workdir:

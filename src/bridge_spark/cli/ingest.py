@@ -34,6 +34,7 @@ from msgstream.cli.common import (
     CliError,
     fmt_rate,
     new_table,
+    options_from,
     stderr_console,
     stderr_progress,
     stdout_console,
@@ -89,21 +90,12 @@ def _spark_conf(values: list[str]) -> tuple[tuple[str, str], ...]:
 
 
 def options_from_args(args: argparse.Namespace) -> IngestOptions:
-    return IngestOptions(
-        out=str(args.out),
+    return options_from(
+        IngestOptions,
+        args,
         channels=list(args.channels or []),
-        collection=args.collection,
-        schema_file=args.schema_file,
-        frame=str(args.frame),
-        checkpoint=args.checkpoint,
-        start=str(args.start),
-        max_rows=int(args.max_rows),
         max_interval_s=float(args.max_interval),
-        follow=bool(args.follow),
-        max_batches=args.max_batches,
-        master=str(args.master),
         spark_conf=_spark_conf(list(args.spark_conf)),
-        json=bool(args.json),
     )
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from rich.console import Console, JustifyMethod
 from rich.logging import RichHandler
@@ -30,6 +31,12 @@ class CliError(Exception):
 
     Like every ``MsgStreamError`` it is printed as one ``error: ...`` line and exits 2.
     """
+
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Options = TypeVar("_Options", bound="DataclassInstance")
 
 
 def channel_name(value: str) -> str:
@@ -143,6 +150,14 @@ def stderr_progress(*columns: ProgressColumn | str, enabled: bool | None = None)
         transient=True,
         disable=not (stderr_is_tty() if enabled is None else enabled),
     )
+
+
+def options_from(cls: type[_Options], args: argparse.Namespace, **computed: Any) -> _Options:
+    """A command's options dataclass ``cls`` from its parsed ``args``: every field that is
+    not in ``computed`` is the parsed option of the same name (argparse has already
+    converted and checked it); ``computed`` gives the rest."""
+    fields = [f.name for f in dataclasses.fields(cls) if f.name not in computed]
+    return cls(**{name: getattr(args, name) for name in fields}, **computed)
 
 
 def add_channel_option(

@@ -27,6 +27,7 @@ from .common import (
     add_json_option,
     add_option,
     channel_name,
+    options_from,
     positive_float,
     positive_int,
     stderr_console,
@@ -180,26 +181,10 @@ def options_from_args(args: argparse.Namespace) -> ConsumeOptions:
                     f"--from: no position for channel(s) {missing}; a --tt stream seeks "
                     "every channel (give one pack's end_positions)"
                 )
-    max_packs: int | None = args.max_packs
     idle: float | None = args.idle_timeout
-    if idle is None and max_packs is None and not stdin_is_tty():
+    if idle is None and args.max_packs is None and not stdin_is_tty():
         idle = DEFAULT_PIPE_IDLE_S
-    return ConsumeOptions(
-        channels=channels,
-        subname=str(args.subname),
-        start=start,
-        tt=bool(args.tt),
-        max_packs=max_packs,
-        idle_timeout_s=idle,
-        ack=bool(args.ack),
-        json=bool(args.json),
-        skip_empty=bool(args.skip_empty),
-        skip_ticks=bool(args.skip_ticks),
-        full_vectors=bool(args.full_vectors),
-        inclusive=bool(args.inclusive),
-        save_positions=args.save_positions,
-        wait_for_channels=bool(args.wait_for_channels),
-    )
+    return options_from(ConsumeOptions, args, channels=channels, start=start, idle_timeout_s=idle)
 
 
 async def handle(config: Config, args: argparse.Namespace) -> int:
