@@ -38,6 +38,26 @@ class ReadStats:
     unknown_types: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class ReaderSettings:
+    """What the readers of one stream share, handed down by the stream that makes them."""
+
+    registry: MessageRegistry
+    """Decodes payloads."""
+    capacity: int
+    """Messages a reader buffers at most."""
+    byte_limit: int
+    """Payload bytes a reader buffers at most (plus about one message)."""
+    max_message_bytes: int
+    """A bigger payload is a bad message."""
+    on_bad_message: BadMessageHandler | None
+    """Told of each payload skipped as bad (else it is logged)."""
+    arrived: asyncio.Event
+    """Set when a reader buffers something: the stream's one wake-up."""
+    stats: ReadStats
+    """The stream's counters, shared by its readers."""
+
+
 class ChannelReader:
     """Reads one consumer into a bounded :class:`~msgstream.rows.RowQueue`.
 
@@ -45,30 +65,19 @@ class ChannelReader:
     :class:`~msgstream.backend.BatchConsumer`) when it has one, else ``receive_nowait``.
     """
 
-    def __init__(
-        self,
-        consumer: Consumer,
-        *,
-        registry: MessageRegistry,
-        capacity: int,
-        byte_limit: int = 64 * 1024 * 1024,
-        arrived: asyncio.Event,
-        stats: ReadStats,
-        max_message_bytes: int,
-        on_bad_message: BadMessageHandler | None = None,
-    ) -> None:
+    def __init__(self, consumer: Consumer, settings: ReaderSettings) -> None:
         self.consumer = consumer
         self.channel = consumer.channel
         self.buffer = RowQueue()
         self.error: BaseException | None = None
-        self._registry = registry
-        self._capacity = capacity
-        self._byte_limit = byte_limit
-        self._arrived = arrived
+        self._registry = settings.registry
+        self._capacity = settings.capacity
+        self._byte_limit = settings.byte_limit
+        self._arrived = settings.arrived
         self._space = asyncio.Event()
-        self._stats = stats
-        self._max_bytes = max_message_bytes
-        self._on_bad = on_bad_message
+        self._stats = settings.stats
+        self._max_bytes = settings.max_message_bytes
+        self._on_bad = settings.on_bad_message
         self._task: asyncio.Task[None] | None = None
         self._receive_batch: Callable[[int], ConsumedBatch] | None = None
 

@@ -21,7 +21,7 @@ from .errors import (
 from .messages import TsMsg
 from .pack import MsgPack
 from .position import MsgPosition, SubscriptionPosition
-from .reader import BadMessageHandler, ChannelReader, ReadStats
+from .reader import BadMessageHandler, ChannelReader, ReaderSettings, ReadStats
 from .routing import RepackFunc, default_repack
 from .scope import AsyncScope
 
@@ -86,15 +86,22 @@ class MsgStream(AsyncScope):
         self.read_stats = ReadStats()
         self._repack = repack or default_repack
         self._receive_buffer_size = receive_buffer_size
-        self._receive_buffer_bytes = receive_buffer_bytes
         self._max_message_bytes = max_message_bytes
-        self._on_bad_message = on_bad_message
         self._owns_client = owns_client
         self._producer_channels: list[str] = []
         self._producers: list[Producer] = []
         self._readers: list[ChannelReader] = []
         self._subname = ""
         self._arrived = asyncio.Event()
+        self._reading = ReaderSettings(
+            registry,
+            receive_buffer_size,
+            receive_buffer_bytes,
+            max_message_bytes,
+            on_bad_message,
+            self._arrived,
+            self.read_stats,
+        )
         self._next_reader = 0
         self._closed = False
         self._stopped = False
@@ -303,16 +310,7 @@ class MsgStream(AsyncScope):
             raise StreamStateError(f"channels listed more than once: {twice}")
 
     def _new_reader(self, consumer: Consumer) -> ChannelReader:
-        return ChannelReader(
-            consumer,
-            registry=self.registry,
-            capacity=self._receive_buffer_size,
-            byte_limit=self._receive_buffer_bytes,
-            arrived=self._arrived,
-            stats=self.read_stats,
-            max_message_bytes=self._max_message_bytes,
-            on_bad_message=self._on_bad_message,
-        )
+        return ChannelReader(consumer, self._reading)
 
     def _reader(self, channel: str) -> ChannelReader:
         for reader in self._readers:
