@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import repeat
 from operator import add
 from types import MappingProxyType
@@ -100,23 +101,24 @@ def _no_message(index: int) -> ConsumedMessage:
     raise IndexError(f"message {index} of an empty batch")
 
 
+@dataclass(frozen=True, slots=True)
+class LogParts:
+    """What a log client hands the producers and consumers it makes (never itself)."""
+
+    store: LogStore
+    state: ClientState
+    """The client's open/closed state."""
+    id_type: type[LogMessageID]
+    """The MessageID class of the client's backend."""
+    max_message_bytes: int
+    blocking_writes: bool
+    """True when an append may block (fsync): appends then run in a worker thread."""
+
+
 class LogProducer(ProducerBase):
-    def __init__(
-        self,
-        channel: str,
-        *,
-        store: LogStore,
-        state: ClientState,
-        max_message_bytes: int,
-        blocking_writes: bool,
-        id_type: type[LogMessageID],
-    ) -> None:
+    def __init__(self, channel: str, parts: LogParts) -> None:
         super().__init__(channel)
-        self._store = store
-        self._client_state = state
-        self._limit = max_message_bytes
-        self._blocking_writes = blocking_writes
-        self._id_type = id_type
+        self._parts = parts
 
     async def send(self, payload: bytes, properties: Mapping[str, str] | None = None) -> MessageID:
         return (await self.send_many((payload,), properties))[0]
@@ -124,13 +126,14 @@ class LogProducer(ProducerBase):
     async def send_many(
         self, payloads: Sequence[bytes], properties: Mapping[str, str] | None = None
     ) -> list[MessageID]:
+        parts = self._parts
         self._check_open()
-        self._client_state.check_open()
-        self._check_sizes(payloads, self._limit)
+        parts.state.check_open()
+        self._check_sizes(payloads, parts.max_message_bytes)
         props = MappingProxyType(dict(properties)) if properties else _NO_PROPERTIES
-        store = self._store
+        store = parts.store
         try:
-            if self._blocking_writes:
+            if parts.blocking_writes:
                 ids = await anyio.to_thread.run_sync(store.append, self.channel, payloads, props)
             else:
                 ids = store.append(self.channel, payloads, props)
@@ -143,7 +146,7 @@ class LogProducer(ProducerBase):
             ) from exc
         store.notify(self.channel)
         await cooperate()  # the append completed inline: let other tasks run now and then
-        return list(map(self._id_type, ids))
+        return list(map(parts.id_type, ids))
 
 
 class LogConsumer(ConsumerBase):
@@ -154,14 +157,12 @@ class LogConsumer(ConsumerBase):
         channel: str,
         subname: str,
         next_id: int | None,
-        *,
-        store: LogStore,
+        parts: LogParts,
         hooks: ClientHooks,
-        id_type: type[LogMessageID],
     ) -> None:
         super().__init__(channel, subname, hooks)
-        self._store = store
-        self._id_type = id_type
+        self._store = parts.store
+        self._id_type = parts.id_type
         self._next_read: int | None = next_id
         self._buffer: deque[ConsumedMessage] = deque()
 
@@ -311,6 +312,7 @@ class LogClient:
         self._hooks = ClientHooks(
             self._state, self.get_latest_msg_id, self.check_topic_valid, self.forget
         )
+        self._parts = LogParts(store, self._state, self.id_type, max_message_bytes, blocking_writes)
         self._on_use = on_use
         self._on_close = on_close
 
@@ -324,14 +326,7 @@ class LogClient:
         validate_channel_name(channel)
         self._require_writable(channel)
         self.store.ensure_channel(channel)
-        return LogProducer(
-            channel,
-            store=self.store,
-            state=self._state,
-            max_message_bytes=self.max_message_bytes,
-            blocking_writes=self.blocking_writes,
-            id_type=self.id_type,
-        )
+        return LogProducer(channel, self._parts)
 
     def _require_writable(self, channel: str) -> None:
         if self.store.read_only:
@@ -365,14 +360,7 @@ class LogClient:
             start = None
         if existing is None and start is not None and not store.read_only:
             store.put_subscription(channel, subname, start)
-        consumer = LogConsumer(
-            channel,
-            subname,
-            start,
-            store=store,
-            hooks=self._hooks,
-            id_type=self.id_type,
-        )
+        consumer = LogConsumer(channel, subname, start, self._parts, self._hooks)
         self._consumers.add(consumer)
         store.consumer_opened(channel, subname)
         return consumer
