@@ -12,6 +12,7 @@ import argparse
 from msgstream.cli.command import Command
 from msgstream.cli.common import (
     add_channel_option,
+    add_count,
     add_flag,
     add_option,
     non_negative_int,
@@ -62,10 +63,9 @@ def _ingest_arguments(parser: argparse.ArgumentParser) -> None:
         "as JSON, or @FILE; ignored once a checkpoint exists",
         dest="start", default="earliest",
     )  # fmt: skip
-    add_option(
-        parser, "--max-rows", "N",
-        "close a batch once it holds N rows (at the next pack boundary; default 100000)",
-        type=positive_int, default=100_000,
+    add_count(
+        parser, "--max-rows", "close a batch once it holds N rows (at the next pack boundary)",
+        100_000,
     )  # fmt: skip
     add_option(
         parser, "--max-interval", "SECONDS",
@@ -88,17 +88,14 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
     batch's files were written, before its checkpoint), resume, then read the Parquet
     back and check that every row is there exactly once. Exits 1 on any loss or
     duplicate. Runs on a temporary rocksmq store unless --path or --config is given."""
-    add_option(parser, "--channels", "N", "channels (default 4)", type=positive_int, default=4)
-    add_option(
-        parser, "--rows", "N",
-        "rows to insert (220000): 11/12 as a backlog before ingesting, the rest while it runs",
-        type=positive_int, default=220_000,
+    add_count(parser, "--channels", "channels", 4)
+    add_count(
+        parser, "--rows",
+        "rows to insert: 11/12 as a backlog before ingesting, the rest while it runs", 220_000,
     )  # fmt: skip
-    add_option(
-        parser, "--batch-rows", "N",
-        "rows per Spark batch, at most (a pack is never split; default 50000)",
-        type=positive_int, default=50_000,
-    )  # fmt: skip
+    add_count(
+        parser, "--batch-rows", "rows per Spark batch, at most (a pack is never split)", 50_000
+    )
     add_option(parser, "--path", "DIR", "directory for the store and output (default: temporary)")
     add_flag(parser, "--keep", "keep the temporary store, Parquet and checkpoint")
     add_option(

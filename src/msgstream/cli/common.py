@@ -182,6 +182,14 @@ def add_option(
     parser.add_argument(flag, metavar=metavar, help=help, **settings)
 
 
+def add_count(parser: argparse.ArgumentParser, flag: str, help: str, default: int) -> None:
+    """``FLAG N``: a count of one or more, whose help ends with its default (stated once,
+    here, from the value)."""
+    parser.add_argument(
+        flag, metavar="N", type=positive_int, default=default, help=f"{help} (default {default})"
+    )
+
+
 def add_flag(parser: argparse.ArgumentParser, flag: str, help: str) -> None:
     """An option without a value: True when given."""
     parser.add_argument(flag, action="store_true", help=help)
