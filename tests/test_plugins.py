@@ -26,7 +26,7 @@ from msgstream.plugins import (
 from plugin_backend import SPEC, TinyLogConfig, plugged_in
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "msgstream"
-NAMED_IN_CORE = {("errors.py", "rocksmq store at ")}
+NAMED_IN_CORE = {("errors.py", "rocksmq store at {subject!r}: {problem}")}
 """Still there: the embedded store's errors are public exceptions of msgstream.errors."""
 
 

@@ -20,6 +20,7 @@ No broker library is imported here.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import os
@@ -223,8 +224,25 @@ def _section_classes() -> dict[str, type[Section]]:
 
 def config_keys() -> Iterator[ConfigKey]:
     """Every key of every section, in the order of the reference and the example file."""
+    notes = _selection_notes()
     for section_cls in _section_classes().values():
-        yield from section_cls.keys().values()
+        for key in section_cls.keys().values():
+            note = notes.get(key.dotted)
+            yield key if note is None else dataclasses.replace(key, doc=f"{key.doc}; {note}")
+
+
+def _selection_notes() -> dict[str, str]:
+    """What setting each backend's address key does to ``mq.type: default``, by key: the
+    one statement of the precedence, made from the specs (a backend's section names no
+    other backend)."""
+    notes: dict[str, str] = {}
+    before: list[str] = []
+    for spec in selecting_backends():
+        key = f"{spec.name}.{spec.selected_by}"
+        unless = f" (unless {' or '.join(before)} is set)" if before else ""
+        notes[key] = f"setting it makes mq.type 'default' pick {spec.name}{unless}"
+        before.append(key)
+    return notes
 
 
 def _env_map() -> dict[str, ConfigKey]:

@@ -24,8 +24,7 @@ class KafkaConfig(Section):
     SECTION: ClassVar[str] = "kafka"
 
     brokers: str | None = None
-    """Comma-separated host:port bootstrap servers; setting it makes mq.type 'default' pick
-    kafka (unless rocksmq.path or pulsar.address is set)"""
+    """Comma-separated host:port bootstrap servers"""
 
     client_id: str = "msgstream"
     """Client id reported to the brokers"""

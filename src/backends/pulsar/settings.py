@@ -40,8 +40,7 @@ class PulsarConfig(Section):
 
     address: str | None = None
     """Service URL, e.g. pulsar://localhost:6650 (pulsar+ssl:// for TLS), or a bare host
-    name joined with pulsar.port; setting it makes mq.type 'default' pick pulsar (unless
-    rocksmq.path is set)"""
+    name joined with pulsar.port"""
 
     port: Count = 6650
     """Broker port, used when pulsar.address is a bare host name"""

@@ -22,7 +22,7 @@ class RocksmqConfig(Section):
 
     path: str | None = None
     """Directory of the embedded store; null means $XDG_DATA_HOME/msgstream/rocksmq (else
-    ~/.local/share/msgstream/rocksmq). Setting it makes mq.type 'default' pick rocksmq"""
+    ~/.local/share/msgstream/rocksmq)"""
 
     sync: bool = False
     """fsync the store on every produce"""
