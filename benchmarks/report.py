@@ -1,22 +1,26 @@
-"""What every benchmark prints: figure rows beside their baseline, and the machine."""
+"""What every benchmark prints: figure rows beside their baseline, and the machine; and
+the produce figures of the broker benchmarks, measured by the ``msgstream bench`` harness
+(its recorder, scheduler and raw baselines: no second timing loop here)."""
 
 from __future__ import annotations
 
 import gc
-import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from msgstream import DeleteMsg, MsgPack, MsgStream, TsMsg, encode, new_client
-from msgstream.bench.recorder import Recorder
+from msgstream.bench.common import channel_names, delete_channels
 from msgstream.bench.report import describe_machine
 from msgstream.bench.report import machine as bench_machine
+from msgstream.bench.runner import Side, run_sides
+from msgstream.bench.targets import MsgStreamTarget, raw_target
+from msgstream.bench.workload import Workload
+from msgstream.config import Config, resolve_backend
 
 
 @dataclass
@@ -34,14 +38,14 @@ class Row:
         return None if self.baseline in (None, 0) else self.ours / self.baseline
 
 
-def latency_us(recorder: Recorder, q: float) -> float:
-    """The ``q`` quantile (0.5, 0.99...) of a harness recorder's latencies, in µs."""
-    return recorder.stats().ms(q * 100) * 1000
+BROKER_RECORD = 320
+"""Bytes of the benchmarks' produce messages, encoded, envelope included: about the
+smallest one-row Insert the harness sends (its own minimum is 316 bytes)."""
 
 
-def new_recorder() -> Recorder:
-    """A ``msgstream bench`` recorder (an HDR histogram) for a benchmark's samples."""
-    return Recorder()
+def latency_us(side: Side, percentile: float) -> float:
+    """A side's latency percentile (50, 99...), in µs."""
+    return side.stats().ms(percentile) * 1000
 
 
 def machine() -> str:
@@ -72,120 +76,62 @@ def timed(label: str, fn: Callable[[], Any]) -> Any:
     return result
 
 
-def alternating_rounds(
-    rounds: int, raw: Callable[[], float], ours: Callable[[], float]
-) -> tuple[list[float], list[float]]:
-    """Run the raw baseline and ours in alternation, so machine noise hits both alike.
-
-    Which side goes first alternates too: a broker still busy with the previous round's
-    work (closing a producer, flushing, compacting) would otherwise always slow one side.
-    """
-    raw_figures: list[float] = []
-    our_figures: list[float] = []
-    for round_index in range(rounds):
-        if round_index % 2:
-            our_figures.append(ours())
-            raw_figures.append(raw())
-        else:
-            raw_figures.append(raw())
-            our_figures.append(ours())
-    return raw_figures, our_figures
-
-
-def broker_produce_rows(
-    raw_latency: Recorder,
-    our_latency: Recorder,
-    raw_rates: list[float],
-    our_rates: list[float],
-) -> list[Row]:
-    """The broker issues' three figures: latency p50/p99 and pipelined throughput."""
-    return [
-        Row(
-            "MsgStream.produce latency p50",
-            latency_us(our_latency, 0.5),
-            latency_us(raw_latency, 0.5),
-            "us",
-            "<= 1.10x raw",
-        ),
-        Row(
-            "MsgStream.produce latency p99",
-            latency_us(our_latency, 0.99),
-            latency_us(raw_latency, 0.99),
-            "us",
-            "<= 1.25x raw",
-        ),
-        Row(
-            "pipelined produce, ~100 B msgs",
-            statistics.median(our_rates),
-            statistics.median(raw_rates),
-            "msgs/s",
-            ">= 0.9x raw",
-        ),
+async def harness_sides(
+    config: Config, workload: Workload, *extra: Side, slice_s: float = 1.0
+) -> list[Side]:
+    """Run ``workload`` through the backend's raw client (its ``msgstream bench``
+    baseline), msgstream and any ``extra`` sides, measured by the harness in alternating
+    slices (the order flips every slice, so drift hits every side alike); the run's
+    channels are deleted afterwards. Returns ``[raw, msgstream, *extra]``."""
+    backend = resolve_backend(config)
+    raw_side = raw_target(config)
+    sides = [
+        Side(raw_side, raw_side.label, backend),
+        Side(MsgStreamTarget(config), "msgstream", backend),
+        *extra,
     ]
-
-
-async def interleaved_latency(
-    count: int,
-    message: Callable[[int], TsMsg],
-    raw: Callable[[bytes], Awaitable[object]],
-    ours: Callable[[MsgPack], Awaitable[object]],
-    warm_up: int = 200,
-) -> tuple[Recorder, Recorder]:
-    """The latency of each call of ``raw(encode(message(i)))`` and
-    ``ours(MsgPack.of(message(i)))``, sample by sample interleaved, in the harness's
-    recorders (HDR histograms, as ``msgstream bench`` keeps them).
-
-    Each input is built right before its timed call, untimed, as an application builds a
-    message and then sends it; inputs built long in advance would also time the cache
-    misses of fetching them back. Which side goes first alternates: work a producer does
-    after its acknowledgement would otherwise always land in the other side's
-    measurement. The garbage collector is off while measuring, for both alike.
-    """
-    for i in range(warm_up):  # connections, metadata, the broker's ledgers
-        await raw(encode(message(i)))
-        await ours(MsgPack.of(message(i)))
-    raw_rec, ours_rec = new_recorder(), new_recorder()
-    clock = time.perf_counter_ns
-    gc.disable()
+    channels = channel_names(workload.channels, "-report")
     try:
-        for i in range(count):
-            for raw_side in (False, True) if i % 2 else (True, False):
-                if raw_side:
-                    payload = encode(message(i))
-                    start = clock()
-                    await raw(payload)
-                    raw_rec.record(clock() - start)
-                else:
-                    pack = MsgPack.of(message(i))
-                    start = clock()
-                    await ours(pack)
-                    ours_rec.record(clock() - start)
+        await run_sides(sides, workload, channels, slice_s=slice_s)
     finally:
-        gc.enable()
-    raw_rec.finish()
-    ours_rec.finish()
-    return raw_rec, ours_rec
+        raw_channels = list(getattr(raw_side, "channels", []))
+        await delete_channels(config, channels + raw_channels)
+    for side in sides:
+        if side.recorder.errors:
+            raise RuntimeError(f"{side.name}: {side.recorder.errors} sends failed")
+    return sides
 
 
-def delete(i: int) -> DeleteMsg:
-    """The broker benchmarks' message: a one-key Delete, ~186 bytes encoded (a small,
-    realistic control-plane message)."""
-    return DeleteMsg(
-        msg_id=i, timestamp=i + 1, collection_name="c", primary_keys=[i], hash_keys=[0]
+def latency_workload(messages: int, size: int) -> Workload:
+    """One message per call, each sent when the previous one was acknowledged."""
+    return Workload(size=size, pack_size=1, rate=None, warmup_s=1.0, duration_s=None,
+                    messages=messages)  # fmt: skip
+
+
+def pipelined_workload(messages: int, size: int, pack: int) -> Workload:
+    """``pack`` messages per call, closed loop: how fast a pipeline of sends drains."""
+    return Workload(size=size, pack_size=pack, rate=None, warmup_s=1.0, duration_s=None,
+                    messages=messages)  # fmt: skip
+
+
+async def broker_produce_rows(
+    config: Config, latency_messages: int, pipelined_messages: int, size: int = BROKER_RECORD
+) -> list[Row]:
+    """The broker issues' three figures, msgstream beside the backend's raw client, both
+    measured by the harness: latency p50/p99 of one message per call, and pipelined
+    throughput (1,000 messages per call)."""
+    raw, ours = await harness_sides(config, latency_workload(latency_messages, size))
+    raw_tput, ours_tput = await harness_sides(
+        config, pipelined_workload(pipelined_messages, size, 1000)
     )
-
-
-async def stream_pipelined_rate(config: Any, total: int) -> float:
-    """Messages per second of one ``MsgStream.produce`` of ``total`` Deletes to a new
-    channel (after one message that opens the connection and the channel)."""
-    async with MsgStream(new_client(config)) as stream:
-        await stream.as_producer([f"bench-tput-ours-{time.monotonic_ns()}"])
-        await stream.produce(MsgPack.of(delete(0)))
-        pack = MsgPack(msgs=[delete(i) for i in range(total)])
-        start = time.perf_counter()
-        await stream.produce(pack)
-        elapsed = time.perf_counter() - start
-    return total / elapsed
+    return [
+        Row("MsgStream.produce latency p50", latency_us(ours, 50), latency_us(raw, 50), "us",
+            "<= 1.10x raw"),
+        Row("MsgStream.produce latency p99", latency_us(ours, 99), latency_us(raw, 99), "us",
+            "<= 1.25x raw"),
+        Row(f"pipelined produce, {size} B msgs", ours_tput.msgs_per_s, raw_tput.msgs_per_s,
+            "msgs/s", ">= 0.9x raw"),
+    ]  # fmt: skip
 
 
 def tests_on_path() -> None:
