@@ -156,6 +156,14 @@ class TickBarrier:
         end = self.end_ts()
         return end is not None and last_tick <= end
 
+    def last_ticks(self) -> list[int | None]:
+        """Each channel's last tick (None before its first), in channel order."""
+        return [state.clock.last_tick for state in self._order]
+
+    def pending(self, channel: str) -> int:
+        """``channel``'s data messages read but not yet emitted."""
+        return self._channel(channel).data_pending
+
     def pending_bytes(self, channel: str) -> int:
         """Payload bytes of ``channel``'s messages read but not yet emitted."""
         return self._channel(channel).bytes_pending

@@ -23,6 +23,21 @@ ClientFactory = Callable[[Section, MsgStreamConfig], Client]
 """What a spec's ``client_factory`` names: (its own section, the shared section) -> client."""
 
 
+def enable_configured(config: Config) -> None:
+    """Turn on what the ``metrics`` and ``tracing`` sections enable (process-wide, as
+    :func:`msgstream.metrics.enable` does); nothing is imported when they are off."""
+    if config.metrics.enabled:
+        from . import metrics
+
+        metrics.enable()
+        if config.metrics.port is not None:
+            metrics.serve_once(config.metrics.port)
+    if config.tracing.enabled:
+        from . import tracing
+
+        tracing.enable()
+
+
 def client_factory(spec: BackendSpec, target: str | None = None) -> ClientFactory:
     """Import the function ``target`` (``spec.client_factory`` by default) names; a
     missing module is a :class:`BackendUnavailableError` naming the extra that installs it."""
@@ -85,6 +100,8 @@ def ttstream_options(section: MsgStreamConfig) -> dict[str, Any]:
         "pursuit_lag_s": section.pursuit_lag_s,
         "pursuit_buffer_size_bytes": section.pursuit_buffer_size_bytes,
         "pursuit_buffer_time_s": section.pursuit_buffer_time_s,
+        "tick_interval_s": section.tick_interval_s,
+        "stall_after_ticks": section.stall_after_ticks,
     }
 
 
@@ -93,6 +110,7 @@ class MsgStreamFactory:
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or load_config()
+        enable_configured(self.config)
 
     @property
     def backend(self) -> str:

@@ -22,6 +22,7 @@ from .backend import ConsumedBatch, ConsumedMessage, Consumer
 from .codec import MessageRegistry, decode_batch
 from .errors import CodecError, UnknownMessageTypeError
 from .messages import TsMsg
+from .observe import ConsumeProbe
 from .plans import ReadyPlan
 from .position import MsgPosition
 from .rows import RowQueue, Rows
@@ -56,6 +57,7 @@ class ChannelReader:
         stats: ReadStats,
         max_message_bytes: int,
         on_bad_message: BadMessageHandler | None = None,
+        probe: ConsumeProbe | None = None,
     ) -> None:
         self.consumer = consumer
         self.channel = consumer.channel
@@ -69,6 +71,8 @@ class ChannelReader:
         self._stats = stats
         self._max_bytes = max_message_bytes
         self._on_bad = on_bad_message
+        self.probe = probe
+        """Reports what this channel's reading does (None: nothing is reported)."""
         self._task: asyncio.Task[None] | None = None
         self._receive_batch: Callable[[int], ConsumedBatch] | None = None
 
@@ -164,6 +168,8 @@ class ChannelReader:
             self._stats.unknown_types += 1
         else:
             self._stats.decode_errors += 1
+        if self.probe is not None:
+            self.probe.bad(exc)
         log.warning(
             "skipping undecodable message on channel %r at MessageID %r: %s",
             raw.channel,
@@ -175,6 +181,15 @@ class ChannelReader:
                 self._on_bad(raw, exc)
             except Exception:  # a failing callback must not cost the messages after it
                 log.exception("on_bad_message callback failed on channel %r", raw.channel)
+
+    @staticmethod
+    def _observe(probe: ConsumeProbe, batch: ConsumedBatch) -> None:
+        probe.received(len(batch), sum(map(len, batch.payloads)))
+        if probe.wants_properties:
+            for index, id_bytes in enumerate(batch.id_bytes):
+                properties = batch.message(index).properties
+                if properties:
+                    probe.received_properties(id_bytes, properties)
 
     async def _run(self) -> None:
         consumer, buffer, capacity = self.consumer, self.buffer, self._capacity
@@ -195,6 +210,8 @@ class ChannelReader:
                 if not len(batch):
                     batch = ConsumedBatch.of(self.channel, [await consumer.receive()])
                 self._stats.received += len(batch)
+                if self.probe is not None:
+                    self._observe(self.probe, batch)
                 largest = max(largest, max(map(len, batch.payloads)))
                 buffer.append(self._rows(batch))
                 self._arrived.set()
