@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Literal
 
 from msgstream.config import Config
 from msgstream.factory import ttstream_options
+from msgstream.logs import get_logger
 from msgstream.pack import MsgPack
 from msgstream.position import MsgPosition, SubscriptionPosition
 from msgstream.schema import CollectionSchema
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 UserFunction = Callable[["DataFrame", int], object]
 Until = Literal["available_now", "forever"] | int

@@ -14,20 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .backend import ConsumedBatch, ConsumedMessage, Consumer
 from .codec import MessageRegistry, decode_batch
 from .errors import CodecError, UnknownMessageTypeError
+from .logs import fields, get_logger
 from .messages import TsMsg
 from .observe import ConsumeProbe
 from .plans import ReadyPlan
 from .position import MsgPosition
 from .rows import RowQueue, Rows
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 BadMessageHandler = Callable[[ConsumedMessage, CodecError], None]
 
@@ -58,6 +58,7 @@ class ChannelReader:
         max_message_bytes: int,
         on_bad_message: BadMessageHandler | None = None,
         probe: ConsumeProbe | None = None,
+        backend: str = "",
     ) -> None:
         self.consumer = consumer
         self.channel = consumer.channel
@@ -72,6 +73,7 @@ class ChannelReader:
         self._max_bytes = max_message_bytes
         self._on_bad = on_bad_message
         self.probe = probe
+        self._log_fields = fields(backend, self.channel, consumer.subname)
         """Reports what this channel's reading does (None: nothing is reported)."""
         self._task: asyncio.Task[None] | None = None
         self._receive_batch: Callable[[int], ConsumedBatch] | None = None
@@ -175,12 +177,17 @@ class ChannelReader:
             raw.channel,
             raw.msg_id,
             exc,
+            extra=self._log_fields,
         )
         if self._on_bad is not None:
             try:
                 self._on_bad(raw, exc)
             except Exception:  # a failing callback must not cost the messages after it
-                log.exception("on_bad_message callback failed on channel %r", raw.channel)
+                log.exception(
+                    "on_bad_message callback failed on channel %r",
+                    raw.channel,
+                    extra=self._log_fields,
+                )
 
     @staticmethod
     def _observe(probe: ConsumeProbe, batch: ConsumedBatch) -> None:

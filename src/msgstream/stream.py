@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Literal, TypedDict
 
@@ -18,6 +17,7 @@ from .errors import (
     StreamStateError,
     TopicNotFoundError,
 )
+from .logs import fields, get_logger
 from .messages import TsMsg
 from .observe import Instruments, OpRecord, PackProbe, ProduceProbe, default_instruments
 from .pack import MsgPack
@@ -26,7 +26,7 @@ from .reader import BadMessageHandler, ChannelReader, ReadStats
 from .routing import RepackFunc, default_repack
 from .scope import AsyncScope
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 ProduceResult = dict[str, list[MessageID]]
 MissingChannels = Literal["error", "wait", "create"]
@@ -152,7 +152,12 @@ class MsgStream(AsyncScope):
             try:
                 await close()
             except Exception as exc:  # close the rest, then report
-                log.warning("closing %s failed: %s", type(self).__name__, exc)
+                log.warning(
+                    "closing %s failed: %s",
+                    type(self).__name__,
+                    exc,
+                    extra=fields(self.client.backend_name, subscription=self._subname),
+                )
                 failures.append(exc)
         if failures:
             raise failures[0]
@@ -373,6 +378,7 @@ class MsgStream(AsyncScope):
             stats=self.read_stats,
             max_message_bytes=self._max_message_bytes,
             on_bad_message=self._on_bad_message,
+            backend=self.client.backend_name,
             probe=None
             if self._instruments is None
             else self._instruments.consumer(

@@ -143,6 +143,8 @@ class TtMsgStream(MsgStream):
             on_late=self._late_observed if observed else self._on_late,
             channel_capacity=self._channel_buffer_size,
             channel_byte_limit=self._channel_buffer_bytes,
+            backend=self.client.backend_name,
+            subscription=self._subname,
         )
 
     def _late_observed(self, channel: str, msg: TsMsg, error: LateMessageError) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
@@ -28,6 +27,7 @@ from msgstream.errors import (
     StreamStateError,
     TopicNotFoundError,
 )
+from msgstream.logs import get_logger
 from msgstream.plugins import backend_specs
 from msgstream.position import SubscriptionPosition
 from msgstream.producer_base import ProducerBase
@@ -35,7 +35,7 @@ from msgstream.tagged_id import TaggedMessageID
 
 from .store import FIRST_ID, LogStore, StoredBatch
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 PREFETCH = 256
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 from dataclasses import dataclass
 
@@ -17,13 +16,14 @@ import anyio
 
 from msgstream.config import MsgStreamConfig
 from msgstream.errors import BackendUnavailableError, StoreLockedError
+from msgstream.logs import fields, get_logger
 
 from ..log_client import LogClient
 from .retention import RetentionPolicy
 from .settings import RocksmqConfig
 from .store import RocksOptions, RocksStore
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass
@@ -141,7 +141,11 @@ async def _maintain(shared: _Shared) -> None:
                 deleted_since_compaction = False
         except Exception:  # keep maintaining; a failed round is retried next interval
             with contextlib.suppress(Exception):
-                log.exception("rocksmq retention round failed at %s", shared.store.path)
+                log.exception(
+                    "rocksmq retention round failed at %s",
+                    shared.store.path,
+                    extra=fields("rocksmq"),
+                )
 
 
 def new_client(
@@ -168,5 +172,8 @@ def new_inspection_client(section: RocksmqConfig, shared: MsgStreamConfig) -> Lo
     try:
         return new_client(section, shared, create=False)
     except StoreLockedError:
-        log.info("rocksmq store is in use by another process; opening it read-only")
+        log.info(
+            "rocksmq store is in use by another process; opening it read-only",
+            extra=fields("rocksmq"),
+        )
         return new_client(section, shared, read_only=True)

@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import logging
 import os
 import struct
 import tempfile
@@ -64,6 +63,7 @@ from msgstream.errors import (
     StreamClosedError,
     TopicNotFoundError,
 )
+from msgstream.logs import fields, get_logger
 
 from ..log_client.store import (
     FIRST_ID,
@@ -79,7 +79,7 @@ from .holds import Holds
 from .retention import Page, RetentionPolicy, expired_pages
 from .wal import damaged_tails
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _U32 = struct.Struct(">I")
 _CHANNEL = struct.Struct(">IQ")
@@ -229,7 +229,9 @@ class RocksStore(LogStore):
             raise self._lost from exc
         self._full = False
         log.warning(
-            "rocksmq store at %s reopened after its disk was full; writes resume", self.path
+            "rocksmq store at %s reopened after its disk was full; writes resume",
+            self.path,
+            extra=fields("rocksmq"),
         )
 
     def _put(self, key: bytes, value: bytes, doing: str) -> None:
@@ -636,6 +638,7 @@ class RocksStore(LogStore):
                     doomed[0].first_id,
                     doomed[-1].last_id,
                     len(doomed),
+                    extra=fields("rocksmq", channel),
                 )
         return deleted
 
@@ -723,6 +726,7 @@ def _log_expired(what: str, sub: StoredSubscription, channel: str, now: int) -> 
         sub.name,
         channel,
         now - sub.last_active_ms,
+        extra=fields("rocksmq", channel, sub.name),
     )
 
 
