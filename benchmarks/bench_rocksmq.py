@@ -9,6 +9,9 @@ Figures (goals from the core issue):
      next to the same stream with a header-only decode stub (what the pipeline costs
      without validating and planning payloads) and a raw rocksdict scan of the data
   4. codec encode+decode MB/s, 1,000-row Insert with a 128-dim vector
+  5. what Prometheus metrics cost the produce path: MsgStream.produce latency and the
+     throughput of 100-message packs with metrics on, beside the same with metrics off
+     (the default), interleaved in the same run
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from operator import attrgetter
 from typing import Any
 
 import numpy as np
+from prometheus_client import CollectorRegistry
 from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
 
 import msgstream.reader
@@ -48,6 +52,7 @@ from msgstream import (
 from msgstream.backends.rocksmq import RocksOptions, open_client
 from msgstream.bench.recorder import Recorder
 from msgstream.codec import ENVELOPE_SIZE, DecodedBatch
+from msgstream.metrics import PrometheusInstruments
 from msgstream.plans import Plan, Where
 from report import Row, latency_us, new_recorder, print_table, timed
 
@@ -59,9 +64,10 @@ def raw_db(path: str) -> Rdict:
     return Rdict(path, Options(raw_mode=True))
 
 
-async def bench_latency(tmp: str, count: int) -> tuple[Recorder, Recorder, Recorder]:
+async def bench_latency(tmp: str, count: int) -> tuple[Recorder, Recorder, Recorder, Recorder]:
     """Single-message latencies, interleaved sample by sample so drift in machine speed
-    hits the raw ``Rdict.put`` baseline and both of our paths alike."""
+    hits the raw ``Rdict.put`` baseline and all of our paths alike (the last one a stream
+    recording Prometheus metrics)."""
     db = raw_db(f"{tmp}/raw-latency")
     options = WriteOptions()
     key = struct.Struct(">cIq").pack
@@ -69,8 +75,14 @@ async def bench_latency(tmp: str, count: int) -> tuple[Recorder, Recorder, Recor
     producer = await client.create_producer("latency")
     stream = MsgStream(open_client(f"{tmp}/mq-latency", RocksOptions()))
     await stream.as_producer(["latency-stream"])
+    metered = MsgStream(
+        open_client(f"{tmp}/mq-latency-metrics", RocksOptions()),
+        instruments=PrometheusInstruments(CollectorRegistry()),
+    )
+    await metered.as_producer(["latency-stream"])
     pack = MsgPack.of(TimeTickMsg(timestamp=1, hash_keys=[0]))
     raw, send, produce = new_recorder(), new_recorder(), new_recorder()
+    produce_metered = new_recorder()
     clock = time.perf_counter_ns
     for i in range(count):
         t0 = clock()
@@ -80,15 +92,33 @@ async def bench_latency(tmp: str, count: int) -> tuple[Recorder, Recorder, Recor
         t2 = clock()
         await stream.produce(pack)
         t3 = clock()
+        await metered.produce(pack)
+        t4 = clock()
         raw.record(t1 - t0)
         send.record(t2 - t1)
         produce.record(t3 - t2)
+        produce_metered.record(t4 - t3)
     await stream.close()
+    await metered.close()
     await client.close()
     db.close()
-    for recorder in (raw, send, produce):
+    for recorder in (raw, send, produce, produce_metered):
         recorder.finish()
-    return raw, send, produce
+    return raw, send, produce, produce_metered
+
+
+async def bench_pack_produce(path: str, total: int, batch: int, metrics: bool) -> float:
+    """msgs/s of ``MsgStream.produce`` of ``batch``-message packs, metrics on or off."""
+    instruments = PrometheusInstruments(CollectorRegistry()) if metrics else None
+    stream = MsgStream(open_client(path, RocksOptions()), instruments=instruments)
+    await stream.as_producer(["packs"])
+    pack = MsgPack([TimeTickMsg(timestamp=1, hash_keys=[0])] * batch)
+    start = time.perf_counter()
+    for _ in range(0, total, batch):
+        await stream.produce(pack)
+    elapsed = time.perf_counter() - start
+    await stream.close()
+    return total / elapsed
 
 
 def bench_raw_batch(path: str, total: int, batch: int) -> float:
@@ -270,7 +300,7 @@ def main() -> int:
     per_channel = int(20000 * scale)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="msgstream-bench-") as tmp:
-        raw_latency, send, produce = timed(
+        raw_latency, send, produce, produce_metered = timed(
             "latency", lambda: asyncio.run(bench_latency(tmp, latency_n))
         )
         for name, samples in (("producer.send", send), ("MsgStream.produce", produce)):
@@ -285,6 +315,16 @@ def main() -> int:
                         goal if name == "producer.send" else "",
                     )
                 )
+        for q in (0.5, 0.99):
+            rows.append(
+                Row(
+                    f"produce latency p{int(q * 100)}, metrics on/off",
+                    latency_us(produce_metered, q),
+                    latency_us(produce, q),
+                    "us",
+                    "",
+                )
+            )
         # Alternate rounds so background flushes and machine noise hit both sides alike.
         raw_rounds, our_rounds = [], []
         for r in range(ROUNDS):
@@ -293,6 +333,21 @@ def main() -> int:
         raw_tput, ours_tput = statistics.median(raw_rounds), statistics.median(our_rounds)
         rows.append(
             Row("batched produce, 100 B msgs", ours_tput, raw_tput, "msgs/s", ">= 0.5x raw")
+        )
+        off_rounds, on_rounds = [], []
+        for r in range(ROUNDS):  # alternating who goes first, so drift hits both alike
+            sides = [(off_rounds, False), (on_rounds, True)]
+            for rounds, metrics in sides if r % 2 == 0 else sides[::-1]:
+                path = f"{tmp}/mq-packs-{r}-{int(metrics)}"
+                rounds.append(asyncio.run(bench_pack_produce(path, batch_total, 100, metrics)))
+        rows.append(
+            Row(
+                "produce 100-msg packs, metrics on/off",
+                statistics.median(on_rounds),
+                statistics.median(off_rounds),
+                "msgs/s",
+                "",
+            )
         )
         channels = [f"tt-{i}" for i in range(16)]
         data = timed(
