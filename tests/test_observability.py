@@ -356,3 +356,46 @@ async def test_metrics_do_not_slow_a_stream_down_much(tmp_path: Path) -> None:
     off = min([await run(None) for _ in range(3)])
     on = min([await run(PrometheusInstruments(CollectorRegistry())) for _ in range(3)])
     assert on < off * 5
+
+
+# --------------------------------------------------------------------------- inspect
+
+
+async def test_inspect_shows_time_lag_and_a_channel_behind(tmp_path: Path) -> None:
+    from msgstream.cli import inspection
+
+    config = memory_config(tmp_path)
+    now_ms = int(time.time() * 1000)
+    async with new_msgstream(config, repack=repack_by_first_key) as producer:
+        await producer.as_producer(["fast", "slow"])
+        for i in range(10):  # fast: a message a second for 10 s; slow: stops after 2
+            stamp = compose_ts(now_ms - 10_000 + i * 1000, 0)
+            await producer.produce(MsgPack.of(delete(i, stamp, key=0)))
+            if i < 2:
+                await producer.produce(MsgPack.of(delete(100 + i, stamp, key=1)))
+        async with new_msgstream(config) as consumer:
+            await consumer.as_consumer(["fast", "slow"], "sub")
+            async with asyncio.timeout(TIMEOUT):
+                seen = 0
+                async for pack in consumer:
+                    if pack.msgs[0].msg_id in (3, 101):  # ack fast up to its 4th, slow all
+                        await consumer.ack(pack)
+                    seen += 1
+                    if seen == 12:
+                        break
+    client = new_client(config)
+    try:
+        views = {v.channel: v for v in await inspection.collect(client, None, 5.0)}
+    finally:
+        await client.close()
+    fast, slow = views["fast"], views["slow"]
+    assert (fast.behind_s, fast.stalled) == (0.0, False)
+    assert slow.behind_s == pytest.approx(8.0) and slow.stalled
+    assert fast.subscriptions is not None and slow.subscriptions is not None
+    (fast_sub,) = fast.subscriptions
+    (slow_sub,) = slow.subscriptions
+    assert (fast_sub.lag, fast_sub.time_lag_s) == (6, pytest.approx(6.0))
+    assert (slow_sub.lag, slow_sub.time_lag_s) == (0, 0.0)
+    document = inspection.to_json("memory", list(views.values()))
+    assert document["channels"][1]["stalled"] is True
+    assert document["channels"][0]["subscriptions"][0]["time_lag_s"] == pytest.approx(6.0)

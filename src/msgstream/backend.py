@@ -287,6 +287,17 @@ class AdminClient(Client, Protocol):
 
 
 @runtime_checkable
+class PeekClient(Client, Protocol):
+    """A client that can read one stored message by its id without a subscription:
+    ``msgstream inspect`` reads the timestamps of the newest and the acknowledged
+    messages to show how far behind (in time) a subscription and a channel are."""
+
+    async def peek(self, channel: str, msg_id: MessageID) -> bytes | None:
+        """The payload of the message ``msg_id`` of ``channel`` (None when it is gone)."""
+        ...
+
+
+@runtime_checkable
 class RetainedMessagesClient(Client, Protocol):
     """A client that knows which messages of a channel it still holds (an embedded log,
     whose ids count messages): ``msgstream inspect`` shows the first id and the count."""

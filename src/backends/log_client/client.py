@@ -410,6 +410,12 @@ class LogClient:
             return None
         return self.id_type(first), last - first + 1
 
+    async def peek(self, channel: str, msg_id: MessageID) -> bytes | None:
+        self.check_open()
+        wanted = int(self.id_type.of(msg_id))
+        records = self.store.read(channel, wanted, 1)
+        return records[0].payload if records and records[0].msg_id == wanted else None
+
     async def list_subscriptions(self, channel: str) -> list[SubscriptionInfo]:
         await self.check_topic_valid(channel)
         end = self.store.next_id(channel)
