@@ -399,3 +399,55 @@ async def test_inspect_shows_time_lag_and_a_channel_behind(tmp_path: Path) -> No
     document = inspection.to_json("memory", list(views.values()))
     assert document["channels"][1]["stalled"] is True
     assert document["channels"][0]["subscriptions"][0]["time_lag_s"] == pytest.approx(6.0)
+
+
+# --------------------------------------------------------------------------- rocksmq
+
+
+async def test_rocksmq_reports_retention_size_and_backlog(tmp_path: Path) -> None:
+    registry = CollectorRegistry()
+    config = config_from_dict(
+        {
+            "mq": {"type": "rocksmq"},
+            "rocksmq": {
+                "path": str(tmp_path / "store"),
+                "retention_max_age_s": 0,
+                "retention_check_interval_s": 0.05,
+            },
+        },
+        env={},
+    )
+    import msgstream.metrics
+
+    msgstream.metrics.enable(registry)
+    try:
+        client = new_client(config)
+    finally:
+        msgstream.metrics.disable()
+    labels = {"backend": "rocksmq", "channel": "ch"}
+    try:
+        producer = await client.create_producer("ch")
+        await producer.send_many([b"a", b"b", b"c"])
+        consumer = await client.subscribe("ch", "sub", SubscriptionPosition.EARLIEST)
+        for _ in range(3):
+            last = await asyncio.wait_for(consumer.receive(), 5)
+        await consumer.ack(last)
+        await client.subscribe("ch", "idle", SubscriptionPosition.LATEST)
+        deleted = "msgstream_retention_deleted_messages_total"
+        for _ in range(100):
+            if value(registry, deleted, **labels) == 3:
+                break
+            await asyncio.sleep(0.05)
+        assert value(registry, deleted, **labels) == 3  # a, b, c: acknowledged by both
+        await producer.send(b"d")
+        backlog = "msgstream_subscription_backlog_messages"
+        for _ in range(100):
+            if value(registry, backlog, **labels) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert value(registry, "msgstream_subscriptions", **labels) == 2
+        assert value(registry, backlog, subscription="sub", **labels) == 1
+        assert value(registry, backlog, subscription="idle", **labels) == 1
+        assert value(registry, "msgstream_store_size_bytes", backend="rocksmq") >= 0
+    finally:
+        await client.close()

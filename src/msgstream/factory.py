@@ -11,9 +11,10 @@ import importlib
 from collections.abc import Callable
 from typing import Any, Unpack, cast
 
-from .backend import Client
+from .backend import Client, ObservableClient
 from .config import Config, MsgStreamConfig, load_config, resolve_backend
 from .errors import BackendUnavailableError
+from .observe import default_instruments
 from .plugins import BackendSpec, backend_spec
 from .sections import Section
 from .stream import MsgStream, StreamOptions
@@ -66,7 +67,11 @@ def new_client(config: Config | None = None) -> Client:
     gets the backend's own section and the shared ``msgstream`` section."""
     config = config or load_config()
     spec = backend_spec(resolve_backend(config))
-    return client_factory(spec)(config.section(spec.section), config.msgstream)
+    client = client_factory(spec)(config.section(spec.section), config.msgstream)
+    instruments = default_instruments()
+    if instruments is not None and isinstance(client, ObservableClient):
+        client.observe(instruments.store(client.backend_name))
+    return client
 
 
 def new_inspection_client(config: Config) -> Client:

@@ -28,6 +28,7 @@ from msgstream.errors import (
     TopicNotFoundError,
 )
 from msgstream.logs import get_logger
+from msgstream.observe import StoreProbe
 from msgstream.plugins import backend_specs
 from msgstream.position import SubscriptionPosition
 from msgstream.producer_base import ProducerBase
@@ -298,9 +299,12 @@ class LogClient:
         blocking_writes: bool = False,
         on_use: Callable[[], None] | None = None,
         on_close: Callable[[], None] | None = None,
+        on_observe: Callable[[StoreProbe], None] | None = None,
     ) -> None:
         """``on_use`` runs on each producer or subscription made (inside the event loop:
-        where background maintenance can start); ``on_close`` once, when closed."""
+        where background maintenance can start); ``on_close`` once, when closed;
+        ``on_observe`` with the probe :meth:`observe` is given (the store's maintenance
+        reports to it)."""
         self.store = store
         self.backend_name = store.backend_name
         self.id_type = LogMessageID.for_backend(store.backend_name)
@@ -315,6 +319,12 @@ class LogClient:
         )
         self._on_use = on_use
         self._on_close = on_close
+        self._on_observe = on_observe
+
+    def observe(self, probe: StoreProbe) -> None:
+        """Hand ``probe`` to whatever maintains the store (nothing for a memory store)."""
+        if self._on_observe is not None:
+            self._on_observe(probe)
 
     def check_open(self) -> None:
         self._state.check_open()

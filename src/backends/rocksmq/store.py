@@ -164,6 +164,8 @@ class RocksStore(LogStore):
                 "recovered",
             )
         self._full = False
+        self.last_deleted: dict[str, int] = {}
+        """Messages each channel lost in the last retention round (for metrics)."""
         """A write hit a full disk: RocksDB refuses every write after that until reopened."""
         self._lost: StoreError | None = None
         """Why the store is unusable, when reopening it after a full disk failed."""
@@ -612,6 +614,7 @@ class RocksStore(LogStore):
             return 0
         now = now_ms() if now is None else now
         deleted = 0
+        self.last_deleted = {}
         with self._lock:
             for channel, cid in list(self._cids.items()):
                 live = self._live_subscriptions(channel, cid, now)
@@ -632,6 +635,7 @@ class RocksStore(LogStore):
                 self._write(batch, f"retention on channel {channel!r}")
                 self._floor[cid] = max(self._floor.get(cid, FIRST_ID), doomed[-1].last_id + 1)
                 deleted += doomed[-1].last_id + 1 - doomed[0].first_id
+                self.last_deleted[channel] = doomed[-1].last_id + 1 - doomed[0].first_id
                 log.info(
                     "rocksmq retention: channel %r deleted ids %d..%d (%d pages)",
                     channel,
@@ -685,6 +689,16 @@ class RocksStore(LogStore):
         self._check_open()
         if not self.read_only:
             self._db.compact_range(None, None)
+
+    def backlogs(self) -> dict[str, dict[str, int]]:
+        """Per channel, each subscription's backlog (messages not acknowledged)."""
+        result: dict[str, dict[str, int]] = {}
+        for channel in self.list_channels():
+            end = self.next_id(channel)
+            result[channel] = {
+                sub.name: max(end - sub.next_id, 0) for sub in self.list_subscriptions(channel)
+            }
+        return result
 
     def disk_usage(self) -> int:
         return int(self._db.property_int_value("rocksdb.total-sst-files-size") or 0)
