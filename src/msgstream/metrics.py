@@ -37,7 +37,15 @@ from .observe import (
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-__all__ = ["METRICS", "MetricDef", "PrometheusInstruments", "disable", "enable", "serve"]
+__all__ = [
+    "METRICS",
+    "MetricDef",
+    "PrometheusInstruments",
+    "disable",
+    "enable",
+    "metrics_reference_markdown",
+    "serve",
+]
 
 
 class MetricDef(NamedTuple):
@@ -434,3 +442,12 @@ def serve(port: int, addr: str = "0.0.0.0", registry: CollectorRegistry | None =
         enable()
     kwargs: dict[str, Any] = {} if registry is None else {"registry": registry}
     prom.start_http_server(port, addr, **kwargs)
+
+
+def metrics_reference_markdown() -> str:
+    """The README's table of metrics (generated from :data:`METRICS`)."""
+    lines = ["| Metric | Type | Labels | Meaning |", "| --- | --- | --- | --- |"]
+    for metric in METRICS:
+        labels = ", ".join(metric.labels)
+        lines.append(f"| `{metric.name}` | {metric.kind} | {labels} | {metric.help} |")
+    return "\n".join(lines) + "\n"
