@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from harness import BackendHarness
 from msgstream import DeleteMsg, MsgPack, SubscriptionPosition, TimeTickMsg, TsMsg
 from msgstream.config import Config, config_from_dict
 from msgstream.factory import new_client, new_msgstream, new_ttmsgstream
@@ -461,3 +462,21 @@ def test_readme_metrics_reference_is_current() -> None:
     start = readme.index("\n", start) + 1
     end = readme.index("<!-- /metrics-reference -->")
     assert readme[start:end].strip() == metrics_reference_markdown().strip()
+
+
+@pytest.mark.parametrize("backend", ["memory", "rocksmq", "kafka"], indirect=True)
+async def test_peek_reads_one_message_by_id(backend: BackendHarness) -> None:
+    """What inspect's time lag reads: a message by id, None once it is not there."""
+    from msgstream.backend import PeekClient
+
+    client = backend.client()
+    assert isinstance(client, PeekClient)
+    channel = backend.channel("peek")
+    producer = await client.create_producer(channel)
+    first, second = await producer.send_many([b"one", b"two"])
+    assert await client.peek(channel, second) == b"two"
+    assert await client.peek(channel, first) == b"one"
+    latest = await client.get_latest_msg_id(channel)
+    assert latest == second
+    beyond = client.message_id_from_bytes(second.to_bytes()[:1] + (10**6).to_bytes(8, "big"))
+    assert await client.peek(channel, beyond) is None
