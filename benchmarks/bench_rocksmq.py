@@ -9,6 +9,9 @@ Figures (goals from the core issue):
      next to the same stream with a header-only decode stub (what the pipeline costs
      without validating and planning payloads) and a raw rocksdict scan of the data
   4. codec encode+decode MB/s, 1,000-row Insert with a 128-dim vector
+  5. what Prometheus metrics cost the produce path: MsgStream.produce latency and the
+     throughput of 100-message packs with metrics on, beside the same with metrics off
+     (the default), interleaved in the same run
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from operator import attrgetter
 from typing import Any
 
 import numpy as np
+from prometheus_client import CollectorRegistry
 from rocksdict import AccessType, Options, Rdict, WriteBatch
 
 import msgstream.reader
@@ -50,9 +54,10 @@ from msgstream import (
 )
 from msgstream.backends.rocksmq import RocksOptions, open_client
 from msgstream.bench.runner import Side
-from msgstream.bench.targets import Target
+from msgstream.bench.targets import MsgStreamTarget, Target
 from msgstream.codec import ENVELOPE_SIZE, DecodedBatch
 from msgstream.config import Config
+from msgstream.metrics import PrometheusInstruments
 from msgstream.plans import Plan, Where
 from report import (
     BROKER_RECORD,
@@ -60,6 +65,7 @@ from report import (
     harness_sides,
     latency_us,
     latency_workload,
+    pipelined_workload,
     print_table,
     timed,
 )
@@ -99,13 +105,38 @@ class ProducerSend(Target):
             await client.close()
 
 
+class MeteredStream(MsgStreamTarget):
+    """``MsgStream.produce`` with Prometheus metrics on (a registry of its own)."""
+
+    label = "msgstream, metrics on"
+
+    async def open(self, channels: Sequence[str]) -> None:
+        instruments = PrometheusInstruments(CollectorRegistry())
+        self.stream = MsgStream(new_client(self.config), instruments=instruments)
+        await self.stream.as_producer([f"{c}-metrics" for c in channels])
+
+
+def _config(path: str) -> Config:
+    return config_from_dict({"mq": {"type": "rocksmq"}, "rocksmq": {"path": path}}, env={})
+
+
 async def bench_latency(path: str, count: int) -> list[Side]:
     """Single-message latencies, measured by the ``msgstream bench`` harness: raw
-    ``Rdict.put`` (its rocksmq baseline), ``MsgStream.produce`` and ``producer.send`` of
-    the same bytes, in slices whose order alternates."""
-    config = config_from_dict({"mq": {"type": "rocksmq"}, "rocksmq": {"path": path}}, env={})
+    ``Rdict.put`` (its rocksmq baseline), ``MsgStream.produce``, ``producer.send`` of the
+    same bytes and ``MsgStream.produce`` with metrics on, in slices whose order alternates."""
+    config = _config(path)
     send = Side(ProducerSend(config), ProducerSend.label, "rocksmq")
-    return await harness_sides(config, latency_workload(count, BROKER_RECORD), send)
+    metered = Side(MeteredStream(config), MeteredStream.label, "rocksmq")
+    return await harness_sides(config, latency_workload(count, BROKER_RECORD), send, metered)
+
+
+async def bench_pack_produce(path: str, total: int) -> list[Side]:
+    """``MsgStream.produce`` of 100-message packs, metrics off and on (and raw
+    ``WriteBatch``es of the same), measured by the harness."""
+    config = _config(path)
+    metered = Side(MeteredStream(config), MeteredStream.label, "rocksmq")
+    workload = pipelined_workload(total, BROKER_RECORD, 100)
+    return await harness_sides(config, workload, metered)
 
 
 def bench_raw_batch(path: str, total: int, batch: int) -> float:
@@ -287,7 +318,7 @@ def main() -> int:
     per_channel = int(20000 * scale)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="msgstream-bench-") as tmp:
-        raw_latency, produce, send = timed(
+        raw_latency, produce, send, produce_metered = timed(
             "latency", lambda: asyncio.run(bench_latency(f"{tmp}/mq-latency", latency_n))
         )
         for name, side in (("producer.send", send), ("MsgStream.produce", produce)):
@@ -302,6 +333,16 @@ def main() -> int:
                         goal,
                     )
                 )
+        for q in (50, 99):
+            rows.append(
+                Row(
+                    f"produce latency p{q}, metrics on/off",
+                    latency_us(produce_metered, q),
+                    latency_us(produce, q),
+                    "us",
+                    "",
+                )
+            )
         # Alternate rounds so background flushes and machine noise hit both sides alike.
         raw_rounds, our_rounds = [], []
         for r in range(ROUNDS):
@@ -310,6 +351,19 @@ def main() -> int:
         raw_tput, ours_tput = statistics.median(raw_rounds), statistics.median(our_rounds)
         rows.append(
             Row("batched produce, 100 B msgs", ours_tput, raw_tput, "msgs/s", ">= 0.5x raw")
+        )
+        _, packs_off, packs_on = timed(
+            "packs, metrics on/off",
+            lambda: asyncio.run(bench_pack_produce(f"{tmp}/mq-packs", batch_total // 3)),
+        )
+        rows.append(
+            Row(
+                "produce 100-msg packs, metrics on/off",
+                packs_on.msgs_per_s,
+                packs_off.msgs_per_s,
+                "msgs/s",
+                "",
+            )
         )
         channels = [f"tt-{i}" for i in range(16)]
         data = timed(

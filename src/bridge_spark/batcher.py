@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +29,8 @@ from typing import TYPE_CHECKING, Literal
 
 from msgstream.config import Config
 from msgstream.factory import ttstream_options
+from msgstream.logs import get_logger
+from msgstream.observe import BridgeProbe, Instruments, default_instruments
 from msgstream.pack import MsgPack
 from msgstream.position import MsgPosition, SubscriptionPosition
 from msgstream.schema import CollectionSchema
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 UserFunction = Callable[["DataFrame", int], object]
 Until = Literal["available_now", "forever"] | int
@@ -139,6 +140,7 @@ class MicroBatcher:
         subscription: str = "msgstream-spark-batcher",
         on_batch: Callable[[BatchInfo], None] | None = None,
         pipeline: bool = True,
+        instruments: Instruments | Literal["default"] | None = "default",
     ) -> None:
         if max_rows < 1:
             raise OptionError("max_rows", f"must be >= 1, got {max_rows}")
@@ -160,12 +162,18 @@ class MicroBatcher:
         self.progress = BatcherProgress()
         self._state: CheckpointState | None = None
         self._spark_schema: StructType | None = None
+        self._instruments = default_instruments() if instruments == "default" else instruments
+        self._probe: BridgeProbe | None = (
+            None if self._instruments is None else self._instruments.bridge(subscription)
+        )
 
     # --- setup ------------------------------------------------------------------------------
     def _new_stream(self, reader: ReaderClient) -> TtMsgStream:
         options = ttstream_options(self.config.msgstream)
         # No pursuit merging: one pack per tick advance, the boundaries batches are cut at.
-        return TtMsgStream(reader.client, **{**options, "pursuit_lag_s": 0})
+        return TtMsgStream(
+            reader.client, **{**options, "pursuit_lag_s": 0}, instruments=self._instruments
+        )
 
     def _resume_point(self, state: CheckpointState) -> list[MsgPosition] | None:
         if state.committed is not None:
@@ -373,6 +381,8 @@ class MicroBatcher:
         self._state = dataclasses.replace(state, committed=mark)
         save_checkpoint(self.checkpoint, self._state)
         self.progress.committed_ts = last.end_ts
+        if self._probe is not None:
+            self._probe.committed()
 
     async def _start(
         self, stream: TtMsgStream, fn: UserFunction, batch: _Batch, batch_id: int, redo: bool
@@ -390,6 +400,8 @@ class MicroBatcher:
         await asyncio.to_thread(self._process, fn, builder, batch_id)
         self._state = dataclasses.replace(state, committed=mark, pending=None)
         save_checkpoint(self.checkpoint, self._state)
+        if self._probe is not None:
+            self._probe.committed()
         try:
             await stream.ack(last)
         except Exception as exc:  # the batch is committed; a lost ack only delays retention
@@ -411,6 +423,8 @@ class MicroBatcher:
         progress.redone += int(redo)
         progress.last_batch_id = batch_id
         progress.committed_ts = last.end_ts
+        if self._probe is not None:
+            self._probe.batch(info.rows, info.seconds, redone=redo)
         if self.on_batch is not None:
             self.on_batch(info)
 

@@ -18,19 +18,19 @@ subscription when closed.
 from __future__ import annotations
 
 import asyncio
-import logging
 import secrets
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 from msgstream.backend import AdminClient, Client, ConsumedMessage, Consumer, MessageID
 from msgstream.errors import CodecError
+from msgstream.logs import fields, get_logger
 from msgstream.position import SubscriptionPosition
 
 from .clients import read_only_store
 from .errors import SliceIncompleteError
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 READ_BATCH = 512
 DEFAULT_TIMEOUT_S = 30.0
@@ -47,7 +47,11 @@ class SkipStats:
 def log_undecodable(channel: str, raw: ConsumedMessage, exc: CodecError, stats: SkipStats) -> None:
     stats.undecodable += 1
     log.warning(
-        "skipping undecodable message on channel %r at MessageID %r: %s", channel, raw.msg_id, exc
+        "skipping undecodable message on channel %r at MessageID %r: %s",
+        channel,
+        raw.msg_id,
+        exc,
+        extra=fields(channel=channel),
     )
 
 
@@ -141,4 +145,5 @@ async def release_reader_subscription(client: Client, channel: str, name: str) -
             name,
             channel,
             exc,
+            extra=fields(channel=channel, subscription=name),
         )

@@ -12,7 +12,6 @@ Insert/Delete bodies decoded.
 from __future__ import annotations
 
 import bisect
-import logging
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +21,7 @@ import numpy as np
 from msgstream.backend import Client, ConsumedMessage, MessageID
 from msgstream.codec import decode, peek_time_range
 from msgstream.errors import CodecError
+from msgstream.logs import get_logger
 from msgstream.messages import CreateCollectionMsg, DeleteMsg, InsertMsg, MsgType
 from msgstream.schema import CollectionSchema
 from msgstream.tick_rules import common_tick
@@ -31,7 +31,7 @@ from .errors import SchemaNotFoundError
 from .frames import FrameKind
 from .offsets import SliceOffset
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _TICK = int(MsgType.TIME_TICK)
 _INSERT = int(MsgType.INSERT)

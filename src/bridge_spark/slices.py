@@ -12,7 +12,6 @@ and a repeated ``(source_id, msg_id)`` is a producer retry, dropped.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
 from typing import TypedDict, Unpack
@@ -23,6 +22,7 @@ from msgstream.backend import Client
 from msgstream.codec import decode, peek_header, peek_time_range
 from msgstream.config import Config
 from msgstream.errors import CodecError
+from msgstream.logs import fields, get_logger
 from msgstream.plans import KIND_DML, kind_of
 from msgstream.tick_rules import SliceCut, Verdict
 
@@ -38,7 +38,7 @@ from .cursor import (
 from .errors import SliceIncompleteError
 from .frames import FrameSchema
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 BATCH_ROWS = 65536
 """Rows per Arrow record batch handed to Spark."""
@@ -96,6 +96,7 @@ async def read_slice(
                         cut.clock.last_tick,
                         part.begin,
                         part.end,
+                        extra=fields(channel=channel),
                     )
                 try:
                     msg = decode(raw.payload)

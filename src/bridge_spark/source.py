@@ -29,7 +29,6 @@ any dotted config key       e.g. ``rocksmq.path``, ``kafka.brokers``, ``mq.type`
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -45,6 +44,7 @@ from pyspark.sql.streaming.datasource import (
 
 from msgstream.config import Config
 from msgstream.errors import InvalidPositionError
+from msgstream.logs import get_logger
 from msgstream.schema import CollectionSchema
 
 from .clients import ReaderClient, in_process_only, open_reader
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 SOURCE_NAME = "msgstream"
 DEFAULT_SUBSCRIPTION = "msgstream-spark"

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple, Protocol, Self, runtime_checkable
 
 from .errors import ForeignMessageIdError, InvalidPositionError
+from .observe import StoreProbe
 from .plugins import tag_owner
 from .position import SubscriptionPosition
 
@@ -284,6 +285,27 @@ class AdminClient(Client, Protocol):
     async def delete_channel(self, channel: str) -> None: ...
 
     async def delete_subscription(self, channel: str, subname: str) -> None: ...
+
+
+@runtime_checkable
+class ObservableClient(Client, Protocol):
+    """A client with state of its own worth watching (an embedded store's size,
+    retention, subscriptions): the factory hands it a probe when metrics are on."""
+
+    def observe(self, probe: StoreProbe) -> None:
+        """Report to ``probe`` from now on (as the client's maintenance runs)."""
+        ...
+
+
+@runtime_checkable
+class PeekClient(Client, Protocol):
+    """A client that can read one stored message by its id without a subscription:
+    ``msgstream inspect`` reads the timestamps of the newest and the acknowledged
+    messages to show how far behind (in time) a subscription and a channel are."""
+
+    async def peek(self, channel: str, msg_id: MessageID) -> bytes | None:
+        """The payload of the message ``msg_id`` of ``channel`` (None when it is gone)."""
+        ...
 
 
 @runtime_checkable

@@ -32,6 +32,7 @@ from itertools import chain
 from typing import Literal
 
 from .errors import InvalidPositionError, LateMessageError
+from .logs import fields, get_logger
 from .messages import TsMsg
 from .pack import MsgPack
 from .plans import KIND_DATA, KIND_DEAD, KIND_DML, KIND_TICK, ReadyPlan
@@ -39,7 +40,7 @@ from .position import MsgPosition
 from .rows import Rows, message_rows
 from .tick_rules import Arrival, ChannelClock, FirstSeen, common_tick, runs_have_repeats
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 LatePolicy = Literal["deliver", "reject"]
 LateHandler = Callable[[str, TsMsg, LateMessageError], None]
@@ -96,6 +97,8 @@ class TickBarrier:
         on_late: LateHandler | None = None,
         channel_capacity: int = 65536,
         channel_byte_limit: int = 8 * 1024 * 1024,
+        backend: str = "",
+        subscription: str = "",
     ) -> None:
         if not channels:
             raise ValueError("a time-tick barrier needs at least one channel")
@@ -110,6 +113,8 @@ class TickBarrier:
         self._stall_reported = False
         self.emitted_end_ts = 0
         self.stats = BarrierStats()
+        self._backend = backend
+        self._subscription = subscription
 
     @property
     def channels(self) -> list[str]:
@@ -156,6 +161,14 @@ class TickBarrier:
         end = self.end_ts()
         return end is not None and last_tick <= end
 
+    def last_ticks(self) -> list[int | None]:
+        """Each channel's last tick (None before its first), in channel order."""
+        return [state.clock.last_tick for state in self._order]
+
+    def pending(self, channel: str) -> int:
+        """``channel``'s data messages read but not yet emitted."""
+        return self._channel(channel).data_pending
+
     def pending_bytes(self, channel: str) -> int:
         """Payload bytes of ``channel``'s messages read but not yet emitted."""
         return self._channel(channel).bytes_pending
@@ -187,7 +200,11 @@ class TickBarrier:
             list(blocked),
             self.capacity,
             self.byte_limit,
+            extra=self._log_fields(waiting[0] if len(waiting) == 1 else None),
         )
+
+    def _log_fields(self, channel: str | None) -> dict[str, str | None]:
+        return fields(self._backend, channel, self._subscription)
 
     # --- feeding ----------------------------------------------------------------------
     def push(self, channel: str, msg: TsMsg) -> None:
@@ -262,11 +279,15 @@ class TickBarrier:
             error = LateMessageError(state.name, msg.msg_id, ts, clock.last_tick)
             if self.late_policy == "reject":
                 self.stats.late_rejected += 1
-                log.error("%s; rejected (late_policy=reject)", error)
+                log.error(
+                    "%s; rejected (late_policy=reject)", error, extra=self._log_fields(state.name)
+                )
                 log_rows.append_row(rows, index, KIND_DEAD)
             else:
                 self.stats.late_delivered += 1
-                log.warning("%s; delivered in the next pack", error)
+                log.warning(
+                    "%s; delivered in the next pack", error, extra=self._log_fields(state.name)
+                )
                 # Deliver the very object the callback saw.
                 log_rows.append_row(rows, index, kind)
                 log_rows.plans[-1] = ReadyPlan(msg)
@@ -284,7 +305,9 @@ class TickBarrier:
         try:
             self._on_late(channel, msg, error)
         except Exception:  # the message is kept (or counted) already; a callback can't lose it
-            log.exception("on_late callback failed on channel %r", channel)
+            log.exception(
+                "on_late callback failed on channel %r", channel, extra=self._log_fields(channel)
+            )
 
     # --- cutting packs --------------------------------------------------------------------
     def pop(self) -> MsgPack | None:

@@ -56,8 +56,10 @@ __all__ = [
     "Config",
     "ConfigKey",
     "LatePolicy",
+    "MetricsConfig",
     "MqConfig",
     "MsgStreamConfig",
+    "TracingConfig",
     "config_from_dict",
     "config_keys",
     "config_reference_markdown",
@@ -149,6 +151,34 @@ class MsgStreamConfig(Section):
     tick_interval_s: Seconds = 0.05
     """Interval (seconds) between time ticks"""
 
+    stall_after_ticks: Annotated[float, Field(ge=0)] = 100.0
+    """A TtMsgStream channel holding the common tick back this many tick intervals while
+    others advance is reported as stalled (logged once, in stats and metrics); 0 disables"""
+
+
+class MetricsConfig(Section):
+    """Prometheus metrics (needs ``msgstream[metrics]``): see :mod:`msgstream.metrics`."""
+
+    SECTION: ClassVar[str] = "metrics"
+
+    enabled: bool = False
+    """Record Prometheus metrics in prometheus_client's default registry for the streams the
+    factory makes (needs msgstream[metrics])"""
+
+    port: Annotated[int | None, Field(ge=1, le=65535)] = None
+    """When enabled, also serve /metrics over HTTP on this port"""
+
+
+class TracingConfig(Section):
+    """OpenTelemetry traces (needs ``msgstream[otel]``): see :mod:`msgstream.tracing`."""
+
+    SECTION: ClassVar[str] = "tracing"
+
+    enabled: bool = False
+    """Trace produce calls and consumed packs with OpenTelemetry, carrying W3C trace context
+    in message properties (needs msgstream[otel]; nothing is recorded until the
+    application configures an SDK)"""
+
 
 # --------------------------------------------------------------------------- Config
 
@@ -165,6 +195,8 @@ class Config(FrozenModel):
 
     mq: MqConfig = Field(default_factory=lambda: MqConfig())
     msgstream: MsgStreamConfig = Field(default_factory=lambda: MsgStreamConfig())
+    metrics: MetricsConfig = Field(default_factory=lambda: MetricsConfig())
+    tracing: TracingConfig = Field(default_factory=lambda: TracingConfig())
 
     def __init__(self, **sections: Section) -> None:
         try:
@@ -216,8 +248,13 @@ class Config(FrozenModel):
 
 
 def _section_classes() -> dict[str, type[Section]]:
-    """Section name -> class: the core's two, then each registered backend's."""
-    classes: dict[str, type[Section]] = {"mq": MqConfig, "msgstream": MsgStreamConfig}
+    """Section name -> class: the core's, then each registered backend's."""
+    classes: dict[str, type[Section]] = {
+        "mq": MqConfig,
+        "msgstream": MsgStreamConfig,
+        "metrics": MetricsConfig,
+        "tracing": TracingConfig,
+    }
     classes.update((name, spec.section) for name, spec in backend_specs().items())
     return classes
 

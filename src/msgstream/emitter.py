@@ -11,18 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import logging
 from collections import Counter
 from collections.abc import AsyncIterator
 
 from .errors import StreamStateError
+from .logs import fields, get_logger
 from .messages import TimeTickMsg
 from .pack import MsgPack
 from .scope import AsyncScope
 from .stream import MsgStream
 from .tso import TsoAllocator
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 class TimeTickEmitter(AsyncScope):
@@ -98,7 +98,10 @@ class TimeTickEmitter(AsyncScope):
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("time tick broadcast failed; retrying next interval")
+                log.exception(
+                    "time tick broadcast failed; retrying next interval",
+                    extra=fields(self.stream.client.backend_name),
+                )
 
     def start(self) -> None:
         if self._task is None:

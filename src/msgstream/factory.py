@@ -11,9 +11,10 @@ import importlib
 from collections.abc import Callable
 from typing import Any, Unpack, cast
 
-from .backend import Client
+from .backend import Client, ObservableClient
 from .config import Config, MsgStreamConfig, load_config, resolve_backend
 from .errors import BackendUnavailableError
+from .observe import default_instruments
 from .plugins import BackendSpec, backend_spec
 from .sections import Section
 from .stream import MsgStream, StreamOptions
@@ -21,6 +22,21 @@ from .ttstream import TtMsgStream, TtStreamOptions
 
 ClientFactory = Callable[[Section, MsgStreamConfig], Client]
 """What a spec's ``client_factory`` names: (its own section, the shared section) -> client."""
+
+
+def enable_configured(config: Config) -> None:
+    """Turn on what the ``metrics`` and ``tracing`` sections enable (process-wide, as
+    :func:`msgstream.metrics.enable` does); nothing is imported when they are off."""
+    if config.metrics.enabled:
+        from . import metrics
+
+        metrics.enable()
+        if config.metrics.port is not None:
+            metrics.serve_once(config.metrics.port)
+    if config.tracing.enabled:
+        from . import tracing
+
+        tracing.enable()
 
 
 def client_factory(spec: BackendSpec, target: str | None = None) -> ClientFactory:
@@ -51,7 +67,11 @@ def new_client(config: Config | None = None) -> Client:
     gets the backend's own section and the shared ``msgstream`` section."""
     config = config or load_config()
     spec = backend_spec(resolve_backend(config))
-    return client_factory(spec)(config.section(spec.section), config.msgstream)
+    client = client_factory(spec)(config.section(spec.section), config.msgstream)
+    instruments = default_instruments()
+    if instruments is not None and isinstance(client, ObservableClient):
+        client.observe(instruments.store(client.backend_name))
+    return client
 
 
 def new_inspection_client(config: Config) -> Client:
@@ -85,6 +105,8 @@ def ttstream_options(section: MsgStreamConfig) -> dict[str, Any]:
         "pursuit_lag_s": section.pursuit_lag_s,
         "pursuit_buffer_size_bytes": section.pursuit_buffer_size_bytes,
         "pursuit_buffer_time_s": section.pursuit_buffer_time_s,
+        "tick_interval_s": section.tick_interval_s,
+        "stall_after_ticks": section.stall_after_ticks,
     }
 
 
@@ -93,6 +115,7 @@ class MsgStreamFactory:
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or load_config()
+        enable_configured(self.config)
 
     @property
     def backend(self) -> str:

@@ -14,19 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .backend import ConsumedBatch, ConsumedMessage, Consumer
 from .codec import MessageRegistry, decode_batch
 from .errors import CodecError, UnknownMessageTypeError
+from .logs import fields, get_logger
 from .messages import TsMsg
+from .observe import ConsumeProbe
 from .plans import ReadyPlan
 from .position import MsgPosition
 from .rows import RowQueue, Rows
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 BadMessageHandler = Callable[[ConsumedMessage, CodecError], None]
 
@@ -56,6 +57,8 @@ class ReaderSettings:
     """Set when a reader buffers something: the stream's one wake-up."""
     stats: ReadStats
     """The stream's counters, shared by its readers."""
+    backend: str
+    """The backend's name, in the readers' log records."""
 
 
 class ChannelReader:
@@ -65,7 +68,9 @@ class ChannelReader:
     :class:`~msgstream.backend.BatchConsumer`) when it has one, else ``receive_nowait``.
     """
 
-    def __init__(self, consumer: Consumer, settings: ReaderSettings) -> None:
+    def __init__(
+        self, consumer: Consumer, settings: ReaderSettings, probe: ConsumeProbe | None = None
+    ) -> None:
         self.consumer = consumer
         self.channel = consumer.channel
         self.buffer = RowQueue()
@@ -78,6 +83,9 @@ class ChannelReader:
         self._stats = settings.stats
         self._max_bytes = settings.max_message_bytes
         self._on_bad = settings.on_bad_message
+        self.probe = probe
+        """Reports what this channel's reading does (None: nothing is reported)."""
+        self._log_fields = fields(settings.backend, self.channel, consumer.subname)
         self._task: asyncio.Task[None] | None = None
         self._receive_batch: Callable[[int], ConsumedBatch] | None = None
 
@@ -173,17 +181,33 @@ class ChannelReader:
             self._stats.unknown_types += 1
         else:
             self._stats.decode_errors += 1
+        if self.probe is not None:
+            self.probe.bad(exc)
         log.warning(
             "skipping undecodable message on channel %r at MessageID %r: %s",
             raw.channel,
             raw.msg_id,
             exc,
+            extra=self._log_fields,
         )
         if self._on_bad is not None:
             try:
                 self._on_bad(raw, exc)
             except Exception:  # a failing callback must not cost the messages after it
-                log.exception("on_bad_message callback failed on channel %r", raw.channel)
+                log.exception(
+                    "on_bad_message callback failed on channel %r",
+                    raw.channel,
+                    extra=self._log_fields,
+                )
+
+    @staticmethod
+    def _observe(probe: ConsumeProbe, batch: ConsumedBatch) -> None:
+        probe.received(len(batch), sum(map(len, batch.payloads)))
+        if probe.wants_properties:
+            for index, id_bytes in enumerate(batch.id_bytes):
+                properties = batch.message(index).properties
+                if properties:
+                    probe.received_properties(id_bytes, properties)
 
     async def _run(self) -> None:
         consumer, buffer, capacity = self.consumer, self.buffer, self._capacity
@@ -204,6 +228,8 @@ class ChannelReader:
                 if not len(batch):
                     batch = ConsumedBatch.of(self.channel, [await consumer.receive()])
                 self._stats.received += len(batch)
+                if self.probe is not None:
+                    self._observe(self.probe, batch)
                 largest = max(largest, max(map(len, batch.payloads)))
                 buffer.append(self._rows(batch))
                 self._arrived.set()

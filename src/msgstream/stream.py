@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Literal, TypedDict
 
@@ -18,17 +17,22 @@ from .errors import (
     StreamStateError,
     TopicNotFoundError,
 )
+from .logs import fields, get_logger
 from .messages import TsMsg
+from .observe import Instruments, OpRecord, PackProbe, ProduceProbe, default_instruments
 from .pack import MsgPack
 from .position import MsgPosition, SubscriptionPosition
 from .reader import BadMessageHandler, ChannelReader, ReaderSettings, ReadStats
 from .routing import RepackFunc, default_repack
 from .scope import AsyncScope
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 ProduceResult = dict[str, list[MessageID]]
 MissingChannels = Literal["error", "wait", "create"]
+DefaultInstruments = Literal["default"]
+"""``instruments="default"``: the process-wide instruments enabled when the stream is made
+(:func:`msgstream.metrics.enable`, :func:`msgstream.tracing.enable`), if any."""
 """What :meth:`MsgStream.as_consumer` does with a channel that does not exist yet."""
 CHANNEL_POLL_S = 0.2
 """How often ``as_consumer(..., missing="wait")`` asks whether a channel exists yet."""
@@ -53,6 +57,7 @@ class StreamOptions(TypedDict, total=False):
     max_message_bytes: int
     on_bad_message: BadMessageHandler | None
     owns_client: bool
+    instruments: Instruments | DefaultInstruments | None
 
 
 class MsgStream(AsyncScope):
@@ -64,6 +69,9 @@ class MsgStream(AsyncScope):
     Each consumed channel is read ahead into a buffer of at most ``receive_buffer_size``
     messages and ``receive_buffer_bytes`` payload bytes (plus about one message); a full
     buffer stops reading that channel until messages are taken from it.
+
+    ``instruments`` receive what the stream does (:mod:`msgstream.observe`): by default the
+    ones enabled process-wide when the stream is made; None records nothing.
     """
 
     def __init__(
@@ -77,6 +85,7 @@ class MsgStream(AsyncScope):
         max_message_bytes: int = 64 * 1024 * 1024,
         on_bad_message: BadMessageHandler | None = None,
         owns_client: bool = True,
+        instruments: Instruments | DefaultInstruments | None = "default",
     ) -> None:
         check_buffer_sizes(
             receive_buffer_size=receive_buffer_size, receive_buffer_bytes=receive_buffer_bytes
@@ -88,6 +97,10 @@ class MsgStream(AsyncScope):
         self._receive_buffer_size = receive_buffer_size
         self._max_message_bytes = max_message_bytes
         self._owns_client = owns_client
+        self._instruments = default_instruments() if instruments == "default" else instruments
+        self._send_probes: list[ProduceProbe] = []
+        self._pack_probe: ProduceProbe | None = None
+        self._packs_probe: PackProbe | None = None
         self._producer_channels: list[str] = []
         self._producers: list[Producer] = []
         self._readers: list[ChannelReader] = []
@@ -101,6 +114,7 @@ class MsgStream(AsyncScope):
             on_bad_message,
             self._arrived,
             self.read_stats,
+            client.backend_name,
         )
         self._next_reader = 0
         self._closed = False
@@ -152,7 +166,12 @@ class MsgStream(AsyncScope):
             try:
                 await close()
             except Exception as exc:  # close the rest, then report
-                log.warning("closing %s failed: %s", type(self).__name__, exc)
+                log.warning(
+                    "closing %s failed: %s",
+                    type(self).__name__,
+                    exc,
+                    extra=fields(self.client.backend_name, subscription=self._subname),
+                )
                 failures.append(exc)
         if failures:
             raise failures[0]
@@ -171,6 +190,11 @@ class MsgStream(AsyncScope):
                 raise StreamStateError(f"channel {channel!r} is already a producer channel")
             self._producers.append(await self.client.create_producer(channel))
             self._producer_channels.append(channel)
+            if self._instruments is not None:
+                backend = self.client.backend_name
+                self._send_probes.append(self._instruments.producer(backend, channel))
+                if self._pack_probe is None:
+                    self._pack_probe = self._instruments.produce_pack(backend)
 
     def _require_producers(self) -> None:
         self._check_open()
@@ -193,6 +217,8 @@ class MsgStream(AsyncScope):
         Buckets are sent concurrently, messages within one bucket in order. Returns the
         acknowledged MessageIDs per channel.
         """
+        if self._instruments is not None:
+            return await self._observed(pack, broadcast=False)
         producers = self._producers
         if self._closed or not producers:
             self._require_producers()
@@ -222,6 +248,8 @@ class MsgStream(AsyncScope):
     async def broadcast(self, pack: MsgPack) -> ProduceResult:
         """Send every message of ``pack`` to every producer channel."""
         self._require_producers()
+        if self._instruments is not None:
+            return await self._observed(pack, broadcast=True)
         payloads = self._encode_for(", ".join(self._producer_channels), pack.msgs)
         return await self._send([(p, payloads) for p in self._producers])
 
@@ -230,6 +258,54 @@ class MsgStream(AsyncScope):
             return {producer.channel: await producer.send_many(p) for producer, p in jobs}
         results = await asyncio.gather(*(p.send_many(payloads) for p, payloads in jobs))
         return {p.channel: ids for (p, _), ids in zip(jobs, results, strict=True)}
+
+    async def _observed(self, pack: MsgPack, *, broadcast: bool) -> ProduceResult:
+        """``produce``/``broadcast`` reporting to the instruments: each send timed and
+        counted on its channel, the whole call timed once, failures counted by type, and
+        the call's message properties (a trace context) on every message."""
+        self._require_producers()
+        assert self._pack_probe is not None
+        record = self._pack_probe.start()
+        try:
+            if broadcast:
+                payloads = self._encode_for(", ".join(self._producer_channels), pack.msgs)
+                jobs = [(i, payloads) for i in range(len(self._producers))]
+            else:
+                buckets = self._repack(pack.msgs, len(self._producers))
+                jobs = []
+                for index, msgs in buckets.items():
+                    channel = self._producer_of_bucket(index).channel
+                    jobs.append((index, self._encode_for(channel, msgs)))
+            sends = [self._observed_send(i, p, record) for i, p in jobs]
+            if len(sends) == 1 or self.client.inline_sends:
+                results = [await send for send in sends]
+            else:
+                results = await asyncio.gather(*sends)
+        except BaseException as exc:
+            record.failed(exc)
+            raise
+        result = {
+            self._producers[i].channel: ids for (i, _), ids in zip(jobs, results, strict=True)
+        }
+        record.done(sum(len(ids) for ids in results), sum(len(p) for _, ps in jobs for p in ps))
+        return result
+
+    async def _observed_send(
+        self, index: int, payloads: list[bytes], pack_record: OpRecord
+    ) -> list[MessageID]:
+        producer = self._producers[index]
+        properties = pack_record.properties
+        record = self._send_probes[index].start()
+        try:
+            if len(payloads) == 1:
+                ids = [await producer.send(payloads[0], properties)]
+            else:
+                ids = await producer.send_many(payloads, properties)
+        except BaseException as exc:
+            record.failed(exc)
+            raise
+        record.done(len(payloads), sum(map(len, payloads)))
+        return ids
 
     # --- consuming ------------------------------------------------------------------------
     @property
@@ -272,6 +348,8 @@ class MsgStream(AsyncScope):
                 await consumer.close()
             raise
         self._subname = subname
+        if self._instruments is not None and self._packs_probe is None:
+            self._packs_probe = self._instruments.packs(self.client.backend_name, subname)
         self._subscribed(channels)
         for consumer in consumers:
             reader = self._new_reader(consumer)
@@ -310,7 +388,12 @@ class MsgStream(AsyncScope):
             raise StreamStateError(f"channels listed more than once: {twice}")
 
     def _new_reader(self, consumer: Consumer) -> ChannelReader:
-        return ChannelReader(consumer, self._reading)
+        probe = None
+        if self._instruments is not None:
+            probe = self._instruments.consumer(
+                self.client.backend_name, consumer.channel, consumer.subname
+            )
+        return ChannelReader(consumer, self._reading, probe)
 
     def _reader(self, channel: str) -> ChannelReader:
         for reader in self._readers:
@@ -358,6 +441,8 @@ class MsgStream(AsyncScope):
             reader = self._reader(position.channel)
             msg_id = self.client.message_id_from_bytes(position.msg_id)
             await reader.consumer.ack(ConsumedMessage(position.channel, msg_id, b""))
+            if reader.probe is not None:
+                reader.probe.acked()
 
     async def get_latest_msg_id(self, channel: str) -> MessageID | None:
         """The newest MessageID of ``channel`` (None when it is empty)."""
@@ -406,7 +491,7 @@ class MsgStream(AsyncScope):
         self._require_consumers()
         msg = await self._next_message()
         assert msg.position is not None
-        return MsgPack(
+        pack = MsgPack(
             msgs=[msg],
             begin_ts=msg.begin_ts,
             end_ts=msg.end_ts,
@@ -414,6 +499,9 @@ class MsgStream(AsyncScope):
             end_positions=[msg.position],
             ack_positions=[msg.position],
         )
+        if self._packs_probe is not None:
+            self._packs_probe.consumed(pack)
+        return pack
 
     async def chan(self) -> AsyncIterator[MsgPack]:
         """Iterate packs (the same as ``async for pack in stream``)."""

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import Sequence
 from typing import Unpack
 
 from .backend import Client
 from .barrier import LateHandler, LatePolicy, TickBarrier, merge_packs
-from .errors import InvalidPositionError, StreamStateError
+from .errors import InvalidPositionError, LateMessageError, StreamStateError
+from .logs import fields, get_logger
+from .messages import TsMsg
+from .observe import TickProbe
 from .pack import MsgPack
 from .position import MsgPosition
+from .stall import ChannelTickState, StallWatch
 from .stream import MsgStream, StreamOptions, check_buffer_sizes
 from .tso import parse_ts
+
+log = get_logger(__name__)
 
 
 class TtStreamOptions(StreamOptions, total=False):
@@ -25,6 +33,8 @@ class TtStreamOptions(StreamOptions, total=False):
     pursuit_lag_s: float
     pursuit_buffer_size_bytes: int
     pursuit_buffer_time_s: float
+    tick_interval_s: float
+    stall_after_ticks: float
 
 
 class TtMsgStream(MsgStream):
@@ -42,6 +52,12 @@ class TtMsgStream(MsgStream):
     read until time moves on, unless time waits on it; so a channel that never ticks
     stops the others at their limits (logged as a warning once) instead of letting
     memory grow, and everything drains in order once it ticks.
+
+    Every channel's progress is watched (:mod:`msgstream.stall`): a channel that holds
+    the common tick back for ``stall_after_ticks`` times the producers'
+    ``tick_interval_s`` while other channels advance is logged once as stalled (and again
+    when it advances), reported to the instruments and shown by :meth:`channel_states`.
+    ``stall_after_ticks=0`` turns the watch off.
     """
 
     def __init__(
@@ -55,6 +71,8 @@ class TtMsgStream(MsgStream):
         pursuit_lag_s: float = 10.0,
         pursuit_buffer_size_bytes: int = 100 * 1024 * 1024,
         pursuit_buffer_time_s: float = 1.0,
+        tick_interval_s: float = 0.05,
+        stall_after_ticks: float = 100.0,
         **kwargs: Unpack[StreamOptions],
     ) -> None:
         super().__init__(client, **kwargs)
@@ -68,8 +86,18 @@ class TtMsgStream(MsgStream):
         self.pursuit_lag_s = pursuit_lag_s
         self.pursuit_buffer_size_bytes = pursuit_buffer_size_bytes
         self.pursuit_buffer_time_s = pursuit_buffer_time_s
+        if tick_interval_s <= 0:
+            raise ValueError(f"tick_interval_s must be > 0, got {tick_interval_s}")
+        if stall_after_ticks < 0:
+            raise ValueError(f"stall_after_ticks must be >= 0, got {stall_after_ticks}")
         self._barrier: TickBarrier | None = None
         self.pursuit_merges = 0
+        self.stall_threshold_s = tick_interval_s * stall_after_ticks
+        """How long a channel may hold the common tick back before it counts as stalled
+        (0: not watched)."""
+        self._watch: StallWatch | None = None
+        self._watch_task: asyncio.Task[None] | None = None
+        self._tick_probe: TickProbe | None = None
 
     @property
     def barrier(self) -> TickBarrier:
@@ -84,15 +112,102 @@ class TtMsgStream(MsgStream):
 
     def _subscribed(self, channels: Sequence[str]) -> None:
         self._barrier = self._new_barrier(list(channels))
+        backend, subname = self.client.backend_name, self._subname
+        if self._instruments is not None:
+            self._tick_probe = self._instruments.ticks(backend, subname)
+        if self.stall_threshold_s > 0 or self._tick_probe is not None:
+            self._watch = StallWatch(
+                channels,
+                self.stall_threshold_s or float("inf"),
+                time.monotonic(),
+                backend=backend,
+                subscription=subname,
+                probe=self._tick_probe,
+            )
+            self._watch_task = asyncio.get_running_loop().create_task(
+                self._watching(), name=f"msgstream-stall-watch-{subname}"
+            )
 
     def _new_barrier(self, channels: list[str]) -> TickBarrier:
+        observed = self._instruments is not None
         return TickBarrier(
             channels,
             late_policy=self._late_policy,
-            on_late=self._on_late,
+            on_late=self._late_observed if observed else self._on_late,
             channel_capacity=self._channel_buffer_size,
             channel_byte_limit=self._channel_buffer_bytes,
+            backend=self.client.backend_name,
+            subscription=self._subname,
         )
+
+    def _late_observed(self, channel: str, msg: TsMsg, error: LateMessageError) -> None:
+        """Count a late message on its channel's probe, then call the user's ``on_late``."""
+        probe = self._reader(channel).probe
+        if probe is not None:
+            probe.late(self._late_policy)
+        if self._on_late is not None:
+            self._on_late(channel, msg, error)
+
+    # --- watching the channels ---------------------------------------------------------
+    @property
+    def _watch_period_s(self) -> float:
+        """How often the channels' progress is looked at: a quarter of the stall threshold
+        (so a stall is reported within 1.25 thresholds), at most every second."""
+        if self.stall_threshold_s <= 0:
+            return 1.0
+        return min(max(self.stall_threshold_s / 4, 0.01), 1.0)
+
+    async def _watching(self) -> None:
+        """The stall watch's timer: looks at the barrier every period, never busy."""
+        failed = False
+        while True:
+            await asyncio.sleep(self._watch_period_s)
+            try:
+                self._look()
+            except Exception:  # the watch only reports; it must not cost the stream
+                if not failed:
+                    log.exception(
+                        "watching the channels failed", extra=fields(self.client.backend_name)
+                    )
+                failed = True
+
+    def _look(self) -> None:
+        watch, barrier = self._watch, self._barrier
+        if watch is None or barrier is None:
+            return
+        ticks = barrier.last_ticks()
+        watch.observe(ticks, time.monotonic())
+        probe = self._tick_probe
+        if probe is not None:
+            for reader, tick in zip(self._readers, ticks, strict=True):
+                buffered = len(reader.buffer) + barrier.pending(reader.channel)
+                probe.channel(
+                    reader.channel, None if tick is None else parse_ts(tick)[0] / 1000, buffered
+                )
+
+    def channel_states(self) -> list[ChannelTickState]:
+        """Each consumed channel's progress: its last tick, how long since it advanced,
+        whether it is stalled and how far behind the newest tick it is (as of the last
+        look, at most a quarter of the stall threshold ago)."""
+        if self._watch is None:
+            raise StreamStateError(
+                "channels are not watched: as_consumer() first, with stall_after_ticks > 0"
+            )
+        self._look()
+        return self._watch.states()
+
+    @property
+    def stalled_channels(self) -> list[str]:
+        """The channels holding the common tick back right now (see :meth:`channel_states`)."""
+        return [] if self._watch is None else self._watch.stalled
+
+    async def close(self) -> None:
+        task, self._watch_task = self._watch_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await super().close()
 
     async def seek(self, positions: Sequence[MsgPosition], include_current: bool = True) -> None:
         """Resume every channel at once from ``positions`` (a pack's ``end_positions``).
@@ -120,6 +235,8 @@ class TtMsgStream(MsgStream):
         self._barrier = self._new_barrier(old.channels)
         self._barrier.stats = old.stats
         self._barrier.resume_from(positions)
+        if self._watch is not None:
+            self._watch.reset(time.monotonic())
 
     def _cut_pack(self) -> MsgPack | None:
         """Feed buffered messages to the barrier until a pack is cut or nothing is left.
@@ -169,6 +286,14 @@ class TtMsgStream(MsgStream):
         return time.time() - physical_ms / 1000.0
 
     async def __anext__(self) -> MsgPack:
+        pack = await self._next_pursued()
+        if self._tick_probe is not None:
+            self._tick_probe.pack(len(pack.msgs), self._lag_s(pack))
+        if self._packs_probe is not None:
+            self._packs_probe.consumed(pack)
+        return pack
+
+    async def _next_pursued(self) -> MsgPack:
         self._require_consumers()
         pack = await self._next_pack()
         if self.pursuit_lag_s <= 0 or self._lag_s(pack) <= self.pursuit_lag_s:
@@ -184,4 +309,6 @@ class TtMsgStream(MsgStream):
             size += sum(m.size for m in following.msgs)
         if len(merged) > 1:
             self.pursuit_merges += len(merged) - 1
+            if self._tick_probe is not None:
+                self._tick_probe.merged(len(merged) - 1)
         return merge_packs(merged)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+from prometheus_client import CollectorRegistry
 
 from msgstream import (
     DataType,
@@ -31,6 +32,7 @@ from msgstream.bridge_spark import (
     load_checkpoint,
 )
 from msgstream.bridge_spark.workload import SampleProducer, sample_schema
+from msgstream.metrics import PrometheusInstruments
 from spark.data import channel_names, memory_config, produce_sample, rocksmq_config
 
 if TYPE_CHECKING:
@@ -151,10 +153,24 @@ async def test_a_failing_batch_is_redone_with_its_id_and_every_row_lands_once(
     assert crashed  # the failed attempt did write its files
 
     second: list[BatchInfo] = []
+    registry = CollectorRegistry()
     batcher = MicroBatcher(
-        spark, config, channels, checkpoint, max_rows=150, on_batch=second.append
+        spark,
+        config,
+        channels,
+        checkpoint,
+        max_rows=150,
+        on_batch=second.append,
+        instruments=PrometheusInstruments(registry),
     )
     await batcher.run(sink)
+    source = {"source": "msgstream-spark-batcher"}
+    assert registry.get_sample_value("msgstream_spark_batches_total", source) == len(second)
+    assert registry.get_sample_value("msgstream_spark_redone_batches_total", source) == 1
+    rows_total = registry.get_sample_value("msgstream_spark_rows_total", source)
+    assert rows_total == sum(i.rows for i in second)
+    commits = registry.get_sample_value("msgstream_spark_checkpoint_commits_total", source)
+    assert commits is not None and commits >= len(second)
     assert second[0].batch_id == 2 and second[0].redo
     assert second[0].end_ts == state.pending.end_ts
     assert [i.batch_id for i in second] == list(range(2, 2 + len(second)))

@@ -8,7 +8,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from msgstream.backend import SubscriptionInfo
+from msgstream.backend import MessageID, SubscriptionInfo
 from msgstream.channels import validate_channel_name, validate_subscription_name
 from msgstream.config import MsgStreamConfig
 from msgstream.errors import TopicNotFoundError
@@ -131,6 +131,23 @@ class KafkaClient(BrokerClient):
     async def get_latest_msg_id(self, channel: str) -> KafkaMessageID | None:
         first, end = await self._bounds(channel)
         return None if end <= first else KafkaMessageID(end - 1)
+
+    async def peek(self, channel: str, msg_id: MessageID) -> bytes | None:
+        """The message at an offset, read by the group-less offsets consumer."""
+        offset = KafkaMessageID.of(msg_id).offset
+        first, end = await self._bounds(channel)
+        if not first <= offset < end:
+            return None
+        reader = await self._offsets_reader()
+        partition = TopicPartition(channel, 0)
+        async with self._call(f"reading channel {channel!r}", channel, "read"):
+            reader.assign([partition])
+            reader.seek(partition, offset)
+            found = await reader.getmany(partition, timeout_ms=int(self.deadline_s * 1000))
+        for record in found.get(partition, []):
+            if record.offset == offset:
+                return bytes(record.value)
+        return None
 
     async def list_channels(self) -> list[str]:
         self.check_open()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,8 @@ from msgstream.errors import (
     StreamStateError,
     TopicNotFoundError,
 )
+from msgstream.logs import get_logger
+from msgstream.observe import StoreProbe
 from msgstream.plugins import backend_specs
 from msgstream.position import SubscriptionPosition
 from msgstream.producer_base import ProducerBase
@@ -36,7 +37,7 @@ from msgstream.tagged_id import TaggedMessageID
 
 from .store import FIRST_ID, LogStore, StoredBatch
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 PREFETCH = 256
 
@@ -297,9 +298,12 @@ class LogClient:
         blocking_writes: bool = False,
         on_use: Callable[[], None] | None = None,
         on_close: Callable[[], None] | None = None,
+        on_observe: Callable[[StoreProbe], None] | None = None,
     ) -> None:
         """``on_use`` runs on each producer or subscription made (inside the event loop:
-        where background maintenance can start); ``on_close`` once, when closed."""
+        where background maintenance can start); ``on_close`` once, when closed;
+        ``on_observe`` with the probe :meth:`observe` is given (the store's maintenance
+        reports to it)."""
         self.store = store
         self.backend_name = store.backend_name
         self.id_type = LogMessageID.for_backend(store.backend_name)
@@ -315,6 +319,12 @@ class LogClient:
         self._parts = LogParts(store, self._state, self.id_type, max_message_bytes, blocking_writes)
         self._on_use = on_use
         self._on_close = on_close
+        self._on_observe = on_observe
+
+    def observe(self, probe: StoreProbe) -> None:
+        """Hand ``probe`` to whatever maintains the store (nothing for a memory store)."""
+        if self._on_observe is not None:
+            self._on_observe(probe)
 
     def check_open(self) -> None:
         self._state.check_open()
@@ -395,6 +405,12 @@ class LogClient:
         if first is None or last is None:
             return None
         return self.id_type(first), last - first + 1
+
+    async def peek(self, channel: str, msg_id: MessageID) -> bytes | None:
+        self.check_open()
+        wanted = int(self.id_type.of(msg_id))
+        records = self.store.read(channel, wanted, 1)
+        return records[0].payload if records and records[0].msg_id == wanted else None
 
     async def list_subscriptions(self, channel: str) -> list[SubscriptionInfo]:
         await self.check_topic_valid(channel)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 from dataclasses import dataclass
 
@@ -17,13 +16,15 @@ import anyio
 
 from msgstream.config import MsgStreamConfig
 from msgstream.errors import BackendUnavailableError, StoreLockedError
+from msgstream.logs import fields, get_logger
+from msgstream.observe import StoreProbe
 
 from ..log_client import LogClient
 from .retention import RetentionPolicy
 from .settings import RocksmqConfig
 from .store import RocksOptions, RocksStore
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass
@@ -32,6 +33,8 @@ class _Shared:
     clients: int = 0
     maintenance: asyncio.Task[None] | None = None
     intervals: tuple[float, float] = (60.0, 3600.0)
+    probe: StoreProbe | None = None
+    """Where each maintenance round reports (None while metrics are off)."""
 
 
 _OPEN: dict[tuple[str, bool], _Shared] = {}
@@ -104,6 +107,7 @@ def open_client(
         blocking_writes=options.sync,
         on_use=lambda: _start_maintenance(shared),
         on_close=release,
+        on_observe=lambda probe: setattr(shared, "probe", probe),
     )
 
 
@@ -125,6 +129,20 @@ def _start_maintenance(shared: _Shared) -> None:
     shared.maintenance = loop.create_task(_maintain(shared), name="msgstream-rocksmq-retention")
 
 
+def _retention_round(shared: _Shared) -> int:
+    """One retention round (in a worker thread), reported to the probe if there is one."""
+    store = shared.store
+    deleted = store.run_retention()
+    probe = shared.probe
+    if probe is not None:
+        for channel, count in store.last_deleted.items():
+            probe.retention_deleted(channel, count)
+        probe.size(store.disk_usage())
+        for channel, backlogs in store.backlogs().items():
+            probe.subscriptions(channel, backlogs)
+    return deleted
+
+
 async def _maintain(shared: _Shared) -> None:
     retention_every, compaction_every = shared.intervals
     since_compaction = 0.0
@@ -133,7 +151,7 @@ async def _maintain(shared: _Shared) -> None:
         await asyncio.sleep(retention_every)
         since_compaction += retention_every
         try:  # in a worker thread: a round (and compaction) must not stall the loop
-            deleted = await anyio.to_thread.run_sync(shared.store.run_retention)
+            deleted = await anyio.to_thread.run_sync(_retention_round, shared)
             deleted_since_compaction |= deleted > 0
             if deleted_since_compaction and since_compaction >= compaction_every:
                 await anyio.to_thread.run_sync(shared.store.compact)
@@ -141,7 +159,11 @@ async def _maintain(shared: _Shared) -> None:
                 deleted_since_compaction = False
         except Exception:  # keep maintaining; a failed round is retried next interval
             with contextlib.suppress(Exception):
-                log.exception("rocksmq retention round failed at %s", shared.store.path)
+                log.exception(
+                    "rocksmq retention round failed at %s",
+                    shared.store.path,
+                    extra=fields("rocksmq"),
+                )
 
 
 def new_client(
@@ -168,5 +190,8 @@ def new_inspection_client(section: RocksmqConfig, shared: MsgStreamConfig) -> Lo
     try:
         return new_client(section, shared, create=False)
     except StoreLockedError:
-        log.info("rocksmq store is in use by another process; opening it read-only")
+        log.info(
+            "rocksmq store is in use by another process; opening it read-only",
+            extra=fields("rocksmq"),
+        )
         return new_client(section, shared, read_only=True)

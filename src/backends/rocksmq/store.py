@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import logging
 import os
 import struct
 import tempfile
@@ -64,6 +63,7 @@ from msgstream.errors import (
     StreamClosedError,
     TopicNotFoundError,
 )
+from msgstream.logs import fields, get_logger
 
 from ..log_client.store import (
     FIRST_ID,
@@ -79,7 +79,7 @@ from .holds import Holds
 from .retention import Page, RetentionPolicy, expired_pages
 from .wal import damaged_tails
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _U32 = struct.Struct(">I")
 _CHANNEL = struct.Struct(">IQ")
@@ -164,6 +164,8 @@ class RocksStore(LogStore):
                 "recovered",
             )
         self._full = False
+        self.last_deleted: dict[str, int] = {}
+        """Messages each channel lost in the last retention round (for metrics)."""
         """A write hit a full disk: RocksDB refuses every write after that until reopened."""
         self._lost: StoreError | None = None
         """Why the store is unusable, when reopening it after a full disk failed."""
@@ -229,7 +231,9 @@ class RocksStore(LogStore):
             raise self._lost from exc
         self._full = False
         log.warning(
-            "rocksmq store at %s reopened after its disk was full; writes resume", self.path
+            "rocksmq store at %s reopened after its disk was full; writes resume",
+            self.path,
+            extra=fields("rocksmq"),
         )
 
     def _put(self, key: bytes, value: bytes, doing: str) -> None:
@@ -610,6 +614,7 @@ class RocksStore(LogStore):
             return 0
         now = now_ms() if now is None else now
         deleted = 0
+        self.last_deleted = {}
         with self._lock:
             for channel, cid in list(self._cids.items()):
                 live = self._live_subscriptions(channel, cid, now)
@@ -630,12 +635,14 @@ class RocksStore(LogStore):
                 self._write(batch, f"retention on channel {channel!r}")
                 self._floor[cid] = max(self._floor.get(cid, FIRST_ID), doomed[-1].last_id + 1)
                 deleted += doomed[-1].last_id + 1 - doomed[0].first_id
+                self.last_deleted[channel] = doomed[-1].last_id + 1 - doomed[0].first_id
                 log.info(
                     "rocksmq retention: channel %r deleted ids %d..%d (%d pages)",
                     channel,
                     doomed[0].first_id,
                     doomed[-1].last_id,
                     len(doomed),
+                    extra=fields("rocksmq", channel),
                 )
         return deleted
 
@@ -683,6 +690,16 @@ class RocksStore(LogStore):
         if not self.read_only:
             self._db.compact_range(None, None)
 
+    def backlogs(self) -> dict[str, dict[str, int]]:
+        """Per channel, each subscription's backlog (messages not acknowledged)."""
+        result: dict[str, dict[str, int]] = {}
+        for channel in self.list_channels():
+            end = self.next_id(channel)
+            result[channel] = {
+                sub.name: max(end - sub.next_id, 0) for sub in self.list_subscriptions(channel)
+            }
+        return result
+
     def disk_usage(self) -> int:
         return int(self._db.property_int_value("rocksdb.total-sst-files-size") or 0)
 
@@ -723,6 +740,7 @@ def _log_expired(what: str, sub: StoredSubscription, channel: str, now: int) -> 
         sub.name,
         channel,
         now - sub.last_active_ms,
+        extra=fields("rocksmq", channel, sub.name),
     )
 
 
