@@ -18,7 +18,7 @@ from .errors import StreamStateError
 from .logs import fields, get_logger
 from .messages import TimeTickMsg
 from .pack import MsgPack
-from .scope import AsyncScope
+from .scope import AsyncScope, cancel_and_wait
 from .stream import MsgStream
 from .tso import TsoAllocator
 
@@ -110,10 +110,7 @@ class TimeTickEmitter(AsyncScope):
     async def stop(self, final_tick: bool = True) -> None:
         """Stop ticking; by default send one last tick covering everything acknowledged."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         if final_tick and not self.stream.closed:
             await self.tick()
 

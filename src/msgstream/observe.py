@@ -15,8 +15,8 @@ implementations here keep their work to counters and spans.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from .pack import MsgPack
@@ -194,90 +194,39 @@ class _Producers(ProduceProbe):
         return _Records([p.start() for p in self._probes])
 
 
-class _Consumers(ConsumeProbe):
-    def __init__(self, probes: list[ConsumeProbe]) -> None:
+_Probe = TypeVar("_Probe")
+
+
+def _fan_out(kind: type[_Probe], probes: list[_Probe]) -> _Probe:
+    """One ``kind`` probe passing every call of ``kind``'s methods on to each of ``probes``
+    (probe methods return nothing); a flag of ``kind`` (``wants_properties``) is on when
+    any probe's is."""
+    cls = _FAN_OUT_CLASSES.get(kind) or _FAN_OUT_CLASSES.setdefault(kind, _fan_out_class(kind))
+    fan_out: _Probe = cls(probes)
+    return fan_out
+
+
+_FAN_OUT_CLASSES: dict[type[Any], type[Any]] = {}
+
+
+def _fan_out_class(kind: type[Any]) -> type[Any]:
+    def forwarder(name: str) -> Callable[..., None]:
+        def forward(self: Any, *args: Any, **kwargs: Any) -> None:
+            for probe in self._probes:
+                getattr(probe, name)(*args, **kwargs)
+
+        forward.__name__ = name
+        return forward
+
+    def __init__(self: Any, probes: list[Any]) -> None:
         self._probes = probes
-        self.wants_properties = any(p.wants_properties for p in probes)
+        for flag in flags:
+            setattr(self, flag, any(getattr(p, flag) for p in probes))
 
-    def received(self, count: int, nbytes: int) -> None:
-        for p in self._probes:
-            p.received(count, nbytes)
-
-    def bad(self, error: BaseException) -> None:
-        for p in self._probes:
-            p.bad(error)
-
-    def late(self, policy: str) -> None:
-        for p in self._probes:
-            p.late(policy)
-
-    def acked(self) -> None:
-        for p in self._probes:
-            p.acked()
-
-    def received_properties(self, msg_id: bytes, properties: Mapping[str, str]) -> None:
-        for p in self._probes:
-            p.received_properties(msg_id, properties)
-
-
-class _Packs(PackProbe):
-    def __init__(self, probes: list[PackProbe]) -> None:
-        self._probes = probes
-
-    def consumed(self, pack: MsgPack) -> None:
-        for p in self._probes:
-            p.consumed(pack)
-
-
-class _Ticks(TickProbe):
-    def __init__(self, probes: list[TickProbe]) -> None:
-        self._probes = probes
-
-    def pack(self, messages: int, lag_s: float) -> None:
-        for p in self._probes:
-            p.pack(messages, lag_s)
-
-    def merged(self, packs: int) -> None:
-        for p in self._probes:
-            p.merged(packs)
-
-    def channel(self, channel: str, last_tick_s: float | None, buffered: int) -> None:
-        for p in self._probes:
-            p.channel(channel, last_tick_s, buffered)
-
-    def stalled(self, channel: str, behind_s: float | None) -> None:
-        for p in self._probes:
-            p.stalled(channel, behind_s)
-
-
-class _Stores(StoreProbe):
-    def __init__(self, probes: list[StoreProbe]) -> None:
-        self._probes = probes
-
-    def size(self, nbytes: int) -> None:
-        for p in self._probes:
-            p.size(nbytes)
-
-    def retention_deleted(self, channel: str, count: int) -> None:
-        for p in self._probes:
-            p.retention_deleted(channel, count)
-
-    def subscriptions(self, channel: str, backlogs: Mapping[str, int]) -> None:
-        for p in self._probes:
-            p.subscriptions(channel, backlogs)
-
-
-class _Bridges(BridgeProbe):
-    def __init__(self, probes: list[BridgeProbe]) -> None:
-        self._probes = probes
-
-    def batch(self, rows: int, seconds: float, *, redone: bool) -> None:
-        for p in self._probes:
-            p.batch(rows, seconds, redone=redone)
-
-    def committed(self) -> None:
-        for p in self._probes:
-            p.committed()
+    public = {name: value for name, value in vars(kind).items() if not name.startswith("_")}
+    flags = [name for name, value in public.items() if isinstance(value, bool)]
+    methods = {name: forwarder(name) for name, value in public.items() if callable(value)}
+    return type(f"_FanOut{kind.__name__}", (kind,), {"__init__": __init__, **methods})
 
 
 class _Combined(Instruments):
@@ -291,19 +240,21 @@ class _Combined(Instruments):
         return _Producers([i.produce_pack(backend) for i in self.parts])
 
     def consumer(self, backend: str, channel: str, subscription: str) -> ConsumeProbe:
-        return _Consumers([i.consumer(backend, channel, subscription) for i in self.parts])
+        return _fan_out(
+            ConsumeProbe, [i.consumer(backend, channel, subscription) for i in self.parts]
+        )
 
     def packs(self, backend: str, subscription: str) -> PackProbe:
-        return _Packs([i.packs(backend, subscription) for i in self.parts])
+        return _fan_out(PackProbe, [i.packs(backend, subscription) for i in self.parts])
 
     def ticks(self, backend: str, subscription: str) -> TickProbe:
-        return _Ticks([i.ticks(backend, subscription) for i in self.parts])
+        return _fan_out(TickProbe, [i.ticks(backend, subscription) for i in self.parts])
 
     def store(self, backend: str) -> StoreProbe:
-        return _Stores([i.store(backend) for i in self.parts])
+        return _fan_out(StoreProbe, [i.store(backend) for i in self.parts])
 
     def bridge(self, source: str) -> BridgeProbe:
-        return _Bridges([i.bridge(source) for i in self.parts])
+        return _fan_out(BridgeProbe, [i.bridge(source) for i in self.parts])
 
 
 def combine(*parts: Instruments | None) -> Instruments | None:

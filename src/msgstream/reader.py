@@ -13,7 +13,6 @@ the buffer as rows (:mod:`msgstream.rows`) and become message objects when taken
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,6 +25,7 @@ from .observe import ConsumeProbe
 from .plans import ReadyPlan
 from .position import MsgPosition
 from .rows import RowQueue, Rows
+from .scope import cancel_and_wait
 
 log = get_logger(__name__)
 
@@ -105,10 +105,7 @@ class ChannelReader:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     def clear(self) -> None:
         self.buffer.clear()

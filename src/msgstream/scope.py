@@ -7,8 +7,10 @@ the context-manager protocol itself lives here.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 
 class AsyncScope:
@@ -34,3 +36,12 @@ class AsyncScope:
     async def _exit(self, *, clean: bool) -> None:
         """End what the scope holds; ``clean`` is False when the body raised."""
         raise NotImplementedError
+
+
+async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
+    """Cancel a background task a part owns and wait until it has ended (its
+    ``CancelledError`` is the expected end, not an error); None does nothing."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Sequence
 from typing import Unpack
@@ -16,6 +15,7 @@ from .messages import TsMsg
 from .observe import TickProbe
 from .pack import MsgPack
 from .position import MsgPosition
+from .scope import cancel_and_wait
 from .stall import ChannelTickState, StallWatch
 from .stream import MsgStream, StreamOptions, check_buffer_sizes
 from .tso import parse_ts
@@ -203,10 +203,7 @@ class TtMsgStream(MsgStream):
 
     async def close(self) -> None:
         task, self._watch_task = self._watch_task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         await super().close()
 
     async def seek(self, positions: Sequence[MsgPosition], include_current: bool = True) -> None:

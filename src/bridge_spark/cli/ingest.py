@@ -42,6 +42,7 @@ from msgstream.cli.common import (
 from msgstream.cli.json_rows import read_schema_file
 from msgstream.config import Config
 from msgstream.schema import CollectionSchema
+from msgstream.scope import cancel_and_wait
 from msgstream.tso import parse_ts
 
 from ..batcher import BatcherProgress, MicroBatcher
@@ -227,9 +228,7 @@ class BatchProgress:
             try:
                 yield
             finally:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await cancel_and_wait(task)
                 self.update(batcher.progress)
 
 
