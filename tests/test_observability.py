@@ -464,10 +464,11 @@ def test_readme_metrics_reference_is_current() -> None:
     assert readme[start:end].strip() == metrics_reference_markdown().strip()
 
 
-@pytest.mark.parametrize("backend", ["memory", "rocksmq", "kafka"], indirect=True)
+@pytest.mark.parametrize("backend", ["memory", "rocksmq", "kafka", "pulsar"], indirect=True)
 async def test_peek_reads_one_message_by_id(backend: BackendHarness) -> None:
     """What inspect's time lag reads: a message by id, None once it is not there."""
-    from msgstream.backend import PeekClient
+    from msgstream.backend import MessageID, PeekClient
+    from msgstream.backends.pulsar.ids import PulsarMessageID
 
     client = backend.client()
     assert isinstance(client, PeekClient)
@@ -478,5 +479,8 @@ async def test_peek_reads_one_message_by_id(backend: BackendHarness) -> None:
     assert await client.peek(channel, first) == b"one"
     latest = await client.get_latest_msg_id(channel)
     assert latest == second
-    beyond = client.message_id_from_bytes(second.to_bytes()[:1] + (10**6).to_bytes(8, "big"))
+    if isinstance(second, PulsarMessageID):  # ledger and entry, not tag + int64
+        beyond: MessageID = PulsarMessageID(second.ledger, second.entry + 10**6)
+    else:
+        beyond = client.message_id_from_bytes(second.to_bytes()[:1] + (10**6).to_bytes(8, "big"))
     assert await client.peek(channel, beyond) is None

@@ -48,6 +48,16 @@ class PulsarAdmin:
             return None
         return PulsarMessageID(ledger, entry, int(found.get("batchIndex", -1)))
 
+    async def message(self, channel: str, msg_id: PulsarMessageID) -> bytes | None:
+        """The payload of one stored message (None when it is gone, or is one of several in
+        a batched entry: the admin API returns whole entries)."""
+        path = f"/{channel}/ledger/{msg_id.ledger}/entry/{msg_id.entry}"
+        found = await anyio.to_thread.run_sync(self._entry, path, channel)
+        if found is None:
+            return None
+        body, batched = found
+        return None if batched else body
+
     async def list_channels(self) -> list[str]:
         topics = await self._call("GET", "")
         return sorted(
@@ -86,11 +96,28 @@ class PulsarAdmin:
         return await anyio.to_thread.run_sync(self._request, method, path, channel)
 
     def _request(self, method: str, path: str, channel: str | None) -> Any:
+        body, _ = self._send(method, path, channel, self._headers)
+        return json.loads(body) if body.strip() else None
+
+    def _entry(self, path: str, channel: str) -> tuple[bytes, bool] | None:
+        """An entry's raw bytes and whether it is a batch of several messages; None when
+        the broker has no such entry (any other failure raises as every call does)."""
+        headers = {**self._headers, "Accept": "*/*"}
+        try:
+            body, reply_headers = self._send("GET", path, channel, headers)
+        except TopicNotFoundError:
+            return None  # the admin API answers 404 for a missing entry too
+        batched = int(reply_headers.get("X-Pulsar-num-batch-message", "1") or "1") > 1
+        return body, batched
+
+    def _send(
+        self, method: str, path: str, channel: str | None, headers: dict[str, str]
+    ) -> tuple[bytes, Any]:
         url = f"{self._base}{path}"
-        request = urllib.request.Request(url, method=method, headers=self._headers)
+        request = urllib.request.Request(url, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self._timeout, context=self._ssl) as reply:
-                body = reply.read()
+                return reply.read(), reply.headers
         except urllib.error.HTTPError as exc:
             reason = _reason(exc)
             if exc.code == 404 and channel is not None and "subscription" not in path:
@@ -118,7 +145,6 @@ class PulsarAdmin:
                 f"pulsar admin at {self.url} (pulsar.admin_url) cannot be reached: "
                 f"{method} {path or '/'}: {exc}"
             ) from exc
-        return json.loads(body) if body.strip() else None
 
 
 def _is_refused_permission(code: int, reason: str) -> bool:

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 from typing import Any
 
-from msgstream.backend import SubscriptionInfo
+from msgstream.backend import MessageID, SubscriptionInfo
 from msgstream.channels import validate_channel_name, validate_subscription_name
 from msgstream.config import MsgStreamConfig
 from msgstream.position import SubscriptionPosition
@@ -163,6 +163,16 @@ class PulsarClient(BrokerClient):
         self.check_open()
         validate_channel_name(channel)
         return await self.admin.last_message_id(channel)
+
+    async def peek(self, channel: str, msg_id: MessageID) -> bytes | None:
+        """One stored message by id, read through the admin API (no subscription)."""
+        self.check_open()
+        validate_channel_name(channel)
+        wanted = PulsarMessageID.parse(msg_id.to_bytes())
+        last = await self.admin.last_message_id(channel)
+        if last is None or (wanted.ledger, wanted.entry) > (last.ledger, last.entry):
+            return None  # not written yet (the admin API answers HTTP 500 for it)
+        return await self.admin.message(channel, wanted)
 
     async def list_channels(self) -> list[str]:
         self.check_open()
