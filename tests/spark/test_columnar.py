@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,8 +27,12 @@ from msgstream import (
     envelope,
 )
 from msgstream.bridge_spark import FrameBuilder, FrameKind, FrameSchema
+from msgstream.bridge_spark.clients import open_reader
 from msgstream.bridge_spark.columnar import BatchRefused, InsertColumns
+from msgstream.bridge_spark.cursor import SkipStats
+from msgstream.bridge_spark.slices import ChannelSlice, read_slice
 from msgstream.codec import ENVELOPE_SIZE
+from spark.data import rocksmq_config
 
 from .test_convert import ALL_TYPES, all_types_insert
 
@@ -239,3 +244,29 @@ def test_nulls_in_a_required_field_are_refused() -> None:
     assert columns.offer(*SOUND[0])
     with pytest.raises(BatchRefused, match="holds nulls"):
         columns.build()
+
+
+async def test_a_slice_skips_a_bad_insert_and_delivers_the_others(tmp_path: Path) -> None:
+    """A text that is not UTF-8 makes the batch fall back to decoding message by
+    message: the bad one is logged and counted, the two good ones delivered."""
+    from msgstream import TimeTickMsg, new_client
+
+    config = rocksmq_config(tmp_path / "store")
+    client = new_client(config)
+    producer = await client.create_producer("ch")
+    bad = BAD_BATCHES["text not UTF-8"][0]
+    tick = encode(TimeTickMsg(msg_id=1, timestamp=1000))
+    await producer.send_many([SOUND[0][0], bad, SOUND[2][0], tick])
+    await client.close()
+    reader = open_reader(config)
+    stats = SkipStats()
+    frame = FrameSchema(ALL_TYPES, FrameKind.CHANGES)
+    tables = [
+        t
+        async for t in read_slice(
+            reader.client, ChannelSlice("ch", None, 0, 1000), frame, "t", stats=stats
+        )
+    ]
+    await reader.client.close()
+    assert stats.undecodable == 1
+    assert [t.column("pk").to_pylist() for t in tables] == [[1, 2, 3, 7, 8, 9]]
