@@ -40,7 +40,15 @@ from .frames import (
 from .varlen import packed_array
 
 _INT64_MAX = np.uint64(2**63 - 1)
-_OPS = pa.array([OP_INSERT, OP_DELETE], pa.string())
+
+
+def _ops(index: int, rows: int) -> pa.Array:
+    """``rows`` copies of ``_op`` value ``index`` (insert 0, delete 1). Built on use, not
+    at import: any ``pa.array`` call imports pandas (0.15 s), which Spark's per-query
+    source runner process, importing this module but building no rows, need not pay."""
+    return pa.array([OP_INSERT, OP_DELETE], pa.string()).take(
+        pa.array(np.full(rows, index, np.int8))
+    )
 
 
 @dataclass(slots=True)
@@ -264,7 +272,7 @@ class FrameBuilder:
             if column.dtype is not None:
                 arrays.append(_field_array(column, self._fields[column.name], items, counts))
             elif column.name == OP:
-                arrays.append(_OPS.take(pa.array(np.zeros(total, np.int8))))
+                arrays.append(_ops(0, total))
             elif column.name == ROW_ID:
                 arrays.append(pa.array(np.concatenate([it.msg.row_ids for it in items])))
             else:
@@ -284,7 +292,7 @@ class FrameBuilder:
             elif column.dtype is not None or column.name == ROW_ID:
                 arrays.append(pa.nulls(total, column.type))
             elif column.name == OP:
-                arrays.append(_OPS.take(pa.array(np.ones(total, np.int8))))
+                arrays.append(_ops(1, total))
             else:
                 arrays.append(self._meta(column, items, counts))
         return pa.Table.from_arrays(arrays, schema=self.frame.arrow_schema)

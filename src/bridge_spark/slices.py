@@ -18,7 +18,7 @@ from typing import TypedDict, Unpack
 
 import pyarrow as pa
 
-from msgstream.backend import Client
+from msgstream.backend import Client, ConsumedMessage
 from msgstream.codec import decode, peek_header, peek_time_range
 from msgstream.config import Config
 from msgstream.errors import CodecError
@@ -27,6 +27,7 @@ from msgstream.plans import KIND_DML, kind_of
 from msgstream.tick_rules import SliceCut, Verdict
 
 from .clients import open_reader
+from .columnar import BatchRefused, InsertColumns
 from .convert import FrameBuilder
 from .cursor import (
     DEFAULT_TIMEOUT_S,
@@ -68,7 +69,7 @@ async def read_slice(
     channel = part.channel
     cursor = RawCursor(client, channel, reader_subscription(subscription), timeout_s)
     await cursor.open()
-    builder = FrameBuilder(frame)
+    rows = _SliceRows(frame, channel, stats)
     cut = SliceCut(part.begin, part.end)
     try:
         async for raws in cursor.read(part.start):
@@ -98,15 +99,9 @@ async def read_slice(
                         part.end,
                         extra=fields(channel=channel),
                     )
-                try:
-                    msg = decode(raw.payload)
-                except CodecError as exc:
-                    log_undecodable(channel, raw, exc, stats)
-                    continue
-                builder.add(msg, channel)
-                if builder.rows >= batch_rows:
-                    yield builder.build()
-                    builder.clear()
+                rows.add(raw)
+                if rows.count >= batch_rows:
+                    yield rows.build()
             if cut.closed:
                 break
         if not cut.closed:
@@ -115,10 +110,60 @@ async def read_slice(
                 f"{part.start.hex() if part.start else 'earliest'}; the slice "
                 f"({part.begin}, {part.end}] cannot be completed (deleted by retention?)"
             )
-        if builder.rows:
-            yield builder.build()
+        if rows.count:
+            yield rows.build()
     finally:
         await cursor.close()
+
+
+class _SliceRows:
+    """The DML messages of a slice kept so far: Inserts that fit the columnar fast path
+    (:mod:`~bridge_spark.columnar`) as payloads, every other message decoded into a
+    :class:`FrameBuilder`."""
+
+    def __init__(self, frame: FrameSchema, channel: str, stats: SkipStats) -> None:
+        self.channel = channel
+        self.stats = stats
+        self.columns = InsertColumns(frame)
+        self.builder = FrameBuilder(frame)
+        self._raws: list[ConsumedMessage] = []
+        """The messages the columns hold, to decode them one by one if refused."""
+
+    @property
+    def count(self) -> int:
+        return self.columns.rows + self.builder.rows
+
+    def add(self, raw: ConsumedMessage) -> None:
+        if self.columns.offer(raw.payload, self.channel):
+            self._raws.append(raw)
+        else:
+            self._decode(raw)
+
+    def _decode(self, raw: ConsumedMessage) -> None:
+        try:
+            msg = decode(raw.payload)
+        except CodecError as exc:
+            log_undecodable(self.channel, raw, exc, self.stats)
+            return
+        self.builder.add(msg, self.channel)
+
+    def build(self) -> pa.Table:
+        """Everything kept so far as one table (then forgotten)."""
+        tables = []
+        if self.columns.rows:
+            try:
+                tables.append(self.columns.build())
+            except BatchRefused as exc:
+                log.debug("channel %r: decoding %d messages one by one (%s)", self.channel,
+                          len(self._raws), exc)  # fmt: skip
+                for raw in self._raws:
+                    self._decode(raw)
+        self.columns.clear()
+        self._raws.clear()
+        if self.builder.rows or not tables:
+            tables.append(self.builder.build())
+            self.builder.clear()
+        return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
 
 class SliceOptions(TypedDict, total=False):

@@ -60,7 +60,7 @@ def packed_array(
     if mask is not None:
         null = null | mask
     if kind is PackedKind.JSON:
-        null = null | _null_texts(np.frombuffer(data, np.uint8), offsets, sizes)
+        null = null | null_texts(np.frombuffer(data, np.uint8), offsets, sizes)
     validity = None
     null_count = int(null.sum())
     if null_count:
@@ -73,7 +73,7 @@ def packed_array(
     )
 
 
-def _null_texts(
+def null_texts(
     raw: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.bool_]:
     """Rows whose JSON text is ``null``."""

@@ -243,16 +243,19 @@ def unpack(
 
 
 def _check_json(offsets: I64Array, data: memoryview, where: str) -> None:
-    """Every row's text is one JSON value: the texts joined by commas parse as an array
-    whose elements start where the rows do."""
-    rows = len(offsets) - 1
-    commas = offsets[1:-1]
-    inner = np.insert(np.frombuffer(data, np.uint8), commas, _COMMA)
+    """Every row's text is one JSON value: each parses on its own (one ``orjson`` call
+    per row, from C; the numpy passes this took before cost ~100 us per message of a few
+    rows). On failure, the texts joined by commas tell which error it is: not JSON at
+    all, or JSON cut at other places than the offsets."""
+    raw = bytes(data)
+    bounds = offsets.tolist()
+    pieces = list(map(raw.__getitem__, map(slice, bounds[:-1], bounds[1:])))
     try:
-        parsed = orjson.loads(b"[" + inner.tobytes() + b"]")
-    except orjson.JSONDecodeError as exc:
-        raise DecodeError(f"{where}: the rows are not JSON texts: {exc}") from None
-    if len(parsed) != rows or not np.array_equal(
-        split_json_array(inner), commas + np.arange(rows - 1)
-    ):
-        raise DecodeError(f"{where}: the offsets do not cut one JSON text per row")
+        for _ in map(orjson.loads, pieces):
+            pass
+    except orjson.JSONDecodeError:
+        try:
+            orjson.loads(b"[" + b",".join(pieces) + b"]")
+        except orjson.JSONDecodeError as exc:
+            raise DecodeError(f"{where}: the rows are not JSON texts: {exc}") from None
+        raise DecodeError(f"{where}: the offsets do not cut one JSON text per row") from None

@@ -1,0 +1,387 @@
+"""Insert payloads straight to Arrow columns, many messages at once.
+
+A Spark task reads thousands of small Insert messages (tens of rows each). Decoding each
+into an :class:`~msgstream.messages.InsertMsg` costs tens of numpy and Python calls per
+message and column -- the per-message cost that dominated a slice read. An
+:class:`InsertColumns` instead notes, per message, only where its buffers lie (one
+``orjson`` parse of the small JSON body, a few integer checks), and :meth:`build` joins
+each column's buffers of every message with one ``bytes.join`` and checks them in whole
+numpy / Arrow passes: the row timestamps against the envelopes' time ranges, the packed
+offsets, UTF-8 text (Arrow's full validation), JSON texts (one parse of all rows).
+
+It is strict exactly where :func:`msgstream.codec.decode` is, by construction: a payload
+that does not fit the fast path (another codec version or type, another collection, a
+field missing or of another type, a bad checksum, a malformed reference) is refused by
+:meth:`offer`, and a batch that fails any whole-batch check raises :class:`BatchRefused`;
+the caller then decodes those payloads one by one, which reports the precise error (and
+a :class:`~bridge_spark.errors.SchemaMismatchError` for a message that does not fit the
+frame). The rows come out as :class:`~bridge_spark.convert.FrameBuilder` builds them.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+import pyarrow as pa
+
+from msgstream import envelope
+from msgstream.codec import DEFAULT_MAX_MESSAGE_BYTES, MAGIC, VERSION
+from msgstream.errors import DecodeError
+from msgstream.messages import MsgType
+from msgstream.packed import _check_json  # unpack()'s own JSON check, on many messages
+from msgstream.schema import DataType, FieldSchema
+
+from .frames import CHANNEL, MSG_ID, OP, OP_INSERT, PARTITION, ROW_ID, TS, FrameSchema
+from .varlen import null_texts
+
+_INSERT = int(MsgType.INSERT)
+_HEAD = envelope.STRUCT
+_SIZE = envelope.SIZE
+_CRC_AT = envelope.CRC_OFFSET
+(_MAGIC, _VERSION, _TYPE, _MSG_ID, _TIMESTAMP, _BEGIN, _END, _JSON_LEN, _CRC) = map(
+    envelope.index,
+    ("magic", "version", "msg_type", "msg_id", "timestamp", "begin_ts", "end_ts", "json_len",
+     "crc"),
+)  # fmt: skip
+_INT64_MAX = np.uint64(2**63 - 1)
+_INT32_MAX = 2**31 - 1
+_PACKED = (DataType.VARCHAR, DataType.JSON, DataType.BINARY)
+
+
+class BatchRefused(Exception):
+    """A whole-batch check failed: decode the batch's payloads one by one instead."""
+
+
+@dataclass(slots=True)
+class _Column:
+    """One schema field's buffers, message by message."""
+
+    spec: FieldSchema
+    item: np.dtype[Any] | None
+    """The numpy type of a numeric or vector column; None for varchar, JSON, binary."""
+    width: int
+    """Bytes per row of a numeric or vector column."""
+    values: list[memoryview] = field(default_factory=list)
+    """Numeric and vector: the values; packed: the data buffers."""
+    offsets: list[memoryview] = field(default_factory=list)
+    nulls: list[memoryview | None] = field(default_factory=list)
+    valid: list[memoryview | None] = field(default_factory=list)
+
+    def clear(self) -> None:
+        self.values.clear()
+        self.offsets.clear()
+        self.nulls.clear()
+        self.valid.clear()
+
+
+def _ref(ref: Any, area: int, nbytes: int | None) -> tuple[int, int] | None:
+    """``(offset, size)`` of a buffer reference lying inside an ``area``-byte buffer
+    area, of exactly ``nbytes`` bytes unless that is None; None if malformed."""
+    if type(ref) is not dict:
+        return None
+    offset, size = ref.get("o"), ref.get("n")
+    if type(offset) is not int or type(size) is not int or offset < 0 or size < 0:
+        return None
+    if (nbytes is not None and size != nbytes) or offset + size > area:
+        return None
+    return offset, size
+
+
+class InsertColumns:
+    """Collects Insert payloads of one frame and builds their rows as one Arrow table."""
+
+    def __init__(self, frame: FrameSchema, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        self.frame = frame
+        self.max_bytes = max_bytes
+        self.enabled = frame.kind.has_inserts
+        self._columns = {
+            f.name: _Column(
+                f,
+                None if f.dtype.numpy_dtype is None else np.dtype(f.dtype.numpy_dtype),
+                0 if f.dtype.numpy_dtype is None
+                else np.dtype(f.dtype.numpy_dtype).itemsize * (f.dim or 1),
+            )
+            for f in frame.collection.fields
+        }  # fmt: skip
+        self._payloads: list[bytes] = []
+        self._row_ids: list[memoryview] = []
+        self._stamps: list[memoryview] = []
+        self._counts: list[int] = []
+        self._msg_ids: list[int] = []
+        self._ranges: list[tuple[int, int]] = []
+        self._channel: list[int] = []
+        self._partition: list[int] = []
+        self._channels: dict[str, int] = {}
+        self._partitions: dict[str, int] = {}
+        self.rows = 0
+
+    @property
+    def payloads(self) -> list[bytes]:
+        """The payloads collected since the last :meth:`clear` (to decode them one by one
+        when :meth:`build` refuses the batch)."""
+        return self._payloads
+
+    def clear(self) -> None:
+        for column in self._columns.values():
+            column.clear()
+        for part in (self._payloads, self._row_ids, self._stamps, self._counts, self._msg_ids,
+                     self._ranges, self._channel, self._partition):  # fmt: skip
+            part.clear()
+        self.rows = 0
+
+    def offer(self, payload: bytes, channel: str) -> bool:
+        """Take an Insert payload of the frame's collection read from ``channel``; False
+        (nothing taken) for any other payload, or one that does not fit the fast path."""
+        if not self.enabled:
+            return False
+        size = len(payload)
+        if type(payload) is not bytes or not _SIZE <= size <= self.max_bytes:
+            return False
+        head = _HEAD.unpack_from(payload)
+        if (
+            head[_MAGIC] != MAGIC
+            or head[_VERSION] != VERSION
+            or head[_TYPE] != _INSERT
+            or head[_TIMESTAMP] == 0
+        ):
+            return False
+        base = _SIZE + head[_JSON_LEN]
+        if base > size:
+            return False
+        view = memoryview(payload)
+        if zlib.crc32(view[_SIZE:], zlib.crc32(view[:_CRC_AT])) != head[_CRC]:
+            return False
+        try:
+            body = orjson.loads(view[_SIZE:base])
+        except orjson.JSONDecodeError:
+            return False
+        taken = self._take(body, view, base, size - base)
+        if taken is None:
+            return False
+        rows, partition = taken
+        self._payloads.append(payload)
+        self._counts.append(rows)
+        self._msg_ids.append(head[_MSG_ID])
+        self._ranges.append((head[_BEGIN], head[_END]))
+        self._channel.append(_index(self._channels, channel))
+        self._partition.append(_index(self._partitions, partition))
+        self.rows += rows
+        return True
+
+    def _take(self, body: Any, view: memoryview, base: int, area: int) -> tuple[int, str] | None:
+        """Note the buffers of one body (all or nothing); ``(rows, partition)``."""
+        if type(body) is not dict or body.get("collection_name") != self.frame.name:
+            return None
+        rows, partition, fields = body.get("rows"), body.get("partition_name"), body.get("fields")
+        if type(rows) is not int or rows <= 0 or type(partition) is not str:
+            return None
+        if type(fields) is not list or len(fields) != len(self._columns):
+            return None
+        row_ids = _ref(body.get("row_ids"), area, rows * 8)
+        stamps = _ref(body.get("row_timestamps"), area, rows * 8)
+        if row_ids is None or stamps is None:
+            return None
+        found: list[tuple[_Column, memoryview, memoryview | None, Any, Any]] = []
+        for spec in fields:
+            noted = self._field(spec, rows, view, base, area)
+            if noted is None:
+                return None
+            found.append(noted)
+        if len({id(f[0]) for f in found}) != len(found):
+            return None  # a field twice (and so another missing)
+        for column, values, offsets, nulls, valid in found:
+            column.values.append(values)
+            if offsets is not None:
+                column.offsets.append(offsets)
+                column.nulls.append(nulls)
+            column.valid.append(valid)
+        self._row_ids.append(view[base + row_ids[0] : base + row_ids[0] + row_ids[1]])
+        self._stamps.append(view[base + stamps[0] : base + stamps[0] + stamps[1]])
+        return rows, partition
+
+    def _field(
+        self, spec: Any, rows: int, view: memoryview, base: int, area: int
+    ) -> tuple[_Column, memoryview, memoryview | None, Any, Any] | None:
+        if type(spec) is not dict:
+            return None
+        name = spec.get("name")
+        column = self._columns.get(name) if type(name) is str else None
+        if column is None:
+            return None
+        schema = column.spec
+        if spec.get("dtype") != schema.dtype.value or spec.get("rows") != rows:
+            return None
+        if spec.get("dim") != schema.dim:
+            return None
+        valid = None
+        if "valid" in spec:
+            ref = _ref(spec["valid"], area, rows)
+            if ref is None:
+                return None
+            valid = view[base + ref[0] : base + ref[0] + rows]
+        if column.item is not None:
+            ref = _ref(spec.get("buf"), area, rows * column.width)
+            if ref is None:
+                return None
+            return column, view[base + ref[0] : base + ref[0] + ref[1]], None, None, valid
+        offs = _ref(spec.get("offs"), area, (rows + 1) * 8)
+        data = _ref(spec.get("data"), area, None)
+        if offs is None or data is None:
+            return None
+        nulls = None
+        if "nulls" in spec:
+            ref = _ref(spec["nulls"], area, rows)
+            if ref is None:
+                return None
+            nulls = view[base + ref[0] : base + ref[0] + rows]
+        return (
+            column,
+            view[base + data[0] : base + data[0] + data[1]],
+            view[base + offs[0] : base + offs[0] + offs[1]],
+            nulls,
+            valid,
+        )
+
+    # --- building -------------------------------------------------------------------------
+    def build(self) -> pa.Table:
+        """The collected rows (in the frame's schema); :class:`BatchRefused` if a
+        whole-batch check fails."""
+        counts = np.array(self._counts, np.int64)
+        total = int(counts.sum())
+        starts = np.zeros(len(counts), np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+        stamps = np.frombuffer(b"".join(self._stamps), "<u8")
+        ranges = np.array(self._ranges, np.uint64).reshape(-1, 2)
+        if not (
+            (np.minimum.reduceat(stamps, starts) == ranges[:, 0]).all()
+            and (np.maximum.reduceat(stamps, starts) == ranges[:, 1]).all()
+        ):
+            raise BatchRefused("a message's row timestamps are not its envelope's time range")
+        if stamps.max() > _INT64_MAX:
+            raise BatchRefused("a row timestamp does not fit a signed 64-bit long")
+        arrays: list[pa.Array] = []
+        for column in self.frame.columns:
+            name = column.name
+            if column.dtype is not None:
+                arrays.append(self._field_array(self._columns[name], column.type, counts, total))
+            elif name == OP:
+                arrays.append(pa.array([OP_INSERT], pa.string()).take(np.zeros(total, np.int8)))
+            elif name == ROW_ID:
+                arrays.append(pa.array(np.frombuffer(b"".join(self._row_ids), "<i8")))
+            elif name == TS:
+                arrays.append(pa.array(stamps.view(np.int64)))
+            elif name == MSG_ID:
+                arrays.append(pa.array(np.repeat(np.array(self._msg_ids, np.int64), counts)))
+            elif name == CHANNEL:
+                arrays.append(_lookup(self._channels, self._channel, counts))
+            elif name == PARTITION:
+                arrays.append(_lookup(self._partitions, self._partition, counts))
+            else:
+                raise AssertionError(f"unexpected metadata column {name!r}")
+        return pa.Table.from_arrays(arrays, schema=self.frame.arrow_schema)
+
+    def _field_array(
+        self, column: _Column, arrow_type: pa.DataType, counts: npt.NDArray[np.int64], total: int
+    ) -> pa.Array:
+        spec = column.spec
+        null = _joined_mask(column.valid, counts, invert=True)
+        if column.item is None:
+            return self._packed_array(column, arrow_type, counts, total, null)
+        if null is not None and not spec.nullable:
+            raise BatchRefused(f"field {spec.name!r} holds nulls")
+        values = np.frombuffer(b"".join(column.values), column.item)
+        mask = None if null is None else pa.array(null)
+        if spec.dtype.is_vector:
+            dim = spec.dim or 0
+            offsets = pa.array(np.arange(0, (total + 1) * dim, dim, dtype=np.int32))
+            return pa.ListArray.from_arrays(offsets, pa.array(values), type=arrow_type, mask=mask)
+        return pa.array(values, type=arrow_type, mask=null)
+
+    def _packed_array(
+        self,
+        column: _Column,
+        arrow_type: pa.DataType,
+        counts: npt.NDArray[np.int64],
+        total: int,
+        null: npt.NDArray[np.bool_] | None,
+    ) -> pa.Array:
+        """A varchar, JSON or binary column from every message's offsets and data,
+        checked as :func:`msgstream.packed.unpack` checks each message's."""
+        spec = column.spec
+        offsets = np.frombuffer(b"".join(column.offsets), "<i8")
+        sizes = np.fromiter(map(len, column.values), np.int64, len(counts))
+        lasts = np.cumsum(counts + 1) - 1
+        firsts = lasts - counts
+        if not ((offsets[firsts] == 0).all() and (offsets[lasts] == sizes).all()):
+            raise BatchRefused(f"field {spec.name!r}: offsets do not span their buffer")
+        steps = np.diff(offsets)
+        lengths = np.delete(steps, lasts[:-1])  # drop the steps between two messages
+        if (lengths < 0).any():
+            raise BatchRefused(f"field {spec.name!r}: offsets decrease")
+        whole = np.zeros(total + 1, np.int64)
+        np.cumsum(lengths, out=whole[1:])
+        if whole[-1] > _INT32_MAX:
+            raise BatchRefused(f"field {spec.name!r}: more than 2 GiB of values in one batch")
+        data = b"".join(column.values)
+        packed_nulls = _joined_mask(column.nulls, counts, invert=False)
+        if packed_nulls is not None:
+            null = packed_nulls if null is None else null | packed_nulls
+        if spec.dtype is DataType.JSON:
+            try:
+                _check_json(whole, memoryview(data), f"field {spec.name!r}")
+            except DecodeError as exc:
+                raise BatchRefused(str(exc)) from None
+            texts = null_texts(np.frombuffer(data, np.uint8), whole, lengths)
+            null = texts if null is None else null | texts
+        null_count = 0 if null is None else int(null.sum())
+        if null_count and not spec.nullable:
+            raise BatchRefused(f"field {spec.name!r} holds nulls")
+        validity = None
+        if null is not None and null_count:
+            validity = pa.py_buffer(np.packbits(~null, bitorder="little"))
+        array = pa.Array.from_buffers(
+            arrow_type,
+            total,
+            [validity, pa.py_buffer(whole.astype(np.int32)), pa.py_buffer(data)],
+            null_count=null_count,
+        )
+        if spec.dtype is DataType.VARCHAR:
+            try:
+                array.validate(full=True)  # every row's text is UTF-8 on its own
+            except pa.ArrowInvalid as exc:
+                raise BatchRefused(f"field {spec.name!r}: {exc}") from None
+        return array
+
+
+def _index(names: dict[str, int], name: str) -> int:
+    index = names.get(name)
+    if index is None:
+        index = names[name] = len(names)
+    return index
+
+
+def _lookup(names: dict[str, int], per_msg: list[int], counts: npt.NDArray[np.int64]) -> pa.Array:
+    indices = np.repeat(np.array(per_msg, np.int32), counts)
+    return pa.array(list(names), pa.string()).take(indices)
+
+
+def _joined_mask(
+    parts: list[memoryview | None], counts: npt.NDArray[np.int64], *, invert: bool
+) -> npt.NDArray[np.bool_] | None:
+    """The messages' byte masks joined as one null mask (True = null): null masks as
+    they are, validity masks (``invert``: nonzero = valid) inverted; a message without a
+    mask has no nulls. None: no message has a mask."""
+    if all(p is None for p in parts):
+        return None
+    filler = b"\x01" if invert else b"\x00"
+    joined = b"".join(
+        filler * n if p is None else p for p, n in zip(parts, counts.tolist(), strict=True)
+    )
+    raw = np.frombuffer(joined, np.uint8)
+    mask: npt.NDArray[np.bool_] = raw == 0 if invert else raw != 0
+    return mask
