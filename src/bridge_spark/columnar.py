@@ -20,7 +20,6 @@ frame). The rows come out as :class:`~bridge_spark.convert.FrameBuilder` builds 
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,24 +29,20 @@ import orjson
 import pyarrow as pa
 
 from msgstream import envelope
-from msgstream.codec import DEFAULT_MAX_MESSAGE_BYTES, MAGIC, VERSION
+from msgstream.codec import DEFAULT_MAX_MESSAGE_BYTES, VERSION, intact_envelope
 from msgstream.errors import DecodeError
 from msgstream.messages import MsgType
-from msgstream.packed import _check_json  # unpack()'s own JSON check, on many messages
+from msgstream.packed import check_json  # unpack()'s own JSON check, on many messages
 from msgstream.schema import DataType, FieldSchema
 
 from .frames import CHANNEL, MSG_ID, OP, OP_INSERT, PARTITION, ROW_ID, TS, FrameSchema
 from .varlen import null_texts
 
 _INSERT = int(MsgType.INSERT)
-_HEAD = envelope.STRUCT
 _SIZE = envelope.SIZE
-_CRC_AT = envelope.CRC_OFFSET
-(_MAGIC, _VERSION, _TYPE, _MSG_ID, _TIMESTAMP, _BEGIN, _END, _JSON_LEN, _CRC) = map(
-    envelope.index,
-    ("magic", "version", "msg_type", "msg_id", "timestamp", "begin_ts", "end_ts", "json_len",
-     "crc"),
-)  # fmt: skip
+(_VERSION, _TYPE, _MSG_ID, _TIMESTAMP, _BEGIN, _END) = map(
+    envelope.index, ("version", "msg_type", "msg_id", "timestamp", "begin_ts", "end_ts")
+)
 _INT64_MAX = np.uint64(2**63 - 1)
 _INT32_MAX = 2**31 - 1
 _PACKED = (DataType.VARCHAR, DataType.JSON, DataType.BINARY)
@@ -142,20 +137,13 @@ class InsertColumns:
         size = len(payload)
         if type(payload) is not bytes or not _SIZE <= size <= self.max_bytes:
             return False
-        head = _HEAD.unpack_from(payload)
-        if (
-            head[_MAGIC] != MAGIC
-            or head[_VERSION] != VERSION
-            or head[_TYPE] != _INSERT
-            or head[_TIMESTAMP] == 0
-        ):
+        intact = intact_envelope(payload)
+        if intact is None:
             return False
-        base = _SIZE + head[_JSON_LEN]
-        if base > size:
+        head, base = intact
+        if head[_VERSION] != VERSION or head[_TYPE] != _INSERT or head[_TIMESTAMP] == 0:
             return False
         view = memoryview(payload)
-        if zlib.crc32(view[_SIZE:], zlib.crc32(view[:_CRC_AT])) != head[_CRC]:
-            return False
         try:
             body = orjson.loads(view[_SIZE:base])
         except orjson.JSONDecodeError:
@@ -333,7 +321,7 @@ class InsertColumns:
             null = packed_nulls if null is None else null | packed_nulls
         if spec.dtype is DataType.JSON:
             try:
-                _check_json(whole, memoryview(data), f"field {spec.name!r}")
+                check_json(whole, memoryview(data), f"field {spec.name!r}")
             except DecodeError as exc:
                 raise BatchRefused(str(exc)) from None
             texts = null_texts(np.frombuffer(data, np.uint8), whole, lengths)

@@ -12,7 +12,6 @@ Insert/Delete bodies decoded.
 from __future__ import annotations
 
 import bisect
-import zlib
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,9 +19,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from msgstream import envelope
 from msgstream.backend import Client, ConsumedMessage, MessageID
-from msgstream.codec import ENVELOPE_SIZE, READABLE_VERSIONS, decode, peek_time_range
+from msgstream.codec import ENVELOPE_SIZE, decode, intact_envelope, peek_time_range
 from msgstream.errors import CodecError
 from msgstream.logs import get_logger
 from msgstream.messages import CreateCollectionMsg, DeleteMsg, InsertMsg, MsgType
@@ -40,9 +38,6 @@ _TICK = int(MsgType.TIME_TICK)
 _INSERT = int(MsgType.INSERT)
 _DELETE = int(MsgType.DELETE)
 _CREATE = int(MsgType.CREATE_COLLECTION)
-_ENVELOPE = envelope.STRUCT
-_CRC_AT = envelope.CRC_OFFSET
-_VERSION, _JSON_LEN, _CRC = map(envelope.index, ("version", "json_len", "crc"))
 
 MAX_SCAN_MESSAGES = 1_000_000
 """Per channel and call, the planner stops at the first tick after this many messages
@@ -101,17 +96,12 @@ class RowFilter:
 
 def _body_rows(payload: bytes) -> tuple[str, int] | None:
     """``(collection, rows)`` as a checksummed DML body says them; None if it does not."""
-    if len(payload) < ENVELOPE_SIZE:
+    intact = intact_envelope(payload)
+    if intact is None:
         return None
-    head = _ENVELOPE.unpack_from(payload)
-    body_end = ENVELOPE_SIZE + head[_JSON_LEN]
-    if head[_VERSION] not in READABLE_VERSIONS or body_end > len(payload):
-        return None
-    view = memoryview(payload)
-    if zlib.crc32(view[ENVELOPE_SIZE:], zlib.crc32(view[:_CRC_AT])) != head[_CRC]:
-        return None
+    _, body_end = intact
     try:
-        body = orjson.loads(view[ENVELOPE_SIZE:body_end])
+        body = orjson.loads(memoryview(payload)[ENVELOPE_SIZE:body_end])
     except orjson.JSONDecodeError:
         return None
     if type(body) is not dict:

@@ -172,6 +172,31 @@ def _unpack_envelope(data: bytes) -> tuple[Any, ...]:
     return head
 
 
+def intact_envelope(data: bytes) -> tuple[tuple[Any, ...], int] | None:
+    """The envelope's fields and where the JSON body ends, if ``data`` is an intact payload
+    (magic, a readable version, its announced length, its checksum); None otherwise. The
+    non-raising check for readers with a fast path of their own (the Spark bridge), which
+    send everything else through :func:`decode` for its error."""
+    if len(data) < ENVELOPE_SIZE:
+        return None
+    head = _ENVELOPE.unpack_from(data)
+    body_end = ENVELOPE_SIZE + head[_JSON_LEN]
+    if (
+        head[_MAGIC] != MAGIC
+        or head[_VERSION] not in READABLE_VERSIONS
+        or body_end > len(data)
+        or not _checksum_holds(memoryview(data), head)
+    ):
+        return None
+    return head, body_end
+
+
+def _checksum_holds(view: memoryview, head: tuple[Any, ...]) -> bool:
+    """The envelope's crc32 covers the fields before it and everything after the envelope."""
+    crc = zlib.crc32(view[ENVELOPE_SIZE:], zlib.crc32(view[: envelope.CRC_OFFSET]))
+    return bool(crc == head[_CRC])
+
+
 def peek_header(data: bytes) -> tuple[int, int, int, int]:
     """``(msg_type, msg_id, timestamp, source_id)`` without decoding the body."""
     found: tuple[int, int, int, int] = _header_of(_unpack_envelope(data))
@@ -210,7 +235,7 @@ def _decode(data: bytes, registry: MessageRegistry, max_bytes: int) -> tuple[TsM
             f"body of {json_len} bytes announced, {size - ENVELOPE_SIZE} present (truncated)"
         )
     view = memoryview(data)
-    if zlib.crc32(view[ENVELOPE_SIZE:], zlib.crc32(view[: envelope.CRC_OFFSET])) != head[_CRC]:
+    if not _checksum_holds(view, head):
         raise DecodeError("checksum mismatch (corrupt or truncated payload)")
     cls = registry.lookup(msg_type)
     if cls is None:

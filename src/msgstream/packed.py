@@ -238,11 +238,11 @@ def unpack(
         if bool(((raw[starts] & 0xC0) == 0x80).any()):
             raise DecodeError(f"{where}: an offset cuts a UTF-8 character")
     elif kind is PackedKind.JSON and len(offsets) > 1:
-        _check_json(offsets, data, where)
+        check_json(offsets, data, where)
     return PackedValues(kind, offsets, data, nulls)
 
 
-def _check_json(offsets: I64Array, data: memoryview, where: str) -> None:
+def check_json(offsets: I64Array, data: memoryview, where: str) -> None:
     """Every row's text is one JSON value: each parses on its own (one ``orjson`` call
     per row, from C; the numpy passes this took before cost ~100 us per message of a few
     rows). On failure, the texts joined by commas tell which error it is: not JSON at
