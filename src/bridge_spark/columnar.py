@@ -74,9 +74,12 @@ class _Column:
         self.valid.clear()
 
 
-def _ref(ref: Any, area: int, nbytes: int | None) -> tuple[int, int] | None:
-    """``(offset, size)`` of a buffer reference lying inside an ``area``-byte buffer
-    area, of exactly ``nbytes`` bytes unless that is None; None if malformed."""
+def _buffer(
+    ref: Any, view: memoryview, base: int, area: int, nbytes: int | None
+) -> memoryview | None:
+    """The bytes a buffer reference ``{"o": offset, "n": size}`` points at in the buffer
+    area starting at ``base`` (``area`` bytes long), exactly ``nbytes`` of them unless that
+    is None; None if the reference is malformed or reaches outside the area."""
     if type(ref) is not dict:
         return None
     offset, size = ref.get("o"), ref.get("n")
@@ -84,7 +87,7 @@ def _ref(ref: Any, area: int, nbytes: int | None) -> tuple[int, int] | None:
         return None
     if (nbytes is not None and size != nbytes) or offset + size > area:
         return None
-    return offset, size
+    return view[base + offset : base + offset + size]
 
 
 class InsertColumns:
@@ -170,8 +173,8 @@ class InsertColumns:
             return None
         if type(fields) is not list or len(fields) != len(self._columns):
             return None
-        row_ids = _ref(body.get("row_ids"), area, rows * 8)
-        stamps = _ref(body.get("row_timestamps"), area, rows * 8)
+        row_ids = _buffer(body.get("row_ids"), view, base, area, rows * 8)
+        stamps = _buffer(body.get("row_timestamps"), view, base, area, rows * 8)
         if row_ids is None or stamps is None:
             return None
         found: list[tuple[_Column, memoryview, memoryview | None, Any, Any]] = []
@@ -188,8 +191,8 @@ class InsertColumns:
                 column.offsets.append(offsets)
                 column.nulls.append(nulls)
             column.valid.append(valid)
-        self._row_ids.append(view[base + row_ids[0] : base + row_ids[0] + row_ids[1]])
-        self._stamps.append(view[base + stamps[0] : base + stamps[0] + stamps[1]])
+        self._row_ids.append(row_ids)
+        self._stamps.append(stamps)
         return rows, partition
 
     def _field(
@@ -208,32 +211,22 @@ class InsertColumns:
             return None
         valid = None
         if "valid" in spec:
-            ref = _ref(spec["valid"], area, rows)
-            if ref is None:
+            valid = _buffer(spec["valid"], view, base, area, rows)
+            if valid is None:
                 return None
-            valid = view[base + ref[0] : base + ref[0] + rows]
         if column.item is not None:
-            ref = _ref(spec.get("buf"), area, rows * column.width)
-            if ref is None:
-                return None
-            return column, view[base + ref[0] : base + ref[0] + ref[1]], None, None, valid
-        offs = _ref(spec.get("offs"), area, (rows + 1) * 8)
-        data = _ref(spec.get("data"), area, None)
+            values = _buffer(spec.get("buf"), view, base, area, rows * column.width)
+            return None if values is None else (column, values, None, None, valid)
+        offs = _buffer(spec.get("offs"), view, base, area, (rows + 1) * 8)
+        data = _buffer(spec.get("data"), view, base, area, None)
         if offs is None or data is None:
             return None
         nulls = None
         if "nulls" in spec:
-            ref = _ref(spec["nulls"], area, rows)
-            if ref is None:
+            nulls = _buffer(spec["nulls"], view, base, area, rows)
+            if nulls is None:
                 return None
-            nulls = view[base + ref[0] : base + ref[0] + rows]
-        return (
-            column,
-            view[base + data[0] : base + data[0] + data[1]],
-            view[base + offs[0] : base + offs[0] + offs[1]],
-            nulls,
-            valid,
-        )
+        return column, data, offs, nulls, valid
 
     # --- building -------------------------------------------------------------------------
     def build(self) -> pa.Table:

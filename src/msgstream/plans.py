@@ -108,24 +108,6 @@ class Plan:
         (channel, subscription)."""
         raise NotImplementedError
 
-    def build_many(
-        self,
-        msg_ids: list[int],
-        stamps: list[int],
-        sources: list[int],
-        payloads: list[bytes],
-        ats: list[Any],
-        where: Where,
-    ) -> list[TsMsg]:
-        """:meth:`build` for each row of these columns."""
-        build = self.build
-        return [
-            build(msg_id, stamp, source, payload, at, where)
-            for msg_id, stamp, source, payload, at in zip(
-                msg_ids, stamps, sources, payloads, ats, strict=True
-            )
-        ]
-
     def build_body(self, payload: bytes) -> dict[str, Any]:
         """The :attr:`deferred` fields of the message of ``payload`` (built by
         :meth:`build`)."""
@@ -178,8 +160,10 @@ class StaticPlan(Plan):
         return msg  # type: ignore[no-any-return]
 
 
-class _DmlPlan(Plan):
-    """Insert and Delete plans: the message keeps its payload, its arrays deferred."""
+class DmlPlan(Plan):
+    """Insert and Delete plans: the message keeps its payload, its arrays deferred. The
+    hot path of a stream: :meth:`build_many` builds a run of rows of one plan in one call
+    (other plans are built row by row)."""
 
     __slots__ = ("cls", "collection", "partition", "rows", "stamps_at")
 
@@ -239,7 +223,7 @@ class _DmlPlan(Plan):
         return out
 
 
-class DeletePlan(_DmlPlan):
+class DeletePlan(DmlPlan):
     """A Delete with int64 keys: timestamps and keys are views into the payload."""
 
     __slots__ = ("keys_at",)
@@ -296,7 +280,7 @@ class _Column:
         return column
 
 
-class InsertPlan(_DmlPlan):
+class InsertPlan(DmlPlan):
     """An Insert whose columns are all numeric, bool or vectors (no inline values)."""
 
     __slots__ = ("columns", "ids_at")

@@ -15,7 +15,7 @@ from collections import deque
 from typing import Any
 
 from .messages import TsMsg
-from .plans import Plan, ReadyPlan, kind_of
+from .plans import DmlPlan, Plan, ReadyPlan, kind_of
 from .position import MsgPosition
 
 _new_tuple = tuple.__new__
@@ -78,8 +78,9 @@ class Rows:
         """The messages of rows ``lo:hi``."""
         where = (self.channel, self.group)
         plans = self.plans[lo:hi]
-        if plans and plans.count(plans[0]) == len(plans):  # one plan: one call for all
-            return plans[0].build_many(
+        first = plans[0] if plans else None
+        if isinstance(first, DmlPlan) and plans.count(first) == len(plans):  # one call for all
+            return first.build_many(
                 self.msg_ids[lo:hi],
                 self.stamps[lo:hi],
                 self.sources[lo:hi],
