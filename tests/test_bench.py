@@ -183,10 +183,12 @@ def test_recorder_percentiles_are_hdr_histograms() -> None:
     for q, expected_ms in ((50.0, 5.0), (90.0, 9.0), (99.0, 9.9), (99.9, 9.99)):
         assert stats.ms(q) == pytest.approx(expected_ms, rel=1e-3)
     assert stats.max_ms == pytest.approx(10.0, rel=1e-3)
+    assert stats.mean_ms == pytest.approx(5.0005, rel=1e-9)  # exact: the recorded sum
     reference = new_histogram()
     for value_us in range(1, 10_001):
         reference.record_value(value_us * 1000)
-    assert Stats.of(reference) == stats
+    assert Stats.of(reference, total_ns=sum(v * 1000 for v in range(1, 10_001))) == stats
+    assert Stats.of(reference).mean_ms == pytest.approx(5.0005, rel=1e-3)  # bucket midpoints
 
 
 # --------------------------------------------------------------------------- the command
