@@ -15,9 +15,8 @@ from msgstream.errors import TopicNotFoundError
 from msgstream.position import SubscriptionPosition
 
 from ..broker_client import BrokerClient
-from . import connect
+from . import connect, engines
 from .admin import KafkaAdmin
-from . import engines
 from .consumer import KafkaConsumer
 from .deadlines import SendDeadlines
 from .failures import ERRORS

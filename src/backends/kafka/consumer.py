@@ -12,7 +12,6 @@ they are handed out: one message at a time, or many at once as a columnar batch
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import struct
 from bisect import bisect_left
@@ -123,7 +122,9 @@ class KafkaConsumer(ConsumerBase):
         if head == 0 and end == len(chunk.offsets):
             taken = chunk
         else:
-            taken = Fetched(chunk.offsets[head:end], chunk.payloads[head:end], chunk.headers[head:end])
+            taken = Fetched(
+                chunk.offsets[head:end], chunk.payloads[head:end], chunk.headers[head:end]
+            )
         if end == len(chunk.offsets):
             self._chunks.popleft()
             self._head = 0

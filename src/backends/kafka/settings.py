@@ -239,20 +239,28 @@ def _check_librdkafka(properties: dict[str, Any]) -> None:
             "librdkafka properties need the confluent-kafka package: "
             "pip install 'msgstream[kafka-confluent]'",
         )
+    detail = _librdkafka_refusal(properties)
+    if detail is None:
+        return
+    named = re.search(r'property "([^"]+)"|property: "?([^"\s]+)"?', detail)
+    culprit = next((k for k in named.groups() if k), None) if named else None
+    if culprit not in properties:  # librdkafka may name an alias (linger.ms: queue.buf...)
+        culprit = next((k for k in properties if _librdkafka_refusal({k: properties[k]})), None)
+    raise ConfigError(
+        f"kafka.confluent.{culprit}" if culprit else "kafka.confluent",
+        f"rejected by librdkafka: {detail}",
+    )
+
+
+def _librdkafka_refusal(properties: dict[str, Any]) -> str | None:
+    """Why librdkafka refuses ``properties`` (a producer made with them, not started)."""
     from confluent_kafka import KafkaException, Producer
 
     try:
         Producer({**properties, "log_level": 0})
     except (KafkaException, TypeError, ValueError) as exc:
-        detail = str(exc.args[0].str() if isinstance(exc, KafkaException) else exc)
-        named = re.search(r'property "([^"]+)"|property: "?([^"\s]+)"?', detail)
-        key = next((k for k in named.groups() if k), None) if named else None
-        if key not in properties:
-            key = next(iter(properties)) if len(properties) == 1 else None
-        raise ConfigError(
-            f"kafka.confluent.{key}" if key else "kafka.confluent",
-            f"rejected by librdkafka: {detail}",
-        ) from exc
+        return str(exc.args[0].str() if isinstance(exc, KafkaException) else exc).strip()
+    return None
 
 
 def _librdkafka_connection(section: KafkaConfig) -> dict[str, Any]:

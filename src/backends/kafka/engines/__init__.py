@@ -45,7 +45,11 @@ class ProducerEngine(Protocol):
     """A client's one producer, shared by every channel (started on first use)."""
 
     async def send(
-        self, topic: str, payload: bytes, headers: list[tuple[str, bytes]] | None, watch: PendingSend
+        self,
+        topic: str,
+        payload: bytes,
+        headers: list[tuple[str, bytes]] | None,
+        watch: PendingSend,
     ) -> int:
         """Send one record to partition 0 of ``topic``; its offset once acknowledged.
         ``watch.future`` is set to the future the deadline may fail."""

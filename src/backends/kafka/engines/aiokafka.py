@@ -91,7 +91,11 @@ class SharedProducer:
             return self.producer
 
     async def send(
-        self, topic: str, payload: bytes, headers: list[tuple[str, bytes]] | None, watch: PendingSend
+        self,
+        topic: str,
+        payload: bytes,
+        headers: list[tuple[str, bytes]] | None,
+        watch: PendingSend,
     ) -> int:
         # The latency path: one record through aiokafka's own batching, nothing more.
         producer = self.producer or await self.get()

@@ -54,17 +54,20 @@ POLL_S = 0.2
 RETRY_S = 0.1
 """Pause before retrying a blocking call that failed with a retriable error."""
 
-_TIMEOUTS = frozenset({KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT_QUEUE})
+_TIMEOUTS = frozenset(
+    {KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT_QUEUE}
+)
 _UNREACHABLE = frozenset(
     {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE, KafkaError._DESTROY}
 )
 _AUTHENTICATION = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL})
 
 
-def library_error(error: KafkaError) -> kafka_errors.KafkaError:
-    """librdkafka's ``error`` as the aiokafka exception the backend's table knows."""
+def library_error(error: KafkaError, about: str = "") -> kafka_errors.KafkaError:
+    """librdkafka's ``error`` as the aiokafka exception the backend's table knows;
+    ``about`` (such as the consumer group) is added to its message."""
     code = error.code()
-    text = f"{error.name()}: {error.str()}"
+    text = f"{error.name()}: {error.str()}{f' ({about})' if about else ''}"
     if code > 0:  # a broker error code: the same numbers in both libraries
         found: kafka_errors.KafkaError = kafka_errors.for_code(code)(text)
         return found
@@ -77,10 +80,10 @@ def library_error(error: KafkaError) -> kafka_errors.KafkaError:
     return kafka_errors.KafkaError(text)
 
 
-def raised(exc: KafkaException) -> kafka_errors.KafkaError:
+def raised(exc: KafkaException, about: str = "") -> kafka_errors.KafkaError:
     error = exc.args[0] if exc.args else None
     if isinstance(error, KafkaError):
-        return library_error(error)
+        return library_error(error, about)
     return kafka_errors.KafkaError(str(exc))
 
 
@@ -231,7 +234,11 @@ class ConfluentProducer:
                 continue
 
     async def send(
-        self, topic: str, payload: bytes, headers: list[tuple[str, bytes]] | None, watch: PendingSend
+        self,
+        topic: str,
+        payload: bytes,
+        headers: list[tuple[str, bytes]] | None,
+        watch: PendingSend,
     ) -> int:
         producer = self.producer or await self.get()
         assert self._loop is not None and self._pump is not None
@@ -309,6 +316,7 @@ class ConfluentReader:
 
     def __init__(self, section: KafkaConfig, channel: str, subname: str, calls: BrokerCalls):
         self._conf = librdkafka_consumer(section, subname)
+        self._group = f"consumer group {subname!r}"
         self._channel = channel
         self._partition = TopicPartition(channel, 0)
         self._timeout = calls.deadline_s
@@ -334,13 +342,13 @@ class ConfluentReader:
                 if isinstance(error, KafkaError) and error.retriable():
                     await asyncio.sleep(RETRY_S)
                     continue
-                raise raised(exc) from exc
+                raise raised(exc, self._group) from exc
             partitions = result if isinstance(result, list) else ()
             error = next((p.error for p in partitions if p.error is not None), None)
             if error is None:
                 return result
             if not error.retriable():
-                raise library_error(error)
+                raise library_error(error, self._group)
             await asyncio.sleep(RETRY_S)
 
     async def committed(self) -> int | None:
