@@ -273,6 +273,10 @@ class ConfluentProducer:
         records = _Records(self._loop.create_future(), self._pump, len(payloads))
         deliver = records.deliver
         produce = producer.produce
+        if headers is None:  # one call hands librdkafka the whole pack (no headers in it)
+            await self._produce_batch(producer, topic, [{"value": p} for p in payloads], deliver)
+            watch.future = records.future
+            return await records.future
         try:
             for payload in payloads:
                 try:
@@ -290,6 +294,31 @@ class ConfluentProducer:
             raise raised(exc) from exc
         watch.future = records.future
         return await records.future
+
+    async def _produce_batch(
+        self, producer: Any, topic: str, messages: list[dict[str, Any]], deliver: Any
+    ) -> None:
+        """``produce_batch``; records librdkafka could not queue (a full queue) are
+        queued again as deliveries free room, in order."""
+        while True:
+            try:
+                queued = producer.produce_batch(topic, messages, partition=0, on_delivery=deliver)
+            except BufferError:
+                queued = 0
+            except KafkaException as exc:
+                raise raised(exc) from exc
+            if queued == len(messages):
+                return
+            failed = [m for m in messages if "_error" in m]
+            if len(failed) != len(messages) - queued:  # another failure than a full queue
+                raise kafka_errors.KafkaError(str(failed[0]["_error"]) if failed else "")
+            for message in failed:
+                error = message.pop("_error")
+                code = error.code() if isinstance(error, KafkaError) else None
+                if code not in (None, KafkaError._QUEUE_FULL):
+                    raise library_error(error)
+            messages = failed
+            await asyncio.sleep(0.001)
 
     def too_large(self, exc: BaseException) -> bool:
         return isinstance(exc, kafka_errors.MessageSizeTooLargeError)
