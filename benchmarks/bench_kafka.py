@@ -1,17 +1,24 @@
-"""Kafka figures, each beside raw aiokafka doing the same work in the same run.
+"""Kafka figures on both engines (``kafka.client`` aiokafka and confluent), each beside the
+engine's raw client doing the same work in the same run.
 
     python benchmarks/bench_kafka.py [--bootstrap HOST:PORT] [--quick] [--json FILE]
 
 Without ``--bootstrap`` a local Apache Kafka broker is started (tests/brokers/kafka.py).
-Figures (goals from the Kafka issue):
-  1. single-message produce latency p50/p99: MsgStream.produce vs aiokafka send_and_wait of
-     the same bytes, same producer settings                      (p50 <= 1.10x, p99 <= 1.25x)
-  2. pipelined produce throughput: MsgStream.produce of 1,000-message packs vs raw
-     pipelined sends of the same                                                (>= 0.9x)
+Messages are the harness's 320-byte one-row Inserts (its minimum is 316 B). Figures
+(``--json`` row ids in brackets):
+  1. single-message produce latency p50/p99: MsgStream.produce vs the raw client's
+     produce-and-wait of the same bytes, same settings
+     [p50_aiokafka, p99_aiokafka, p50_confluent, p99_confluent]
+  2. pipelined produce throughput: MsgStream.produce of 1,000-message packs vs the raw
+     client's pipelined sends of the same       [pipelined_aiokafka, pipelined_confluent]
 Both are measured by the ``msgstream bench`` harness (``msgstream bench produce
---baseline raw``: its raw aiokafka target, HDR histograms, slices that alternate).
-  3. reference: raw aiokafka vs Kafka's Java producer (ProducerPerformance) on the same
-     broker, to show how much of the ceiling is the Python client
+--baseline raw``: the engine's raw target, HDR histograms, slices that alternate).
+  3. confluent against raw aiokafka: pipelined (>= 3x) and p50 (below)
+     [pipelined_confluent_vs_aiokafka, p50_confluent_vs_aiokafka]
+  4. TtMsgStream reading 16 channels on the confluent engine (>= 200k msgs/s), beside the
+     same on aiokafka                                                  [tt_read_confluent]
+  5. reference: the raw clients vs Kafka's Java producer (ProducerPerformance) on the
+     same broker, to show how much of the ceiling is the Python client
 """
 
 from __future__ import annotations
@@ -26,8 +33,23 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from msgstream import config_from_dict, new_client
-from report import BROKER_RECORD, Row, broker_produce_rows, print_table, tests_on_path
+from msgstream import (
+    DeleteMsg,
+    MsgPack,
+    MsgStream,
+    SubscriptionPosition,
+    TimeTickMsg,
+    TtMsgStream,
+    config_from_dict,
+    new_client,
+    repack_by_first_key,
+)
+from msgstream.bench.common import delete_channels
+from msgstream.config import Config
+from report import BROKER_RECORD, Row, broker_produce_rows, print_table, tests_on_path, timed
+
+ENGINES = ("aiokafka", "confluent")
+TT_CHANNELS = 16
 
 
 def java_producer_rate(bootstrap: str, total: int, record_size: int) -> float | None:
@@ -76,6 +98,68 @@ async def _create_topic(bootstrap: str, topic: str) -> None:
     await client.close()
 
 
+def engine_config(bootstrap: str, engine: str) -> Config:
+    return config_from_dict(
+        {"mq": {"type": "kafka"}, "kafka": {"brokers": bootstrap, "client": engine}}, env={}
+    )
+
+
+async def fill_channels(config: Config, channels: list[str], per_channel: int) -> int:
+    """``per_channel`` Delete messages on each channel, a time tick after every 100."""
+    async with MsgStream(new_client(config), repack=repack_by_first_key) as stream:
+        await stream.as_producer(channels)
+        msg_id = ts = 0
+        for _ in range(per_channel // 100):
+            msgs: list[object] = []
+            for _ in range(100):
+                ts += 1
+                for c in range(len(channels)):
+                    msg_id += 1
+                    msgs.append(
+                        DeleteMsg(msg_id=msg_id, timestamp=ts, collection_name="c",
+                                  primary_keys=[msg_id], hash_keys=[c])
+                    )  # fmt: skip
+            ts += 1
+            msgs.extend(TimeTickMsg(timestamp=ts, hash_keys=[c]) for c in range(len(channels)))
+            await stream.produce(MsgPack(msgs=msgs))  # type: ignore[arg-type]
+    return msg_id
+
+
+async def tt_read_rate(config: Config, channels: list[str], expected: int, subname: str) -> float:
+    """Messages per second a TtMsgStream reads from the start of ``channels``."""
+    stream = TtMsgStream(new_client(config), pursuit_lag_s=0)
+    await stream.as_consumer(channels, subname, SubscriptionPosition.EARLIEST)
+    seen = 0
+    start = time.perf_counter()
+    async for pack in stream:
+        seen += len(pack.msgs)
+        if seen >= expected:
+            break
+    elapsed = time.perf_counter() - start
+    await stream.close()
+    return expected / elapsed
+
+
+async def tt_read_rows(bootstrap: str, per_channel: int) -> list[Row]:
+    confluent = engine_config(bootstrap, "confluent")
+    channels = [f"bench-tt-{time.monotonic_ns()}-{i}" for i in range(TT_CHANNELS)]
+    expected = await fill_channels(confluent, channels, per_channel)
+    try:
+        rates = {
+            engine: await tt_read_rate(
+                engine_config(bootstrap, engine), channels, expected, f"tt-{engine}"
+            )
+            for engine in ENGINES
+        }
+    finally:
+        await delete_channels(confluent, channels)
+    return [
+        Row(f"TtMsgStream read, {TT_CHANNELS} channels, confluent", rates["confluent"],
+            rates["aiokafka"], "msgs/s", ">= 200k/s (baseline: on aiokafka)",
+            "tt_read_confluent"),
+    ]  # fmt: skip
+
+
 def start_local_broker(stack: ExitStack) -> str:
     tests_on_path()
     from brokers.kafka import LocalKafka
@@ -99,29 +183,52 @@ def main() -> int:
     total = int(100_000 * scale)
     with ExitStack() as stack:
         bootstrap = args.bootstrap or start_local_broker(stack)
-        config = config_from_dict(
-            {"mq": {"type": "kafka"}, "kafka": {"brokers": bootstrap}}, env={}
+        rows: list[Row] = []
+        by_id: dict[str, Row] = {}
+        for engine in ENGINES:
+            config = engine_config(bootstrap, engine)
+            produced = timed(
+                f"produce, {engine}",
+                lambda config=config: asyncio.run(broker_produce_rows(config, latency_n, total)),
+            )
+            for row, figure in zip(produced, ("p50", "p99", "pipelined"), strict=True):
+                row.id = f"{figure}_{engine}"
+                row.figure = f"{row.figure} [{engine}]"
+                by_id[row.id] = row
+            rows.extend(produced)
+        rows.append(
+            Row("pipelined: confluent engine vs raw aiokafka", by_id["pipelined_confluent"].ours,
+                by_id["pipelined_aiokafka"].baseline, "msgs/s", ">= 3x raw aiokafka",
+                "pipelined_confluent_vs_aiokafka")
+        )  # fmt: skip
+        rows.append(
+            Row("p50: confluent engine vs raw aiokafka", by_id["p50_confluent"].ours,
+                by_id["p50_aiokafka"].baseline, "us", "< 1x raw aiokafka",
+                "p50_confluent_vs_aiokafka")
+        )  # fmt: skip
+        rows.extend(
+            timed("tt read", lambda: asyncio.run(tt_read_rows(bootstrap, int(25_000 * scale))))
         )
-        rows = asyncio.run(broker_produce_rows(config, latency_n, total))
         java = java_producer_rate(bootstrap, total * 5, BROKER_RECORD)
         if java is not None:
-            raw_pipelined = rows[-1].baseline or 0.0
-            rows.append(
-                Row(
-                    f"reference: Java producer, {BROKER_RECORD} B records",
-                    raw_pipelined,
-                    java,
-                    "msgs/s",
-                    "raw aiokafka vs Java client",
-                )
-            )
+            for engine in ENGINES:
+                raw = by_id[f"pipelined_{engine}"].baseline or 0.0
+                rows.append(
+                    Row(f"reference: Java producer vs raw {engine}", raw, java, "msgs/s",
+                        f"raw {engine} vs Java client, {BROKER_RECORD} B records",
+                        f"java_vs_raw_{engine}")
+                )  # fmt: skip
     import aiokafka
+    import confluent_kafka
 
     print_table(
         rows,
         args.json,
         broker=f"Apache Kafka (local) at {bootstrap}",
-        client=f"aiokafka {aiokafka.__version__}",
+        client=(
+            f"aiokafka {aiokafka.__version__}, confluent-kafka {confluent_kafka.version()[0]} "
+            f"(librdkafka {confluent_kafka.libversion()[0]})"
+        ),
     )
     return 0
 

@@ -52,6 +52,13 @@ def _kafka(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
     return config_from_dict(kafka_config(broker.bootstrap), env={})
 
 
+def _kafka_confluent(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
+    """The Kafka backend on its confluent engine (librdkafka): the same broker, the same
+    contract."""
+    broker = request.getfixturevalue("kafka_broker")
+    return config_from_dict(kafka_config(broker.bootstrap, client="confluent"), env={})
+
+
 def kafka_config(bootstrap: str, **kafka: object) -> dict[str, Any]:
     """The Kafka harness config. Messages are capped below the broker's default 1 MiB
     record limit, so the shared oversize test meets msgstream's own limit first."""
@@ -84,12 +91,17 @@ BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Config]] = {
     "memory": _memory,
     "rocksmq": _rocksmq,
     "kafka": _kafka,
+    "kafka-confluent": _kafka_confluent,
     "pulsar": _pulsar,
     "tinylog": _tinylog,
 }
 TEST_PLUGINS = {"tinylog": plugged_in}
 """Backends the tests define: registered for the lifetime of their harness only."""
-_MARKS = {"kafka": [pytest.mark.kafka], "pulsar": [pytest.mark.pulsar]}
+_MARKS = {
+    "kafka": [pytest.mark.kafka],
+    "kafka-confluent": [pytest.mark.kafka],
+    "pulsar": [pytest.mark.pulsar],
+}
 
 
 @pytest.fixture(params=[pytest.param(name, marks=_MARKS.get(name, [])) for name in BACKENDS])

@@ -745,3 +745,71 @@ def test_a_deeply_nested_value_is_described_briefly(section: str, key: str) -> N
     assert info.value.key == f"{section}.{key}"
     assert "[[[[...]]]]" in info.value.problem
     assert len(str(info.value)) < 300
+
+
+# ---------------------------------------------------------------- kafka.client confluent
+
+
+def test_kafka_client_defaults_to_aiokafka_and_takes_confluent() -> None:
+    assert config_from_dict({}, env=NO_ENV).kafka.client == "aiokafka"
+    cfg = config_from_dict({"kafka": {"client": "confluent"}}, env=NO_ENV)
+    assert cfg.kafka.client == "confluent"
+    with pytest.raises(ConfigError) as exc:
+        config_from_dict({"kafka": {"client": "librdkafka"}}, env=NO_ENV)
+    assert exc.value.key == "kafka.client"
+
+
+@pytest.mark.parametrize(
+    ("properties", "key", "fragment"),
+    [
+        ({"no.such.property": 1}, "kafka.confluent.no.such.property", "No such configuration"),
+        ({"batch.size": 1000, "linger.ms": "soon"}, "kafka.confluent.linger.ms", "Invalid value"),
+        (
+            {"batch.size": 1000, "socket.timeout.ms": -5},
+            "kafka.confluent.socket.timeout.ms",
+            "range",
+        ),
+        ({"group.id": "mine"}, "kafka.confluent.group.id", "set by msgstream"),
+        ({"bootstrap.servers": "x:1"}, "kafka.confluent.bootstrap.servers", "set by msgstream"),
+    ],
+)
+def test_librdkafka_properties_are_checked_at_load_naming_the_key(
+    properties: dict[str, Any], key: str, fragment: str
+) -> None:
+    with pytest.raises(ConfigError) as exc:
+        config_from_dict({"kafka": {"confluent": properties}}, env=NO_ENV)
+    assert exc.value.key == key
+    assert fragment in exc.value.problem
+
+
+def test_good_librdkafka_properties_load_and_reach_both_clients() -> None:
+    from msgstream.backends.kafka.settings import librdkafka_consumer, librdkafka_producer
+
+    cfg = config_from_dict(
+        {
+            "kafka": {
+                "brokers": "k1:9092, k2:9092",
+                "client": "confluent",
+                "security_protocol": "SASL_SSL",
+                "sasl_mechanism": "SCRAM-SHA-512",
+                "sasl_username": "u",
+                "sasl_password": "p",
+                "ssl_cafile": "/ca.pem",
+                "ssl_check_hostname": False,
+                "linger_ms": 2,
+                "confluent": {"batch.size": 1000000, "enable.idempotence": True},
+            }
+        },
+        env=NO_ENV,
+    )
+    producer = librdkafka_producer(cfg.kafka)
+    assert producer["bootstrap.servers"] == "k1:9092,k2:9092"
+    assert producer["security.protocol"] == "sasl_ssl"
+    assert producer["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert (producer["sasl.username"], producer["sasl.password"]) == ("u", "p")
+    assert producer["ssl.ca.location"] == "/ca.pem"
+    assert producer["ssl.endpoint.identification.algorithm"] == "none"
+    assert (producer["linger.ms"], producer["batch.size"]) == (2, 1000000)
+    consumer = librdkafka_consumer(cfg.kafka, "sub")
+    assert (consumer["group.id"], consumer["enable.auto.commit"]) == ("sub", False)
+    assert consumer["enable.idempotence"] is True

@@ -72,7 +72,19 @@ def delete_msg(i: int) -> DeleteMsg:
     )
 
 
+_engine = {"client": "aiokafka"}
+
+
+@pytest.fixture(autouse=True, params=["aiokafka", "confluent"])
+def engine(request: pytest.FixtureRequest) -> str:
+    """The engine (``kafka.client``) of every stream the test makes: the SASL and TLS keys
+    map to each library's own names."""
+    _engine["client"] = request.param
+    return str(request.param)
+
+
 def stream_for(bootstrap: str, **kafka: Any) -> MsgStream:
+    kafka.setdefault("client", _engine["client"])
     options = kafka_config(bootstrap, **kafka)
     options["msgstream"]["operation_timeout_s"] = DEADLINE_S
     return MsgStream(new_client(config_from_dict(options, env={})))

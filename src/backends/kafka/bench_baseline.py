@@ -1,10 +1,16 @@
-"""The Kafka backend's part in ``msgstream bench``: its raw baseline, aiokafka.
+"""The Kafka backend's part in ``msgstream bench``: its raw baseline, the client library
+of the configured engine (``kafka.client``).
 
-One ``AIOKafkaProducer`` with the producer settings msgstream's client uses
+aiokafka: one ``AIOKafkaProducer`` with the producer settings msgstream's client uses
 (``producer_kwargs``: acks, linger, security, ``kafka.producer``), sending the same
 encoded bytes to topics of its own (created the way msgstream creates them, one
 partition): ``send_and_wait`` per message, a pack's messages sent together and awaited
 together.
+
+confluent: one confluent-kafka ``Producer`` with the engine's librdkafka properties
+(``librdkafka_producer``), used the way a program without asyncio uses it at its fastest:
+``produce`` each message, then ``flush()`` -- which blocks the calling thread (here the
+loop's, nothing else runs) until every delivery report is in.
 """
 
 from __future__ import annotations
@@ -21,7 +27,17 @@ from msgstream.config import Config
 from msgstream.factory import new_client
 from msgstream.messages import TsMsg
 
-from .settings import KafkaConfig, producer_kwargs
+from .settings import KafkaConfig, librdkafka_producer, producer_kwargs
+
+
+async def _create_topics(config: Config, channels: Sequence[str]) -> None:
+    """One-partition topics, as msgstream makes them."""
+    client = new_client(config)
+    try:
+        for channel in channels:
+            await client.create_producer(channel)
+    finally:
+        await client.close()
 
 
 class RawAiokafka(Target):
@@ -35,12 +51,7 @@ class RawAiokafka(Target):
 
     async def open(self, channels: Sequence[str]) -> None:
         self.channels = [f"{channel}-raw" for channel in channels]
-        client = new_client(self.config)
-        try:
-            for channel in self.channels:  # one-partition topics, as msgstream makes them
-                await client.create_producer(channel)
-        finally:
-            await client.close()
+        await _create_topics(self.config, self.channels)
         self.producer = AIOKafkaProducer(**producer_kwargs(self.section))
         await self.producer.start()
 
@@ -69,6 +80,53 @@ class RawAiokafka(Target):
         }
 
 
+class RawConfluent(Target):
+    label = "raw confluent-kafka"
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.section = config.section(KafkaConfig)
+        self.producer: Any = None
+        self.channels: list[str] = []
+
+    async def open(self, channels: Sequence[str]) -> None:
+        from confluent_kafka import Producer
+
+        self.channels = [f"{channel}-rawc" for channel in channels]
+        await _create_topics(self.config, self.channels)
+        self.producer = Producer(librdkafka_producer(self.section))
+
+    def prepare(self, channel: int, msgs: list[TsMsg]) -> Any:
+        return [encode(msg) for msg in msgs]
+
+    async def send(self, channel: int, prepared: Any) -> None:
+        producer = self.producer
+        topic = self.channels[channel]
+        produce = producer.produce
+        for payload in prepared:
+            produce(topic, payload, partition=0)
+        if producer.flush(self.config.msgstream.operation_timeout_s):
+            raise TimeoutError(f"{topic}: not every message was acknowledged")
+
+    async def close(self) -> None:
+        producer, self.producer = self.producer, None
+        if producer is not None:
+            producer.flush(self.config.msgstream.operation_timeout_s)
+
+    def client(self) -> dict[str, Any]:
+        return {
+            "library": f"confluent-kafka {package_version('confluent-kafka')}",
+            "settings": redacted(librdkafka_producer(self.section)),
+        }
+
+
+def raw_target(config: Config) -> Target:
+    """The raw client of the configured engine."""
+    if config.section(KafkaConfig).client == "confluent":
+        return RawConfluent(config)
+    return RawAiokafka(config)
+
+
 async def broker_info(config: Config) -> dict[str, Any]:
     """The bootstrap address and the newest produce API version the broker offers."""
     section = config.section(KafkaConfig)
@@ -84,4 +142,4 @@ async def broker_info(config: Config) -> dict[str, Any]:
     return info
 
 
-BENCH = BenchPlugin(raw_target=RawAiokafka, broker_info=broker_info)
+BENCH = BenchPlugin(raw_target=raw_target, broker_info=broker_info)

@@ -15,14 +15,14 @@ from msgstream.errors import TopicNotFoundError
 from msgstream.position import SubscriptionPosition
 
 from ..broker_client import BrokerClient
-from . import connect
+from . import connect, engines
 from .admin import KafkaAdmin
 from .consumer import KafkaConsumer
 from .deadlines import SendDeadlines
 from .failures import ERRORS
 from .ids import KafkaMessageID
-from .producer import KafkaProducer, SharedProducer
-from .settings import KafkaConfig, consumer_kwargs, producer_kwargs
+from .producer import KafkaProducer
+from .settings import KafkaConfig, consumer_kwargs
 
 _START_AT = {
     SubscriptionPosition.EARLIEST: "earliest",
@@ -33,7 +33,8 @@ _START_AT = {
 
 class KafkaClient(BrokerClient):
     """A connection to the Kafka cluster at ``kafka.brokers`` (opened on first use; the
-    plug-in's client factory). Every channel is a one-partition topic."""
+    plug-in's client factory). Every channel is a one-partition topic. ``kafka.client``
+    picks the engine that sends and reads (see :mod:`.engines`)."""
 
     backend_name = "kafka"
 
@@ -45,9 +46,8 @@ class KafkaClient(BrokerClient):
         self.deadlines = SendDeadlines(self.deadline_s, self.brokers)
         self._offsets: AIOKafkaConsumer | None = None
         self._lock = asyncio.Lock()
-        self._shared = SharedProducer(
-            lambda: producer_kwargs(section), self.deadline_s, self._lock, self.check_open
-        )
+        self.engine = engines.load(section.client)
+        self._shared = self.engine.producer(section, self.deadline_s, self._lock, self.check_open)
         self._consumers: set[KafkaConsumer] = set()
 
     def _call(self, what: str, channel: str | None = None, operation: str = "use") -> Any:
@@ -90,11 +90,8 @@ class KafkaClient(BrokerClient):
         validate_channel_name(channel)
         validate_subscription_name(subname)
         await self.admin.ensure_topic(channel)
-        kwargs = consumer_kwargs(self.section, subname)
-        inner = connect.construct(AIOKafkaConsumer, kwargs, "consumer")
-        consumer = KafkaConsumer(
-            channel, subname, inner, kwargs, hooks=self._hooks, calls=self.calls
-        )
+        inner = self.engine.reader(self.section, channel, subname, self.calls)
+        consumer = KafkaConsumer(channel, subname, inner, hooks=self._hooks, calls=self.calls)
         try:
             await consumer.start(_START_AT[position])
         except BaseException:
@@ -185,11 +182,11 @@ class KafkaClient(BrokerClient):
     async def close(self) -> None:
         if not await self._state.close_after(self._consumers):
             return
-        producer = self._shared.take()
         offsets, self._offsets = self._offsets, None
-        for stop in (producer.stop if producer else None, offsets.stop if offsets else None):
-            if stop is not None:
-                with contextlib.suppress(Exception):  # the broker may be gone: closing succeeds
-                    await asyncio.wait_for(stop(), self.deadline_s)
+        with contextlib.suppress(Exception):  # the broker may be gone: closing succeeds
+            await self._shared.close()
+        if offsets is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(offsets.stop(), self.deadline_s)
         self.deadlines.close()
         await self.admin.close()

@@ -1,35 +1,40 @@
-"""Reading one channel for one subscription.
+"""Reading one channel for one subscription (either engine).
 
 The partition is assigned explicitly (no group membership, so no rebalancing stalls); the
 subscription name is the ``group_id`` under which acknowledgements are committed. A new
 subscription commits its starting offset at once, so reopening it resumes there whatever
 position the reopen asks for -- the same rule as the embedded backends.
+
+Fetched records stay in the columns the engine returned them in (:class:`Fetched`) until
+they are handed out: one message at a time, or many at once as a columnar batch
+(``receive_batch_nowait``) without an object per message.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import struct
+from bisect import bisect_left
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka import errors as kafka_errors
 
-from msgstream.backend import ConsumedMessage, MessageID
+from msgstream.backend import ConsumedBatch, ConsumedMessage, MessageID
 from msgstream.consumer_base import ClientHooks, ConsumerBase
 from msgstream.cooperate import cooperate
-from msgstream.errors import InvalidPositionError, StreamClosedError
+from msgstream.errors import InvalidPositionError
 
 from ..broker_errors import BrokerCalls
-from . import connect
+from .engines import Fetched, ReaderEngine
 from .ids import KafkaMessageID
 
-FETCH_BATCH = 512
-_POLL_MS = 1000
+FETCH_BATCH = 2048
 _NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
+_ID = struct.Struct(">cq").pack
+_TAG = KafkaMessageID.tag
 
 
 def _properties(headers: Any) -> Mapping[str, str]:
@@ -43,8 +48,7 @@ class KafkaConsumer(ConsumerBase):
         self,
         channel: str,
         subname: str,
-        inner: AIOKafkaConsumer,
-        kwargs: dict[str, Any],
+        inner: ReaderEngine,
         *,
         hooks: ClientHooks,
         calls: BrokerCalls,
@@ -52,9 +56,9 @@ class KafkaConsumer(ConsumerBase):
         super().__init__(channel, subname, hooks)
         self._calls = calls
         self._inner = inner
-        self._kwargs = kwargs
-        self._partition = TopicPartition(channel, 0)
-        self._buffer: deque[ConsumedMessage] = deque()
+        self._chunks: deque[Fetched] = deque()
+        self._head = 0
+        """Records of ``_chunks[0]`` before this index were handed out."""
         self._positioned = False
         self._committed: int | None = None
         self._skip_below = 0
@@ -71,67 +75,111 @@ class KafkaConsumer(ConsumerBase):
 
     async def start(self, start_at: str) -> None:
         """Position a new consumer: resume a committed offset, else ``start_at``."""
-        inner, partition = self._inner, self._partition
-        what = f"subscribing {self.subname!r} to {self.channel!r}"
-        await connect.start(inner, what, self._kwargs, self._calls.deadline_s)
+        inner = self._inner
+        await inner.start()
         async with self._call("subscribing"):
-            inner.assign([partition])
-            self._committed = await inner.committed(partition)
+            self._committed = await inner.committed()
             if self._committed is not None:
-                inner.seek(partition, self._committed)
+                await inner.position(self._committed)
                 self._positioned = True
                 return
             if start_at == "unknown":
                 return
             if start_at == "earliest":
-                offset = (await inner.beginning_offsets([partition]))[partition]
+                offset = await inner.first_offset()
             else:
-                offset = (await inner.end_offsets([partition]))[partition]
-            inner.seek(partition, offset)
+                offset = await inner.end_offset()
+            await inner.position(offset)
             self._positioned = True
             await self._commit(offset)
 
     async def _commit(self, offset: int) -> None:
-        await self._inner.commit({self._partition: offset})
+        await self._inner.commit(offset)
         self._committed = offset
 
-    async def _fetch(self) -> None:
-        """Wait until records arrive and buffer them (``_POLL_MS`` at most per poll)."""
-        try:
-            batches = await self._inner.getmany(
-                self._partition, timeout_ms=_POLL_MS, max_records=FETCH_BATCH
+    def _keep(self, fetched: Fetched | None) -> None:
+        """Buffer what a fetch returned, less anything below a seek's target."""
+        if fetched is None or not fetched.offsets:
+            return
+        skip = self._skip_below
+        if fetched.offsets[0] < skip:
+            cut = bisect_left(fetched.offsets, skip)
+            if cut == len(fetched.offsets):
+                return
+            fetched = Fetched(fetched.offsets[cut:], fetched.payloads[cut:], fetched.headers[cut:])
+        self._chunks.append(fetched)
+
+    def _buffered(self) -> bool:
+        if self._chunks:
+            return True
+        self._keep(self._inner.ready())
+        return bool(self._chunks)
+
+    def _take(self, count: int) -> Fetched:
+        """Up to ``count`` buffered records (from one chunk), which leave the buffer."""
+        chunk, head = self._chunks[0], self._head
+        end = min(head + count, len(chunk.offsets))
+        if head == 0 and end == len(chunk.offsets):
+            taken = chunk
+        else:
+            taken = Fetched(
+                chunk.offsets[head:end], chunk.payloads[head:end], chunk.headers[head:end]
             )
-        except kafka_errors.ConsumerStoppedError:
-            raise StreamClosedError(self._what()) from None
-        channel, skip = self.channel, self._skip_below
-        make = tuple.__new__  # ConsumedMessage without its Python-level __new__: hot path
-        for records in batches.values():
-            self._buffer.extend(
-                make(
-                    ConsumedMessage,
-                    (channel, KafkaMessageID(r.offset), r.value, _properties(r.headers)),
-                )
-                for r in records
-                if r.offset >= skip
-            )
+        if end == len(chunk.offsets):
+            self._chunks.popleft()
+            self._head = 0
+        else:
+            self._head = end
+        return taken
+
+    def _message(self, taken: Fetched, index: int) -> ConsumedMessage:
+        return tuple.__new__(  # ConsumedMessage without its Python-level __new__: hot path
+            ConsumedMessage,
+            (
+                self.channel,
+                KafkaMessageID(taken.offsets[index]),
+                taken.payloads[index],
+                _properties(taken.headers[index]),
+            ),
+        )
 
     async def receive(self) -> ConsumedMessage:
         while True:
             await cooperate()  # a buffered message is served inline: yield now and then
             self._check_open()
-            if self._buffer:
-                return self._buffer.popleft()
+            if self._buffered():
+                return self._message(self._take(1), 0)
             self._check_positioned()
             try:
-                await self._fetch()
+                self._keep(await self._inner.fetch(FETCH_BATCH))
             except (kafka_errors.KafkaError, OSError) as exc:
                 what = f"reading channel {self.channel!r} (subscription {self.subname!r})"
                 raise self._calls.translate(exc, what, self.channel, "read") from exc
 
     def receive_nowait(self, max_messages: int) -> list[ConsumedMessage]:
         self._check_open()
-        count = min(max_messages, len(self._buffer))
-        return [self._buffer.popleft() for _ in range(count)]
+        found: list[ConsumedMessage] = []
+        while len(found) < max_messages and self._buffered():
+            taken = self._take(max_messages - len(found))
+            found.extend(self._message(taken, i) for i in range(len(taken.offsets)))
+        return found
+
+    def receive_batch_nowait(self, max_messages: int) -> ConsumedBatch:
+        """What ``receive_nowait`` would return, as one columnar batch (see
+        :class:`msgstream.backend.BatchConsumer`): at most one fetch's records."""
+        self._check_open()
+        if max_messages <= 0 or not self._buffered():
+            return ConsumedBatch(self.channel, [], [], self._no_message)
+        taken = self._take(max_messages)
+        ids = [_ID(_TAG, offset) for offset in taken.offsets]
+        return ConsumedBatch(self.channel, taken.payloads, ids, self._rebuild(taken))
+
+    def _rebuild(self, taken: Fetched) -> Callable[[int], ConsumedMessage]:
+        return lambda index: self._message(taken, index)
+
+    @staticmethod
+    def _no_message(index: int) -> ConsumedMessage:
+        raise IndexError(index)
 
     async def seek(self, msg_id: MessageID, inclusive: bool) -> None:
         self._check_open()
@@ -141,27 +189,26 @@ class KafkaConsumer(ConsumerBase):
     async def _seek_offset(self, target: int, requested: int | None = None) -> None:
         """Read from offset ``target`` next. A ``requested`` position (a user's seek) past
         the end is refused: the consumer would silently skip the next messages sent."""
-        partition = self._partition
         async with self._call("seeking"):
-            end = (await self._inner.end_offsets([partition]))[partition]
+            end = await self._inner.end_offset()
             if requested is not None and target > end:
                 raise InvalidPositionError(
                     f"cannot seek channel {self.channel!r} to offset {requested}: past the "
                     f"channel's end (the next message will get offset {end})"
                 )
             # Kafka cannot wait at an offset beyond the end: wait at the end and skip up to it.
-            self._inner.seek(partition, min(target, end))
+            await self._inner.position(min(target, end))
             self._skip_below = target
-            self._buffer.clear()
+            self._chunks.clear()
+            self._head = 0
             self._positioned = True
             if self._committed is None:
                 await self._commit(target)
 
     async def seek_to_earliest(self) -> None:
         self._check_open()
-        partition = self._partition
         async with self._call("seeking to the earliest message"):
-            first = (await self._inner.beginning_offsets([partition]))[partition]
+            first = await self._inner.first_offset()
         await self._seek_offset(first)
 
     async def ack(self, msg: ConsumedMessage) -> None:
@@ -177,7 +224,7 @@ class KafkaConsumer(ConsumerBase):
     async def close(self) -> None:
         if not self._begin_close():
             return
-        self._buffer.clear()
+        self._chunks.clear()
         # Closing must not fail: the broker may be gone.
         with contextlib.suppress(TimeoutError, kafka_errors.KafkaError, OSError):
-            await asyncio.wait_for(self._inner.stop(), self._calls.deadline_s)
+            await self._inner.stop()

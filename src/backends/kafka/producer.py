@@ -1,12 +1,11 @@
-"""Sending to one channel through the client's shared aiokafka producer."""
+"""Sending to one channel through the client's shared producer (either engine): size
+limits, properties as headers, offsets as MessageIDs, the deadline and the errors."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
-from aiokafka import AIOKafkaProducer
 from aiokafka import errors as kafka_errors
 
 from msgstream.backend import MessageID
@@ -14,89 +13,13 @@ from msgstream.errors import MessageTooLargeError
 from msgstream.producer_base import ProducerBase
 
 from ..broker_errors import BrokerCalls
-from . import connect
-from .deadlines import PendingSend, SendDeadlines
+from .deadlines import SendDeadlines
+from .engines import ProducerEngine
 from .ids import KafkaMessageID
 
 RECORD_OVERHEAD = 96
 """Bytes a one-record batch adds to its payload (batch header, record framing), rounded up:
 what a payload may not use of the broker's ``max.message.bytes``."""
-
-
-async def _send_in_batches(
-    producer: Any,
-    topic: str,
-    payloads: Sequence[bytes],
-    headers: list[tuple[str, bytes]],
-    watch: PendingSend,
-) -> list[MessageID]:
-    """Send ``payloads`` as record batches we build ourselves, then wait for them all.
-
-    Appending to a batch costs far less than a ``producer.send`` per record (no future,
-    partition lookup or accumulator call per record). A batch's future gives its base
-    offset; its records follow it in order.
-    """
-    pending: list[tuple[Any, int]] = []
-    batch = producer.create_batch()
-    count = 0
-    for payload in payloads:
-        if batch.append(timestamp=None, key=None, value=payload, headers=headers) is None:
-            batch.close()
-            pending.append((await producer.send_batch(batch, topic, partition=0), count))
-            batch = producer.create_batch()
-            count = 0
-            batch.append(timestamp=None, key=None, value=payload, headers=headers)
-        count += 1
-    batch.close()
-    pending.append((await producer.send_batch(batch, topic, partition=0), count))
-    ids: list[MessageID] = []
-    for future, records in pending:
-        watch.future = future  # the deadline now fails the batch being waited for
-        base = (await future).offset
-        ids.extend(KafkaMessageID(base + i) for i in range(records))
-    return ids
-
-
-class SharedProducer:
-    """The one aiokafka producer every channel of a client sends through, started on first
-    use. The client owns it and hands it to its channels' producers."""
-
-    __slots__ = ("_check_open", "_deadline_s", "_kwargs", "_lock", "producer")
-
-    def __init__(
-        self,
-        kwargs: Callable[[], dict[str, Any]],
-        deadline_s: float,
-        lock: asyncio.Lock,
-        check_open: Callable[[], None],
-    ) -> None:
-        self.producer: AIOKafkaProducer | None = None
-        """The producer once started (the sends' fast path), else None."""
-        self._kwargs = kwargs
-        self._deadline_s = deadline_s
-        self._lock = lock
-        self._check_open = check_open
-
-    async def get(self) -> AIOKafkaProducer:
-        """The shared producer, started now if it is not yet."""
-        producer = self.producer
-        if producer is not None:
-            return producer
-        async with self._lock:
-            self._check_open()
-            if self.producer is None:
-                kwargs = self._kwargs()
-                producer = connect.construct(AIOKafkaProducer, kwargs, "producer")
-                await connect.start_or_release(
-                    producer, "connecting the producer", kwargs, self._deadline_s, producer.stop
-                )
-                self.producer = producer
-            return self.producer
-
-    def take(self) -> AIOKafkaProducer | None:
-        """The started producer, if any, which is no longer shared (the client closes)."""
-        producer, self.producer = self.producer, None
-        return producer
 
 
 class KafkaProducer(ProducerBase):
@@ -108,7 +31,7 @@ class KafkaProducer(ProducerBase):
         limit: int,
         *,
         max_message_bytes: int,
-        shared: SharedProducer,
+        shared: ProducerEngine,
         deadlines: SendDeadlines,
         calls: BrokerCalls,
     ) -> None:
@@ -143,17 +66,14 @@ class KafkaProducer(ProducerBase):
         return headers
 
     async def send(self, payload: bytes, properties: Mapping[str, str] | None = None) -> MessageID:
-        # The latency path: one record through aiokafka's own batching, nothing more.
+        # The latency path: one record handed to the engine, nothing more.
         headers = None
         if self._closed or properties or len(payload) > self._plain_limit:
             headers = self._checked_headers((payload,), properties)
-        shared = self._shared
-        producer = shared.producer or await shared.get()
         deadlines = self._deadlines
         watch = deadlines.start(self.channel, 1)
         try:
-            watch.future = await producer.send(self.channel, payload, partition=0, headers=headers)
-            return KafkaMessageID((await watch.future).offset)
+            return KafkaMessageID(await self._shared.send(self.channel, payload, headers, watch))
         except asyncio.CancelledError:
             deadlines.raise_if_expired(watch)
             raise
@@ -166,12 +86,11 @@ class KafkaProducer(ProducerBase):
         self, payloads: Sequence[bytes], properties: Mapping[str, str] | None = None
     ) -> list[MessageID]:
         headers = self._checked_headers(payloads, properties)
-        shared = self._shared
-        producer = shared.producer or await shared.get()
         deadlines = self._deadlines
         watch = deadlines.start(self.channel, len(payloads))
         try:
-            return await _send_in_batches(producer, self.channel, payloads, headers or [], watch)
+            offsets = await self._shared.send_many(self.channel, payloads, headers, watch)
+            return [KafkaMessageID(offset) for offset in offsets]
         except asyncio.CancelledError:
             deadlines.raise_if_expired(watch)
             raise
@@ -181,8 +100,8 @@ class KafkaProducer(ProducerBase):
             watch.finished = True
 
     def _failure(self, exc: BaseException, payloads: Sequence[bytes]) -> Exception:
-        """The msgstream error for aiokafka's ``exc`` while sending ``payloads``."""
-        if isinstance(exc, kafka_errors.MessageSizeTooLargeError):
+        """The msgstream error for the engine's ``exc`` while sending ``payloads``."""
+        if self._shared.too_large(exc):
             return MessageTooLargeError(self.channel, max(map(len, payloads)), self._limit)
         what = f"sending to channel {self.channel!r}"
         return self._calls.translate(exc, what, self.channel, "write")

@@ -1,7 +1,10 @@
-"""The ``kafka`` configuration section and the aiokafka keyword arguments it means."""
+"""The ``kafka`` configuration section, the aiokafka keyword arguments it means, and the
+librdkafka properties it means for the confluent engine."""
 
 from __future__ import annotations
 
+import importlib.util
+import re
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
@@ -10,12 +13,26 @@ from msgstream.config_keys import Special
 from msgstream.errors import ConfigError
 from msgstream.sections import Count, PassThrough, Seconds, Section
 
-__all__ = ["KafkaConfig", "admin_kwargs", "connection_kwargs", "consumer_kwargs", "producer_kwargs"]
+__all__ = [
+    "KafkaConfig",
+    "admin_kwargs",
+    "connection_kwargs",
+    "consumer_kwargs",
+    "librdkafka_consumer",
+    "librdkafka_producer",
+    "producer_kwargs",
+]
 
 KafkaSecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 KafkaSaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 KafkaAcks = Literal["1", "all"]  # not "0": a send must return the offset the broker gave
 KafkaCompression = Literal["none", "gzip", "snappy", "lz4", "zstd"]
+KafkaEngine = Literal["aiokafka", "confluent"]
+
+OWNED_PROPERTIES = frozenset(
+    {"bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store"}
+)
+"""librdkafka properties msgstream sets itself: ``kafka.confluent`` may not change them."""
 
 
 class KafkaConfig(Section):
@@ -25,6 +42,10 @@ class KafkaConfig(Section):
 
     brokers: str | None = None
     """Comma-separated host:port bootstrap servers"""
+
+    client: KafkaEngine = "aiokafka"
+    """Client library that sends and reads: aiokafka (pure Python) or confluent
+    (confluent-kafka on librdkafka, pip install 'msgstream[kafka-confluent]')"""
 
     client_id: str = "msgstream"
     """Client id reported to the brokers"""
@@ -95,9 +116,25 @@ class KafkaConfig(Section):
         ),
     )
 
+    confluent: PassThrough = Field(
+        default_factory=dict,
+        description=(
+            "Extra librdkafka properties for kafka.client confluent, producer and consumer "
+            "(e.g. {batch.size: 1000000}); checked by librdkafka at load"
+        ),
+    )
+
     @model_validator(mode="after")
     def _check_together(self) -> Self:
         """Rules spanning several keys."""
+        if self.client == "confluent" and importlib.util.find_spec("confluent_kafka") is None:
+            raise ConfigError(
+                "kafka.client",
+                "confluent needs the confluent-kafka package: "
+                "pip install 'msgstream[kafka-confluent]'",
+            )
+        if self.confluent:
+            _check_librdkafka(self.confluent)
         if (self.sasl_username is None) != (self.sasl_password is None):
             given, missing = (
                 ("sasl_username", "sasl_password")
@@ -188,3 +225,103 @@ def consumer_kwargs(section: KafkaConfig, group_id: str | None) -> dict[str, Any
 
 def admin_kwargs(section: KafkaConfig) -> dict[str, Any]:
     return connection_kwargs(section)
+
+
+def _check_librdkafka(properties: dict[str, Any]) -> None:
+    """Let librdkafka judge ``kafka.confluent`` (names and values) now, at load: an error
+    names the key. Nothing connects: the check's producer has no bootstrap servers."""
+    for key in properties:
+        if key in OWNED_PROPERTIES:
+            raise ConfigError(f"kafka.confluent.{key}", "set by msgstream; it cannot be changed")
+    if importlib.util.find_spec("confluent_kafka") is None:
+        raise ConfigError(
+            "kafka.confluent",
+            "librdkafka properties need the confluent-kafka package: "
+            "pip install 'msgstream[kafka-confluent]'",
+        )
+    detail = _librdkafka_refusal(properties)
+    if detail is None:
+        return
+    named = re.search(r'property "([^"]+)"|property: "?([^"\s]+)"?', detail)
+    culprit = next((k for k in named.groups() if k), None) if named else None
+    if culprit not in properties:  # librdkafka may name an alias (linger.ms: queue.buf...)
+        culprit = next((k for k in properties if _librdkafka_refusal({k: properties[k]})), None)
+    raise ConfigError(
+        f"kafka.confluent.{culprit}" if culprit else "kafka.confluent",
+        f"rejected by librdkafka: {detail}",
+    )
+
+
+def _librdkafka_refusal(properties: dict[str, Any]) -> str | None:
+    """Why librdkafka refuses ``properties`` (a producer made with them, not started)."""
+    from confluent_kafka import KafkaException, Producer
+
+    try:
+        Producer({**properties, "log_level": 0})
+    except (KafkaException, TypeError, ValueError) as exc:
+        return str(exc.args[0].str() if isinstance(exc, KafkaException) else exc).strip()
+    return None
+
+
+def _librdkafka_connection(section: KafkaConfig) -> dict[str, Any]:
+    """What the confluent engine's producer and consumers share: where and how, with the
+    SASL and TLS keys under librdkafka's names."""
+    if section.brokers is None:
+        raise ConfigError("kafka.brokers", "required when mq.type is kafka")
+    conf: dict[str, Any] = {
+        "bootstrap.servers": ",".join(b.strip() for b in section.brokers.split(",") if b.strip()),
+        "client.id": section.client_id,
+        "socket.timeout.ms": int(section.request_timeout_s * 1000),
+        "security.protocol": section.security_protocol.lower(),
+    }
+    if section.security_protocol.startswith("SASL_"):
+        conf["sasl.mechanism"] = section.sasl_mechanism
+        conf["sasl.username"] = section.sasl_username
+        conf["sasl.password"] = section.sasl_password
+    if section.security_protocol in ("SSL", "SASL_SSL"):
+        tls = {
+            "ssl.ca.location": section.ssl_cafile,
+            "ssl.certificate.location": section.ssl_certfile,
+            "ssl.key.location": section.ssl_keyfile,
+            "ssl.key.password": section.ssl_key_password,
+        }
+        conf.update((key, value) for key, value in tls.items() if value is not None)
+        conf["ssl.endpoint.identification.algorithm"] = (
+            "https" if section.ssl_check_hostname else "none"
+        )
+    return conf
+
+
+def librdkafka_producer(section: KafkaConfig) -> dict[str, Any]:
+    """The confluent engine's producer properties (``kafka.confluent`` last)."""
+    conf = _librdkafka_connection(section)
+    conf.update(
+        {
+            "acks": section.acks,
+            "linger.ms": section.linger_ms,
+            "compression.type": section.compression,
+            "message.max.bytes": max(section.max_request_size, 1000),
+            "request.timeout.ms": int(section.request_timeout_s * 1000),
+        }
+    )
+    conf.update(section.confluent)
+    return conf
+
+
+def librdkafka_consumer(section: KafkaConfig, group_id: str) -> dict[str, Any]:
+    """The confluent engine's consumer properties for subscription ``group_id``."""
+    conf = _librdkafka_connection(section)
+    conf.update(
+        {
+            "group.id": group_id,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            # Only reached when a position fell out of the log (retention removed it).
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 100,
+            "max.partition.fetch.bytes": max(1048576, section.max_request_size),
+            "fetch.max.bytes": max(52428800, section.max_request_size),
+        }
+    )
+    conf.update(section.confluent)
+    return conf

@@ -1,0 +1,494 @@
+"""The confluent engine (``kafka.client: confluent``): confluent-kafka's ``Producer`` and
+``Consumer`` (librdkafka) driven from asyncio without blocking the loop or polling it.
+
+Sending. ``Producer.produce`` only queues a record (librdkafka's own threads batch and
+send it), so it is called on the loop. One *delivery thread* per client blocks in
+``Producer.poll`` until librdkafka has delivery reports; their callbacks run in that
+thread and only record the outcome; then the thread hands everything that one poll
+served -- a *window*, typically every record of a produce response -- to the loop with
+one ``call_soon_threadsafe``: one loop wake-up per window, not per record. A pack's
+records share one future, resolved when its last report arrives.
+
+Reading. One *fetch thread* per consumer runs ``Consumer.poll`` (which returns at the
+first record) then ``Consumer.consume`` for what is already there: many records per
+wake-up, handed to the loop as columns. When a fetch comes back full, the next one
+starts at once in the background (read ahead by one fetch); otherwise none runs until
+the consumer asks. A cancelled receive leaves its fetch running: its records are kept
+for the next call. Repositioning waits for a running fetch and drops what it returns.
+
+Blocking calls (offsets, commits, close) run in worker threads with librdkafka's own
+timeout set to ``msgstream.operation_timeout_s``, inside the backend's deadline.
+
+librdkafka's error codes become aiokafka's exception classes (:func:`library_error`), so
+the backend keeps one table of failures for both engines.
+
+Why not ``confluent_kafka.aio``: its ``AIOProducer`` runs each call through a thread
+pool and resolves a future per record from the pool, buffers records in Python before
+handing them to librdkafka, and refuses headers in its batch mode (msgstream's
+properties are headers); ``AIOConsumer`` is the same thread-pool call per ``poll``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from aiokafka import errors as kafka_errors
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from msgstream.errors import ConfigError
+
+from ...broker_errors import BrokerCalls
+from ..deadlines import PendingSend
+from ..settings import KafkaConfig, librdkafka_consumer, librdkafka_producer
+from . import Engine, Fetched
+
+POLL_S = 0.2
+"""How long a delivery or fetch thread blocks in librdkafka per call when nothing happens
+(it returns at once when something does): the bound on closing and repositioning."""
+
+RETRY_S = 0.1
+"""Pause before retrying a blocking call that failed with a retriable error."""
+
+_TIMEOUTS = frozenset(
+    {KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT_QUEUE}
+)
+_UNREACHABLE = frozenset(
+    {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE, KafkaError._DESTROY}
+)
+_AUTHENTICATION = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL})
+
+
+def library_error(error: KafkaError, about: str = "") -> kafka_errors.KafkaError:
+    """librdkafka's ``error`` as the aiokafka exception the backend's table knows;
+    ``about`` (such as the consumer group) is added to its message."""
+    code = error.code()
+    text = f"{error.name()}: {error.str()}{f' ({about})' if about else ''}"
+    if code > 0:  # a broker error code: the same numbers in both libraries
+        found: kafka_errors.KafkaError = kafka_errors.for_code(code)(text)
+        return found
+    if code in _TIMEOUTS:
+        return kafka_errors.KafkaTimeoutError(text)
+    if code in _UNREACHABLE:
+        return kafka_errors.KafkaConnectionError(text)
+    if code in _AUTHENTICATION:
+        return kafka_errors.AuthenticationFailedError(text)
+    return kafka_errors.KafkaError(text)
+
+
+def raised(exc: KafkaException, about: str = "") -> kafka_errors.KafkaError:
+    error = exc.args[0] if exc.args else None
+    if isinstance(error, KafkaError):
+        return library_error(error, about)
+    return kafka_errors.KafkaError(str(exc))
+
+
+def _construct(cls: Any, conf: dict[str, Any]) -> Any:
+    try:
+        return cls(conf)
+    except (KafkaException, TypeError, ValueError) as exc:
+        raise ConfigError("kafka.confluent", f"rejected by librdkafka: {exc}") from exc
+
+
+# -- sending ---------------------------------------------------------------------------
+
+
+class _Record:
+    """One record sent alone: its future and, once reported, its outcome."""
+
+    __slots__ = ("error", "future", "offset", "pump")
+
+    def __init__(self, future: asyncio.Future[int], pump: _DeliveryThread) -> None:
+        self.future = future
+        self.pump = pump
+        self.error: KafkaError | None = None
+        self.offset = -1
+
+    def deliver(self, error: KafkaError | None, msg: Any) -> None:
+        """The delivery report (in the delivery thread)."""
+        if error is None:
+            self.offset = msg.offset()
+        else:
+            self.error = error
+        self.pump.window.append(self)
+
+    def settle(self) -> None:
+        """On the loop: resolve the future (unless the deadline failed it already)."""
+        future = self.future
+        if not future.done():
+            if self.error is None:
+                future.set_result(self.offset)
+            else:
+                future.set_exception(library_error(self.error))
+
+
+class _Records:
+    """A pack's records: one future for all, resolved when the last is reported."""
+
+    __slots__ = ("error", "future", "offsets", "pump", "remaining")
+
+    def __init__(self, future: asyncio.Future[list[int]], pump: _DeliveryThread, count: int):
+        self.future = future
+        self.pump = pump
+        self.remaining = count
+        self.offsets: list[int] = []
+        self.error: KafkaError | None = None
+
+    def deliver(self, error: KafkaError | None, msg: Any) -> None:
+        """A delivery report (in the delivery thread): reports of one partition arrive
+        in the order the records were produced."""
+        if error is None:
+            self.offsets.append(msg.offset())
+        elif self.error is None:
+            self.error = error
+        self.remaining -= 1
+        if not self.remaining:
+            self.pump.window.append(self)
+
+    def settle(self) -> None:
+        future = self.future
+        if not future.done():
+            if self.error is None:
+                future.set_result(self.offsets)
+            else:
+                future.set_exception(library_error(self.error))
+
+
+def _settle(window: list[Any]) -> None:
+    for done in window:
+        done.settle()
+
+
+class _DeliveryThread(threading.Thread):
+    """Blocks in ``Producer.poll``; hands each poll's finished sends to the loop at once."""
+
+    def __init__(self, producer: Any, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(name="msgstream-kafka-deliveries", daemon=True)
+        self.producer = producer
+        self.loop = loop
+        self.window: list[Any] = []
+        """Sends finished during the current poll (touched by this thread only)."""
+        self.stopping = False
+
+    def run(self) -> None:
+        poll = self.producer.poll
+        while not self.stopping:
+            poll(POLL_S)
+            self.hand_over()
+
+    def hand_over(self) -> None:
+        window = self.window
+        if window:
+            self.window = []
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                self.loop.call_soon_threadsafe(_settle, window)
+
+
+class ConfluentProducer:
+    """The client's one librdkafka producer and its delivery thread (started on first
+    use), shared by every channel."""
+
+    def __init__(
+        self,
+        section: KafkaConfig,
+        deadline_s: float,
+        lock: asyncio.Lock,
+        check_open: Callable[[], None],
+    ) -> None:
+        self.producer: Any = None
+        """The librdkafka producer once started, else None."""
+        self._section = section
+        self._deadline_s = deadline_s
+        self._lock = lock
+        self._check_open = check_open
+        self._pump: _DeliveryThread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def get(self) -> Any:
+        """The shared producer, started now if it is not yet."""
+        if self.producer is not None:
+            return self.producer
+        async with self._lock:
+            self._check_open()
+            if self.producer is None:
+                producer = _construct(Producer, librdkafka_producer(self._section))
+                self._loop = asyncio.get_running_loop()
+                self._pump = _DeliveryThread(producer, self._loop)
+                self._pump.start()
+                self.producer = producer
+            return self.producer
+
+    async def _produce_when_room(self, produce: Callable[[], None]) -> None:
+        """librdkafka's queue is full: retry as deliveries free it (the deadline, which
+        cancels this task while a record is not yet handed over, bounds the wait)."""
+        while True:
+            await asyncio.sleep(0.001)
+            try:
+                produce()
+                return
+            except BufferError:
+                continue
+
+    async def send(
+        self,
+        topic: str,
+        payload: bytes,
+        headers: list[tuple[str, bytes]] | None,
+        watch: PendingSend,
+    ) -> int:
+        producer = self.producer or await self.get()
+        assert self._loop is not None and self._pump is not None
+        record = _Record(self._loop.create_future(), self._pump)
+        try:
+            if headers is None:
+                producer.produce(topic, payload, partition=0, on_delivery=record.deliver)
+            else:
+                producer.produce(
+                    topic, payload, partition=0, headers=headers, on_delivery=record.deliver
+                )
+        except BufferError:
+            await self._produce_when_room(
+                lambda: producer.produce(
+                    topic, payload, partition=0, headers=headers, on_delivery=record.deliver
+                )
+            )
+        except KafkaException as exc:
+            raise raised(exc) from exc
+        watch.future = record.future
+        return await record.future
+
+    async def send_many(
+        self,
+        topic: str,
+        payloads: Sequence[bytes],
+        headers: list[tuple[str, bytes]] | None,
+        watch: PendingSend,
+    ) -> list[int]:
+        producer = self.producer or await self.get()
+        assert self._loop is not None and self._pump is not None
+        records = _Records(self._loop.create_future(), self._pump, len(payloads))
+        deliver = records.deliver
+        produce = producer.produce
+        if headers is None:  # one call hands librdkafka the whole pack (no headers in it)
+            await self._produce_batch(producer, topic, [{"value": p} for p in payloads], deliver)
+            watch.future = records.future
+            return await records.future
+        try:
+            for payload in payloads:
+                try:
+                    if headers is None:
+                        produce(topic, payload, partition=0, on_delivery=deliver)
+                    else:
+                        produce(topic, payload, partition=0, headers=headers, on_delivery=deliver)
+                except BufferError:
+                    await self._produce_when_room(
+                        lambda p=payload: produce(  # type: ignore[misc]
+                            topic, p, partition=0, headers=headers, on_delivery=deliver
+                        )
+                    )
+        except KafkaException as exc:
+            raise raised(exc) from exc
+        watch.future = records.future
+        return await records.future
+
+    async def _produce_batch(
+        self, producer: Any, topic: str, messages: list[dict[str, Any]], deliver: Any
+    ) -> None:
+        """``produce_batch``; records librdkafka could not queue (a full queue) are
+        queued again as deliveries free room, in order."""
+        while True:
+            try:
+                queued = producer.produce_batch(topic, messages, partition=0, on_delivery=deliver)
+            except BufferError:
+                queued = 0
+            except KafkaException as exc:
+                raise raised(exc) from exc
+            if queued == len(messages):
+                return
+            failed = [m for m in messages if "_error" in m]
+            if len(failed) != len(messages) - queued:  # another failure than a full queue
+                raise kafka_errors.KafkaError(str(failed[0]["_error"]) if failed else "")
+            for message in failed:
+                error = message.pop("_error")
+                code = error.code() if isinstance(error, KafkaError) else None
+                if code not in (None, KafkaError._QUEUE_FULL):
+                    raise library_error(error)
+            messages = failed
+            await asyncio.sleep(0.001)
+
+    def too_large(self, exc: BaseException) -> bool:
+        return isinstance(exc, kafka_errors.MessageSizeTooLargeError)
+
+    async def close(self) -> None:
+        """Stop the delivery thread, then let librdkafka deliver what is pending (within
+        the deadline) and settle those sends."""
+        producer, self.producer = self.producer, None
+        pump, self._pump = self._pump, None
+        if producer is None or pump is None:
+            return
+        pump.stopping = True
+        await asyncio.to_thread(pump.join)
+        await asyncio.to_thread(producer.flush, self._deadline_s)
+        _settle(pump.window)
+
+
+# -- reading ---------------------------------------------------------------------------
+
+
+class ConfluentReader:
+    """A librdkafka consumer of one partition, assigned explicitly, read by its own
+    fetch thread."""
+
+    def __init__(self, section: KafkaConfig, channel: str, subname: str, calls: BrokerCalls):
+        self._conf = librdkafka_consumer(section, subname)
+        self._group = f"consumer group {subname!r}"
+        self._channel = channel
+        self._partition = TopicPartition(channel, 0)
+        self._timeout = calls.deadline_s
+        self._consumer: Any = None
+        self._fetcher = ThreadPoolExecutor(1, thread_name_prefix="msgstream-kafka-fetch")
+        self._inflight: asyncio.Future[list[Any]] | None = None
+        self._batch = 1
+        self._failed: KafkaError | None = None
+        """An error record met in a fetch: raised by the next one."""
+
+    async def start(self) -> None:
+        self._consumer = _construct(Consumer, self._conf)
+
+    async def _blocking(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``call`` in a worker thread; librdkafka's failures as aiokafka's. A retriable
+        failure (a group coordinator moving or loading, as when the broker makes its
+        offsets topic) is retried, as aiokafka does, until the caller's deadline."""
+        while True:
+            try:
+                result = await asyncio.to_thread(call, *args, **kwargs)
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if isinstance(error, KafkaError) and error.retriable():
+                    await asyncio.sleep(RETRY_S)
+                    continue
+                raise raised(exc, self._group) from exc
+            partitions = result if isinstance(result, list) else ()
+            error = next((p.error for p in partitions if p.error is not None), None)
+            if error is None:
+                return result
+            if not error.retriable():
+                raise library_error(error, self._group)
+            await asyncio.sleep(RETRY_S)
+
+    async def committed(self) -> int | None:
+        (found,) = await self._blocking(
+            self._consumer.committed, [self._partition], timeout=self._timeout
+        )
+        offset: int = found.offset
+        return None if offset < 0 else offset
+
+    async def _watermarks(self) -> tuple[int, int]:
+        found: tuple[int, int] = await self._blocking(
+            self._consumer.get_watermark_offsets,
+            self._partition,
+            timeout=self._timeout,
+            cached=False,
+        )
+        return found
+
+    async def first_offset(self) -> int:
+        return (await self._watermarks())[0]
+
+    async def end_offset(self) -> int:
+        return (await self._watermarks())[1]
+
+    async def _drop_inflight(self) -> None:
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None:
+            await asyncio.wait([inflight])
+            if not inflight.cancelled():
+                inflight.exception()  # retrieved: what a dropped fetch met does not matter
+
+    async def position(self, offset: int) -> None:
+        await self._drop_inflight()
+        self._failed = None
+        try:
+            self._consumer.assign([TopicPartition(self._channel, 0, offset)])
+        except KafkaException as exc:
+            raise raised(exc) from exc
+
+    def _consume(self, max_records: int) -> list[Any]:
+        """In the fetch thread: wait for the first record, then take what is there."""
+        consumer = self._consumer
+        first = consumer.poll(POLL_S)
+        if first is None:
+            return []
+        if max_records == 1:
+            return [first]
+        return [first, *consumer.consume(max_records - 1, 0)]
+
+    def _start_fetch(self, max_records: int) -> asyncio.Future[list[Any]]:
+        self._batch = max_records
+        loop = asyncio.get_running_loop()
+        self._inflight = loop.run_in_executor(self._fetcher, self._consume, max_records)
+        return self._inflight
+
+    def _columns(self, msgs: list[Any]) -> Fetched:
+        """The fetched records as columns; an error record ends them (raised next time)."""
+        if any(m.error() is not None for m in msgs):
+            for index, msg in enumerate(msgs):
+                if msg.error() is not None:
+                    self._failed = msg.error()
+                    msgs = msgs[:index]
+                    break
+        return Fetched(
+            [m.offset() for m in msgs], [m.value() for m in msgs], [m.headers() for m in msgs]
+        )
+
+    def _took(self, inflight: asyncio.Future[list[Any]]) -> Fetched:
+        """The result of the finished fetch ``inflight``; starts the next one when it came
+        back full (more is likely waiting)."""
+        if self._inflight is inflight:
+            self._inflight = None
+        try:
+            msgs = inflight.result()
+        except KafkaException as exc:
+            raise raised(exc) from exc
+        if len(msgs) >= self._batch and self._inflight is None:
+            self._start_fetch(self._batch)
+        return self._columns(msgs)
+
+    async def fetch(self, max_records: int) -> Fetched:
+        if self._failed is not None:
+            failed, self._failed = self._failed, None
+            raise library_error(failed)
+        inflight = self._inflight or self._start_fetch(max_records)
+        await asyncio.shield(inflight)  # cancelled: the fetch goes on, kept for next time
+        return self._took(inflight)
+
+    def ready(self) -> Fetched | None:
+        inflight = self._inflight
+        if inflight is None or not inflight.done() or self._failed is not None:
+            return None
+        if inflight.exception() is not None:
+            return None  # fetch() raises it
+        return self._took(inflight)
+
+    async def commit(self, offset: int) -> None:
+        await self._blocking(
+            self._consumer.commit,
+            offsets=[TopicPartition(self._channel, 0, offset)],
+            asynchronous=False,
+        )
+
+    async def stop(self) -> None:
+        await self._drop_inflight()
+        consumer, self._consumer = self._consumer, None
+        try:
+            if consumer is not None:
+                await asyncio.wait_for(self._blocking(consumer.close), self._timeout)
+        finally:
+            self._fetcher.shutdown(wait=False)
+
+
+ENGINE = Engine("confluent", ConfluentProducer, ConfluentReader)
