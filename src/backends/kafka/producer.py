@@ -14,7 +14,7 @@ from msgstream.producer_base import ProducerBase
 
 from ..broker_errors import BrokerCalls
 from .deadlines import SendDeadlines
-from .engines import ProducerEngine
+from .engines import Headers, ProducerEngine
 from .ids import KafkaMessageID
 
 RECORD_OVERHEAD = 96
@@ -45,7 +45,7 @@ class KafkaProducer(ProducerBase):
         self._plain_limit = min(limit - RECORD_OVERHEAD, max_message_bytes)
         """The largest payload that passes :meth:`_check_size` when sent without headers."""
 
-    def _check_size(self, payload: bytes, headers: list[tuple[str, bytes]] | None) -> None:
+    def _check_size(self, payload: bytes, headers: Headers) -> None:
         size = len(payload)
         limit = min(self._limit, self._max_message_bytes)
         if size > limit:
@@ -56,7 +56,7 @@ class KafkaProducer(ProducerBase):
 
     def _checked_headers(
         self, payloads: Sequence[bytes], properties: Mapping[str, str] | None
-    ) -> list[tuple[str, bytes]] | None:
+    ) -> Headers:
         """The properties as Kafka headers, after refusing a closed producer or a payload
         too large for this channel."""
         self._check_open()

@@ -84,7 +84,7 @@ class Progress:
             self.task,
             description=(
                 f"{side.name}: {sent:,} msgs, {rate:,.0f} msgs/s, p99 {stats.ms(99.0):.3f} ms, "
-                f"errors {side.recorder.errors + side.recorder._interval_errors}"
+                f"errors {side.recorder.errors_so_far}"
             ),
         )
 

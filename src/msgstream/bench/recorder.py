@@ -121,6 +121,17 @@ class Interval:
         }
 
 
+@dataclass(slots=True)
+class Tally:
+    """The counts of one interval: messages, failed messages, payload bytes, and the sum
+    of the latencies recorded (an exact mean)."""
+
+    sent: int = 0
+    errors: int = 0
+    bytes: int = 0
+    total_ns: int = 0
+
+
 @dataclass
 class Recorder:
     """Records the latency of each acknowledged message, the errors and the bytes sent.
@@ -141,10 +152,8 @@ class Recorder:
     held up by an earlier send (event-loop timers, a busy loop): the harness's own share."""
     _current: Any = field(default_factory=new_histogram)
     _interval_start_ns: int = 0
-    _interval_sent: int = 0
-    _interval_errors: int = 0
-    _interval_bytes: int = 0
-    _interval_total_ns: int = 0
+    _interval: Tally = field(default_factory=lambda: Tally())
+    """What the current interval has counted."""
     total_ns: int = 0
     """The sum of every latency recorded (the mean without walking the histogram)."""
     _error_kinds: dict[str, int] = field(default_factory=dict)
@@ -157,13 +166,14 @@ class Recorder:
         """``count`` messages acknowledged ``latency_ns`` after they were due."""
         value = min(max(latency_ns, LOWEST_NS), HIGHEST_NS)
         self._current.record_value(value, count)
-        self._interval_total_ns += value * count
-        self._interval_sent += count
-        self._interval_bytes += nbytes
+        tally = self._interval
+        tally.total_ns += value * count
+        tally.sent += count
+        tally.bytes += nbytes
 
     def record_error(self, exc: BaseException, count: int = 1) -> None:
         """``count`` messages whose send failed: counted (by exception type), never timed."""
-        self._interval_errors += count
+        self._interval.errors += count
         kind = type(exc).__name__
         self._error_kinds[kind] = self._error_kinds.get(kind, 0) + count
 
@@ -186,8 +196,13 @@ class Recorder:
         current = self._current
         start_s = (self._interval_start_ns - self.started_ns) / 1e9
         end_s = (now - self.started_ns) / 1e9
-        sent, errors, nbytes = self._interval_sent, self._interval_errors, self._interval_bytes
-        total_ns = float(self._interval_total_ns)
+        tally = self._interval
+        sent, errors, nbytes, total_ns = (
+            tally.sent,
+            tally.errors,
+            tally.bytes,
+            float(tally.total_ns),
+        )
         merged = new_histogram()
         merged.add(current)
         previous = self.intervals[-1] if self.intervals else None
@@ -213,14 +228,13 @@ class Recorder:
             histogram=merged.encode().decode("ascii"),
         )
         self.total.add(current)
-        self.sent += self._interval_sent
-        self.errors += self._interval_errors
-        self.bytes += self._interval_bytes
-        self.total_ns += self._interval_total_ns
-        self._interval_total_ns = 0
+        self.sent += tally.sent
+        self.errors += tally.errors
+        self.bytes += tally.bytes
+        self.total_ns += tally.total_ns
+        self._interval = Tally()
         current.reset()
         self._interval_start_ns = now
-        self._interval_sent = self._interval_errors = self._interval_bytes = 0
         self.intervals.append(interval)
         return interval
 
@@ -238,8 +252,13 @@ class Recorder:
         merged = new_histogram()
         merged.add(self.total)
         merged.add(self._current)
-        total_ns = self.total_ns + self._interval_total_ns
-        return self.sent + self._interval_sent, Stats.of(merged, total_ns=total_ns)
+        total_ns = self.total_ns + self._interval.total_ns
+        return self.sent + self._interval.sent, Stats.of(merged, total_ns=total_ns)
+
+    @property
+    def errors_so_far(self) -> int:
+        """Errors counted, the current interval's included."""
+        return self.errors + self._interval.errors
 
     def stats(self) -> Stats:
         return Stats.of(self.total, total_ns=self.total_ns)

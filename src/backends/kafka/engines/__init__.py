@@ -29,7 +29,18 @@ if TYPE_CHECKING:
     from ..deadlines import PendingSend
     from ..settings import KafkaConfig
 
-__all__ = ["Engine", "Fetched", "ProducerEngine", "ReaderEngine", "load"]
+__all__ = [
+    "Engine",
+    "Fetched",
+    "Headers",
+    "ProducerBase",
+    "ProducerEngine",
+    "ReaderEngine",
+    "load",
+]
+
+Headers = list[tuple[str, bytes]] | None
+"""A record's headers: message properties as ``(key, UTF-8 value)`` pairs; None for none."""
 
 
 class Fetched(NamedTuple):
@@ -44,23 +55,13 @@ class Fetched(NamedTuple):
 class ProducerEngine(Protocol):
     """A client's one producer, shared by every channel (started on first use)."""
 
-    async def send(
-        self,
-        topic: str,
-        payload: bytes,
-        headers: list[tuple[str, bytes]] | None,
-        watch: PendingSend,
-    ) -> int:
+    async def send(self, topic: str, payload: bytes, headers: Headers, watch: PendingSend) -> int:
         """Send one record to partition 0 of ``topic``; its offset once acknowledged.
         ``watch.future`` is set to the future the deadline may fail."""
         ...
 
     async def send_many(
-        self,
-        topic: str,
-        payloads: Sequence[bytes],
-        headers: list[tuple[str, bytes]] | None,
-        watch: PendingSend,
+        self, topic: str, payloads: Sequence[bytes], headers: Headers, watch: PendingSend
     ) -> list[int]:
         """Send records in order; their offsets once all are acknowledged."""
         ...
@@ -106,6 +107,24 @@ class ReaderEngine(Protocol):
     async def commit(self, offset: int) -> None: ...
 
     async def stop(self) -> None: ...
+
+
+class ProducerBase:
+    """What both engines' shared producers start from: the client's ``kafka`` section, the
+    deadline of one operation, the lock that makes starting happen once, and the client's
+    open check (a closed client starts nothing)."""
+
+    def __init__(
+        self,
+        section: KafkaConfig,
+        deadline_s: float,
+        lock: asyncio.Lock,
+        check_open: Callable[[], None],
+    ) -> None:
+        self._section = section
+        self._deadline_s = deadline_s
+        self._lock = lock
+        self._check_open = check_open
 
 
 class Engine(NamedTuple):

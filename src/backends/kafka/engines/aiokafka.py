@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -15,7 +15,7 @@ from ...broker_errors import BrokerCalls
 from .. import connect
 from ..deadlines import PendingSend
 from ..settings import KafkaConfig, consumer_kwargs, producer_kwargs
-from . import Engine, Fetched
+from . import Engine, Fetched, Headers, ProducerBase
 
 _POLL_MS = 1000
 
@@ -54,25 +54,12 @@ async def _send_in_batches(
     return offsets
 
 
-class SharedProducer:
+class SharedProducer(ProducerBase):
     """The one aiokafka producer every channel of a client sends through, started on first
     use. The client owns it and hands it to its channels' producers."""
 
-    __slots__ = ("_check_open", "_deadline_s", "_lock", "_section", "producer")
-
-    def __init__(
-        self,
-        section: KafkaConfig,
-        deadline_s: float,
-        lock: asyncio.Lock,
-        check_open: Callable[[], None],
-    ) -> None:
-        self.producer: AIOKafkaProducer | None = None
-        """The producer once started (the sends' fast path), else None."""
-        self._section = section
-        self._deadline_s = deadline_s
-        self._lock = lock
-        self._check_open = check_open
+    producer: AIOKafkaProducer | None = None
+    """The producer once started (the sends' fast path), else None."""
 
     async def get(self) -> AIOKafkaProducer:
         """The shared producer, started now if it is not yet."""
@@ -90,13 +77,7 @@ class SharedProducer:
                 self.producer = producer
             return self.producer
 
-    async def send(
-        self,
-        topic: str,
-        payload: bytes,
-        headers: list[tuple[str, bytes]] | None,
-        watch: PendingSend,
-    ) -> int:
+    async def send(self, topic: str, payload: bytes, headers: Headers, watch: PendingSend) -> int:
         # The latency path: one record through aiokafka's own batching, nothing more.
         producer = self.producer or await self.get()
         watch.future = await producer.send(topic, payload, partition=0, headers=headers)
@@ -104,11 +85,7 @@ class SharedProducer:
         return offset
 
     async def send_many(
-        self,
-        topic: str,
-        payloads: Sequence[bytes],
-        headers: list[tuple[str, bytes]] | None,
-        watch: PendingSend,
+        self, topic: str, payloads: Sequence[bytes], headers: Headers, watch: PendingSend
     ) -> list[int]:
         producer = self.producer or await self.get()
         return await _send_in_batches(producer, topic, payloads, headers or [], watch)

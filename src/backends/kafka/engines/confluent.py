@@ -45,7 +45,7 @@ from msgstream.errors import ConfigError
 from ...broker_errors import BrokerCalls
 from ..deadlines import PendingSend
 from ..settings import KafkaConfig, librdkafka_consumer, librdkafka_producer
-from . import Engine, Fetched
+from . import Engine, Fetched, Headers, ProducerBase
 
 POLL_S = 0.2
 """How long a delivery or fetch thread blocks in librdkafka per call when nothing happens
@@ -97,37 +97,9 @@ def _construct(cls: Any, conf: dict[str, Any]) -> Any:
 # -- sending ---------------------------------------------------------------------------
 
 
-class _Record:
-    """One record sent alone: its future and, once reported, its outcome."""
-
-    __slots__ = ("error", "future", "offset", "pump")
-
-    def __init__(self, future: asyncio.Future[int], pump: _DeliveryThread) -> None:
-        self.future = future
-        self.pump = pump
-        self.error: KafkaError | None = None
-        self.offset = -1
-
-    def deliver(self, error: KafkaError | None, msg: Any) -> None:
-        """The delivery report (in the delivery thread)."""
-        if error is None:
-            self.offset = msg.offset()
-        else:
-            self.error = error
-        self.pump.window.append(self)
-
-    def settle(self) -> None:
-        """On the loop: resolve the future (unless the deadline failed it already)."""
-        future = self.future
-        if not future.done():
-            if self.error is None:
-                future.set_result(self.offset)
-            else:
-                future.set_exception(library_error(self.error))
-
-
 class _Records:
-    """A pack's records: one future for all, resolved when the last is reported."""
+    """The records of one send (one, or a pack): one future for all, resolved on the loop
+    with their offsets when the last is reported."""
 
     __slots__ = ("error", "future", "offsets", "pump", "remaining")
 
@@ -166,10 +138,17 @@ def _settle(window: list[Any]) -> None:
 class _DeliveryThread(threading.Thread):
     """Blocks in ``Producer.poll``; hands each poll's finished sends to the loop at once."""
 
-    def __init__(self, producer: Any, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        producer: Any,
+        loop: asyncio.AbstractEventLoop,
+        settle: Callable[[list[Any]], None],
+    ) -> None:
         super().__init__(name="msgstream-kafka-deliveries", daemon=True)
         self.producer = producer
         self.loop = loop
+        self.settle = settle
+        """Run on the loop with each window of finished sends."""
         self.window: list[Any] = []
         """Sends finished during the current poll (touched by this thread only)."""
         self.stopping = False
@@ -185,28 +164,20 @@ class _DeliveryThread(threading.Thread):
         if window:
             self.window = []
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-                self.loop.call_soon_threadsafe(_settle, window)
+                self.loop.call_soon_threadsafe(self.settle, window)
 
 
-class ConfluentProducer:
+class ConfluentProducer(ProducerBase):
     """The client's one librdkafka producer and its delivery thread (started on first
     use), shared by every channel."""
 
-    def __init__(
-        self,
-        section: KafkaConfig,
-        deadline_s: float,
-        lock: asyncio.Lock,
-        check_open: Callable[[], None],
-    ) -> None:
-        self.producer: Any = None
-        """The librdkafka producer once started, else None."""
-        self._section = section
-        self._deadline_s = deadline_s
-        self._lock = lock
-        self._check_open = check_open
-        self._pump: _DeliveryThread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+    producer: Any = None
+    """The librdkafka producer once started, else None."""
+    _pump: _DeliveryThread | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
+    _room: asyncio.Event
+    """Set on the loop whenever deliveries were reported: librdkafka's queue has room
+    again (made when the producer starts)."""
 
     async def get(self) -> Any:
         """The shared producer, started now if it is not yet."""
@@ -217,32 +188,34 @@ class ConfluentProducer:
             if self.producer is None:
                 producer = _construct(Producer, librdkafka_producer(self._section))
                 self._loop = asyncio.get_running_loop()
-                self._pump = _DeliveryThread(producer, self._loop)
+                self._room = asyncio.Event()
+                self._pump = _DeliveryThread(producer, self._loop, self._settled)
                 self._pump.start()
                 self.producer = producer
             return self.producer
 
+    def _settled(self, window: list[Any]) -> None:
+        _settle(window)
+        self._room.set()
+
     async def _produce_when_room(self, produce: Callable[[], None]) -> None:
-        """librdkafka's queue is full: retry as deliveries free it (the deadline, which
-        cancels this task while a record is not yet handed over, bounds the wait)."""
+        """librdkafka's queue is full: try again each time deliveries have been reported
+        (which frees room), never on a timer. The deadline, which cancels this task while a
+        record is not yet handed over, bounds the wait. The event is cleared before each
+        try, so a report between a failed try and the wait is not missed."""
         while True:
-            await asyncio.sleep(0.001)
+            self._room.clear()
             try:
                 produce()
                 return
             except BufferError:
-                continue
+                pass
+            await self._room.wait()
 
-    async def send(
-        self,
-        topic: str,
-        payload: bytes,
-        headers: list[tuple[str, bytes]] | None,
-        watch: PendingSend,
-    ) -> int:
+    async def send(self, topic: str, payload: bytes, headers: Headers, watch: PendingSend) -> int:
         producer = self.producer or await self.get()
         assert self._loop is not None and self._pump is not None
-        record = _Record(self._loop.create_future(), self._pump)
+        record = _Records(self._loop.create_future(), self._pump, 1)
         try:
             if headers is None:
                 producer.produce(topic, payload, partition=0, on_delivery=record.deliver)
@@ -259,14 +232,10 @@ class ConfluentProducer:
         except KafkaException as exc:
             raise raised(exc) from exc
         watch.future = record.future
-        return await record.future
+        return (await record.future)[0]
 
     async def send_many(
-        self,
-        topic: str,
-        payloads: Sequence[bytes],
-        headers: list[tuple[str, bytes]] | None,
-        watch: PendingSend,
+        self, topic: str, payloads: Sequence[bytes], headers: Headers, watch: PendingSend
     ) -> list[int]:
         producer = self.producer or await self.get()
         assert self._loop is not None and self._pump is not None
@@ -280,10 +249,7 @@ class ConfluentProducer:
         try:
             for payload in payloads:
                 try:
-                    if headers is None:
-                        produce(topic, payload, partition=0, on_delivery=deliver)
-                    else:
-                        produce(topic, payload, partition=0, headers=headers, on_delivery=deliver)
+                    produce(topic, payload, partition=0, headers=headers, on_delivery=deliver)
                 except BufferError:
                     await self._produce_when_room(
                         lambda p=payload: produce(  # type: ignore[misc]
