@@ -265,8 +265,10 @@ class ConfluentProducer(ProducerBase):
         self, producer: Any, topic: str, messages: list[dict[str, Any]], deliver: Any
     ) -> None:
         """``produce_batch``; records librdkafka could not queue (a full queue) are
-        queued again as deliveries free room, in order."""
+        queued again, in order, each time deliveries have been reported (see
+        :meth:`_produce_when_room`)."""
         while True:
+            self._room.clear()
             try:
                 queued = producer.produce_batch(topic, messages, partition=0, on_delivery=deliver)
             except BufferError:
@@ -284,7 +286,7 @@ class ConfluentProducer(ProducerBase):
                 if code not in (None, KafkaError._QUEUE_FULL):
                     raise library_error(error)
             messages = failed
-            await asyncio.sleep(0.001)
+            await self._room.wait()
 
     def too_large(self, exc: BaseException) -> bool:
         return isinstance(exc, kafka_errors.MessageSizeTooLargeError)
