@@ -1,13 +1,11 @@
 """Packs read ahead in one task, so the batcher takes a run of ready packs in one step.
 
 Awaiting ``stream.__anext__()`` in a new task per pack costs a trip round the event loop
-per pack, and on each trip every channel reader that has data decodes a whole receive
-batch (~50 ms for 1,024 Insert messages) before the batcher's task runs again: measured
-on the Spark benchmark, the first 50,000-row batch reached Spark only after the readers
-had decoded ~8,000 messages, and Spark then sat idle. A :class:`PackFeed` awaits the
-stream in one long-lived task; a pack the stream can cut at once comes back without
-suspending, so that task moves every ready pack into the feed in one step, and the
-batcher drains them with :meth:`PackFeed.get_nowait`.
+per pack, and on each trip every channel reader that has data may decode a whole receive
+batch (~50 ms for 1,024 Insert messages) before the batcher's task runs again. A
+:class:`PackFeed` awaits the stream in one long-lived task; a pack the stream can cut at
+once comes back without suspending, so that task moves every ready pack into the feed in
+one step, and the batcher drains them with :meth:`PackFeed.get_nowait`.
 
 The feed holds at most ``byte_limit`` payload bytes of packs (plus one pack): beyond the
 stream's own buffers, it reads ahead about that much and then waits for room.
