@@ -14,7 +14,8 @@ rows when every channel carries the same ticks (a :class:`~msgstream.TimeTickEmi
 way). Output keyed on ``batch_id`` that replaces an earlier attempt
 (:class:`~bridge_spark.sink.ParquetSink`) therefore holds every row exactly once.
 
-While Spark processes one batch (in a worker thread), the next one is read and built.
+While Spark processes one batch (in a worker thread), the next one is read and built;
+packs are read ahead in one task (:mod:`~bridge_spark.feed`), a run of ready ones taken at once.
 """
 
 from __future__ import annotations
@@ -34,12 +35,14 @@ from msgstream.observe import BridgeProbe, Instruments, default_instruments
 from msgstream.pack import MsgPack
 from msgstream.position import MsgPosition, SubscriptionPosition
 from msgstream.schema import CollectionSchema
+from msgstream.scope import cancel_and_wait
 from msgstream.ttstream import TtMsgStream
 
 from .checkpoint import BatchMark, CheckpointState, check_matches, load_checkpoint, save_checkpoint
 from .clients import ReaderClient, open_reader, resolved_config
 from .convert import FrameBuilder
 from .errors import OptionError
+from .feed import PackFeed
 from .frames import FrameKind, FrameSchema
 from .offsets import EARLIEST, LATEST, SliceOffset, StartSpec, parse_start
 from .options import parse_channels
@@ -278,24 +281,29 @@ class MicroBatcher:
         redo = self._require_state().pending
         batch = _Batch(FrameBuilder(frame), begin_ts=progress.end_ts)
         in_flight: asyncio.Task[None] | None = None
-        next_pack: asyncio.Task[MsgPack] | None = None
+        feed = PackFeed(stream, self.config.msgstream.tt_channel_buffer_bytes)
+        arrival: asyncio.Task[None] | None = None
         cut_batches = 0
         last_advance = time.monotonic()
         try:
             while True:
-                if next_pack is None:
-                    next_pack = asyncio.ensure_future(stream.__anext__())
-                waiting: set[asyncio.Future[object]] = {next_pack}  # type: ignore[arg-type]
-                if in_flight is not None:
-                    waiting.add(in_flight)  # type: ignore[arg-type]
-                await asyncio.wait(
-                    waiting, timeout=self._wait_s(batch), return_when=asyncio.FIRST_COMPLETED
-                )
+                pack = feed.get_nowait()  # packs ready now are taken without waiting
+                if pack is None:
+                    if arrival is None:
+                        arrival = asyncio.ensure_future(feed.wait())
+                    waiting: set[asyncio.Future[object]] = {arrival}  # type: ignore[arg-type]
+                    if in_flight is not None:
+                        waiting.add(in_flight)  # type: ignore[arg-type]
+                    await asyncio.wait(
+                        waiting, timeout=self._wait_s(batch), return_when=asyncio.FIRST_COMPLETED
+                    )
+                    if arrival.done():
+                        arrival = None
+                        pack = feed.get_nowait()
                 if in_flight is not None and in_flight.done():
                     finished, in_flight = in_flight, None
                     finished.result()  # the user function's exception, if any
-                if next_pack.done():
-                    pack, next_pack = next_pack.result(), None
+                if pack is not None:
                     self._add(batch, pack)
                 last = batch.last
                 if last is None:
@@ -342,9 +350,8 @@ class MicroBatcher:
                 await in_flight
                 in_flight = None
         finally:
-            if next_pack is not None:
-                next_pack.cancel()
-                await asyncio.gather(next_pack, return_exceptions=True)
+            await cancel_and_wait(arrival)
+            await feed.close()
             if in_flight is not None:  # failing or cancelled: let Spark finish, keep it pending
                 await asyncio.gather(in_flight, return_exceptions=True)
 
