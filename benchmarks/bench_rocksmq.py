@@ -41,10 +41,8 @@ from msgstream import (
     InsertMsg,
     MsgPack,
     MsgStream,
-    SubscriptionPosition,
     TimeTickMsg,
     TsMsg,
-    TtMsgStream,
     config_from_dict,
     decode,
     encode,
@@ -68,6 +66,7 @@ from report import (
     pipelined_workload,
     print_table,
     timed,
+    tt_read_rate,
 )
 
 PAYLOAD = b"x" * 100
@@ -193,17 +192,7 @@ async def fill_channels(path: str, channels: list[str], per_channel: int, per_ti
 
 
 async def bench_tt_consume(path: str, channels: list[str], expected: int, subname: str) -> float:
-    stream = TtMsgStream(open_client(path, RocksOptions()), pursuit_lag_s=0)
-    await stream.as_consumer(channels, subname, SubscriptionPosition.EARLIEST)
-    seen = 0
-    start = time.perf_counter()
-    async for pack in stream:
-        seen += len(pack.msgs)
-        if seen >= expected:
-            break
-    elapsed = time.perf_counter() - start
-    await stream.close()
-    return expected / elapsed
+    return await tt_read_rate(open_client(path, RocksOptions()), channels, expected, subname)
 
 
 class _HeaderOnlyPlan(Plan):

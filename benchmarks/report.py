@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 
+from msgstream import SubscriptionPosition, TtMsgStream
+from msgstream.backend import Client
 from msgstream.bench.common import channel_names, delete_channels
 from msgstream.bench.report import describe_machine
 from msgstream.bench.report import machine as bench_machine
@@ -132,6 +134,22 @@ async def broker_produce_rows(
         Row(f"pipelined produce, {size} B msgs", ours_tput.msgs_per_s, raw_tput.msgs_per_s,
             "msgs/s", ">= 0.9x raw"),
     ]  # fmt: skip
+
+
+async def tt_read_rate(client: Client, channels: list[str], expected: int, subname: str) -> float:
+    """Messages per second a TtMsgStream over ``client`` reads from the start of
+    ``channels`` (``expected`` messages in all)."""
+    stream = TtMsgStream(client, pursuit_lag_s=0)
+    await stream.as_consumer(channels, subname, SubscriptionPosition.EARLIEST)
+    seen = 0
+    start = time.perf_counter()
+    async for pack in stream:
+        seen += len(pack.msgs)
+        if seen >= expected:
+            break
+    elapsed = time.perf_counter() - start
+    await stream.close()
+    return expected / elapsed
 
 
 def tests_on_path() -> None:
