@@ -813,3 +813,24 @@ def test_good_librdkafka_properties_load_and_reach_both_clients() -> None:
     consumer = librdkafka_consumer(cfg.kafka, "sub")
     assert (consumer["group.id"], consumer["enable.auto.commit"]) == ("sub", False)
     assert consumer["enable.idempotence"] is True
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "meaning"),
+    [
+        ("rocksmq", "retention_max_age_s", "keep forever"),
+        ("rocksmq", "retention_max_size_bytes", "unlimited"),
+        ("rocksmq", "subscription_idle_expiry_s", "never"),
+        ("kafka", "replication_factor", "broker default"),
+    ],
+)
+def test_every_special_value_is_accepted_outside_the_range(
+    section: str, key: str, meaning: str
+) -> None:
+    """-1 passes although the range excludes it, on every key that declares it; the value
+    next to it does not (the order of the constraints in a key's type decides this)."""
+    cfg = config_from_dict({section: {key: -1}}, env={})
+    assert getattr(cfg.section(type(getattr(cfg, section))), key) == -1
+    with pytest.raises(ConfigError) as caught:
+        config_from_dict({section: {key: -2}}, env={})
+    assert f"or -1 ({meaning})" in str(caught.value)

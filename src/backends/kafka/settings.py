@@ -94,7 +94,7 @@ class KafkaConfig(Section):
     request_timeout_s: Seconds = 30.0
     """Seconds a broker request may take"""
 
-    replication_factor: Annotated[Annotated[int, Special(-1, "broker default")], Field(ge=1)] = 1
+    replication_factor: Annotated[int, Field(ge=1), Special(-1, "broker default")] = 1
     """Replication factor of the topics msgstream creates"""
 
     topic_config: PassThrough = Field(

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka import errors as kafka_errors
@@ -16,6 +16,8 @@ from .. import connect
 from ..deadlines import PendingSend
 from ..settings import KafkaConfig, consumer_kwargs, producer_kwargs
 from . import Engine, Fetched, Headers, ProducerBase
+
+_T = TypeVar("_T")
 
 _POLL_MS = 1000
 
@@ -115,7 +117,9 @@ class AiokafkaReader:
         self._inner.assign([self._partition])
 
     async def committed(self) -> int | None:
-        found: int | None = await self._inner.committed(self._partition)
+        found: int | None = await _while_coordinator_moves(
+            lambda: self._inner.committed(self._partition)
+        )
         return found
 
     async def first_offset(self) -> int:
@@ -147,10 +151,30 @@ class AiokafkaReader:
         return None
 
     async def commit(self, offset: int) -> None:
-        await self._inner.commit({self._partition: offset})
+        await _while_coordinator_moves(lambda: self._inner.commit({self._partition: offset}))
 
     async def stop(self) -> None:
         await asyncio.wait_for(self._inner.stop(), self._calls.deadline_s)
+
+
+_COORDINATOR_MOVING = (
+    kafka_errors.NotCoordinatorForGroupError,
+    kafka_errors.CoordinatorNotAvailableError,
+    kafka_errors.CoordinatorLoadInProgressError,
+)
+RETRY_S = 0.1
+"""Pause before asking again while a group's coordinator moves."""
+
+
+async def _while_coordinator_moves(call: Callable[[], Awaitable[_T]]) -> _T:
+    """``call()``, asked again every :data:`RETRY_S` while the group's coordinator is
+    moving or loading (after a broker restart or a leader change: aiokafka gives up on
+    the first such answer for committed offsets). The caller's deadline bounds it."""
+    while True:
+        try:
+            return await call()
+        except _COORDINATOR_MOVING:
+            await asyncio.sleep(RETRY_S)
 
 
 ENGINE = Engine("aiokafka", SharedProducer, AiokafkaReader)
