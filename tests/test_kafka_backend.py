@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -49,10 +50,12 @@ _engine = {"client": "aiokafka"}
 
 
 @pytest.fixture(autouse=True, params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> str:
-    """The engine every client of the test uses (``client_for``)."""
+def engine(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The engine every client of the test uses (``client_for``); the default again after
+    it, since other modules import ``client_for`` too."""
     _engine["client"] = request.param
-    return str(request.param)
+    yield str(request.param)
+    _engine["client"] = "aiokafka"
 
 
 def client_for(bootstrap: str, **kafka: Any) -> Client:

@@ -76,6 +76,7 @@ def cluster_client(cluster: LocalKafkaCluster, deadline_s: float, **kafka: Any) 
     return client_for(
         cluster.bootstrap,
         operation_timeout_s=deadline_s,
+        client="aiokafka",  # PRODUCER is aiokafka's pass-through (idempotence)
         replication_factor=3,
         topic_config={"min.insync.replicas": 2},
         producer=dict(PRODUCER),
