@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Literal, TypedDict
 
 from .backend import Client, ConsumedMessage, Consumer, MessageID, Producer
@@ -29,6 +29,9 @@ from .scope import AsyncScope
 log = get_logger(__name__)
 
 ProduceResult = dict[str, list[MessageID]]
+_Job = tuple[int, list[bytes]]
+"""One send of a produce or broadcast: the producer's index and its encoded payloads."""
+_SendJob = Callable[[int, list[bytes]], Awaitable[list[MessageID]]]
 MissingChannels = Literal["error", "wait", "create"]
 DefaultInstruments = Literal["default"]
 """``instruments="default"``: the process-wide instruments enabled when the stream is made
@@ -231,11 +234,7 @@ class MsgStream(AsyncScope):
                 return {producer.channel: [await producer.send(payload)]}
             payloads = self._encode_for(producer.channel, msgs)
             return {producer.channel: await producer.send_many(payloads)}
-        jobs: list[tuple[Producer, list[bytes]]] = []
-        for index, msgs in buckets.items():
-            producer = self._producer_of_bucket(index)
-            jobs.append((producer, self._encode_for(producer.channel, msgs)))
-        return await self._send(jobs)
+        return await self._send(self._jobs(pack, buckets=buckets), self._send_many)
 
     def _producer_of_bucket(self, index: int) -> Producer:
         if not 0 <= index < len(self._producers):
@@ -250,14 +249,30 @@ class MsgStream(AsyncScope):
         self._require_producers()
         if self._instruments is not None:
             return await self._observed(pack, broadcast=True)
-        payloads = self._encode_for(", ".join(self._producer_channels), pack.msgs)
-        return await self._send([(p, payloads) for p in self._producers])
+        return await self._send(self._jobs(pack), self._send_many)
 
-    async def _send(self, jobs: list[tuple[Producer, list[bytes]]]) -> ProduceResult:
+    def _jobs(self, pack: MsgPack, buckets: dict[int, list[TsMsg]] | None = None) -> list[_Job]:
+        """The sends of a ``produce`` (given its ``buckets``) or, without them, of a
+        ``broadcast``: each producer's index and its encoded payloads."""
+        if buckets is None:
+            payloads = self._encode_for(", ".join(self._producer_channels), pack.msgs)
+            return [(i, payloads) for i in range(len(self._producers))]
+        return [
+            (index, self._encode_for(self._producer_of_bucket(index).channel, msgs))
+            for index, msgs in buckets.items()
+        ]
+
+    async def _send(self, jobs: list[_Job], send: _SendJob) -> ProduceResult:
+        """``send`` every job: one after the other when the client's sends complete inline
+        (or there is one), else concurrently."""
         if len(jobs) == 1 or self.client.inline_sends:
-            return {producer.channel: await producer.send_many(p) for producer, p in jobs}
-        results = await asyncio.gather(*(p.send_many(payloads) for p, payloads in jobs))
-        return {p.channel: ids for (p, _), ids in zip(jobs, results, strict=True)}
+            results = [await send(index, payloads) for index, payloads in jobs]
+        else:
+            results = await asyncio.gather(*(send(index, payloads) for index, payloads in jobs))
+        return {self._producers[i].channel: ids for (i, _), ids in zip(jobs, results, strict=True)}
+
+    def _send_many(self, index: int, payloads: list[bytes]) -> Awaitable[list[MessageID]]:
+        return self._producers[index].send_many(payloads)
 
     async def _observed(self, pack: MsgPack, *, broadcast: bool) -> ProduceResult:
         """``produce``/``broadcast`` reporting to the instruments: each send timed and
@@ -267,27 +282,17 @@ class MsgStream(AsyncScope):
         assert self._pack_probe is not None
         record = self._pack_probe.start()
         try:
-            if broadcast:
-                payloads = self._encode_for(", ".join(self._producer_channels), pack.msgs)
-                jobs = [(i, payloads) for i in range(len(self._producers))]
-            else:
-                buckets = self._repack(pack.msgs, len(self._producers))
-                jobs = []
-                for index, msgs in buckets.items():
-                    channel = self._producer_of_bucket(index).channel
-                    jobs.append((index, self._encode_for(channel, msgs)))
-            sends = [self._observed_send(i, p, record) for i, p in jobs]
-            if len(sends) == 1 or self.client.inline_sends:
-                results = [await send for send in sends]
-            else:
-                results = await asyncio.gather(*sends)
+            buckets = None if broadcast else self._repack(pack.msgs, len(self._producers))
+            jobs = self._jobs(pack, buckets)
+            result = await self._send(
+                jobs, lambda index, payloads: self._observed_send(index, payloads, record)
+            )
         except BaseException as exc:
             record.failed(exc)
             raise
-        result = {
-            self._producers[i].channel: ids for (i, _), ids in zip(jobs, results, strict=True)
-        }
-        record.done(sum(len(ids) for ids in results), sum(len(p) for _, ps in jobs for p in ps))
+        record.done(
+            sum(len(ids) for ids in result.values()), sum(len(p) for _, ps in jobs for p in ps)
+        )
         return result
 
     async def _observed_send(
