@@ -122,15 +122,16 @@ class _ConsumeSpans(PackProbe):
 
     def consumed(self, pack: MsgPack) -> None:
         trace, _ = _otel()
-        contexts: list[Any] = []
+        found: dict[tuple[int, int], Any] = {}  # the producers' span contexts, once each
         for msg in pack.msgs:
             position = msg.position
             memory = None if position is None else self._memories.get(position.channel)
             if memory is None or position is None:
                 continue
             span_context = memory.by_id.pop(position.msg_id, None)
-            if span_context is not None and span_context not in contexts:
-                contexts.append(span_context)
+            if span_context is not None:
+                found.setdefault((span_context.trace_id, span_context.span_id), span_context)
+        contexts = list(found.values())
         parent = (
             trace.set_span_in_context(trace.NonRecordingSpan(contexts[0])) if contexts else None
         )
