@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,44 @@ def test_read_only_open_of_missing_store_fails(tmp_path: Path) -> None:
     with pytest.raises(BackendUnavailableError, match="nothing"):
         open_client(str(path), RocksOptions(read_only=True))
     assert not path.exists()
+
+
+async def test_waiting_consumers_share_one_catch_up_per_poll_interval(tmp_path: Path) -> None:
+    """A read-only store polls the writer for every waiting channel at once: four
+    consumers waiting for 0.3 s cost one catch-up per 20 ms interval, not four; a
+    message written meanwhile still reaches its consumer within about one interval."""
+    path = tmp_path / "store"
+    writer = open_client(str(path))
+    reader = None
+    waits: list[asyncio.Task[None]] = []
+    try:
+        producers = {c: await writer.create_producer(c) for c in "abcd"}
+        for producer in producers.values():
+            await producer.send(b"x")
+        reader = open_client(str(path), RocksOptions(read_only=True, poll_interval_s=0.02))
+        store = reader.store
+        assert isinstance(store, RocksStore)
+        calls: list[float] = []
+        catch_up = store.catch_up
+
+        def counted() -> None:
+            calls.append(time.monotonic())
+            catch_up()
+
+        store.catch_up = counted  # type: ignore[method-assign]
+        waits = [asyncio.create_task(store.wait_for_append(c, 2)) for c in "abcd"]
+        await asyncio.sleep(0.3)
+        assert not any(w.done() for w in waits)
+        assert 5 <= len(calls) <= 18  # one per interval (15), not one per channel (60)
+        written = time.monotonic()
+        await producers["c"].send(b"y")
+        await asyncio.wait_for(waits[2], 1.0)
+        assert time.monotonic() - written < 0.2
+        assert not any(w.done() for i, w in enumerate(waits) if i != 2)
+    finally:
+        for wait in waits:
+            wait.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)
+        if reader is not None:
+            await reader.close()
+        await writer.close()

@@ -38,6 +38,7 @@ import os
 import struct
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
@@ -173,6 +174,7 @@ class RocksStore(LogStore):
         self._write_options = WriteOptions()
         self._write_options.sync = self.options.sync
         self._closed = False
+        self._caught_up_at = float("-inf")
         self._open_consumers: dict[tuple[str, str], int] = {}
         self._volatile_subs: dict[tuple[str, str], StoredSubscription] = {}
         self.holds = Holds(path)
@@ -709,17 +711,22 @@ class RocksStore(LogStore):
         if self.read_only and not self._closed:
             self._db.try_catch_up_with_primary()
             self._load()
+            self._caught_up_at = time.monotonic()
 
     async def wait_for_append(self, channel: str, next_id: int) -> None:
         if not self.read_only:
             await super().wait_for_append(channel, next_id)
             return
         # Another process writes: there is no in-process signal, so look periodically.
+        # The consumers of every channel wait here; the store catches up at most once a
+        # poll interval for all of them (each catch-up reads the writer's manifest and log).
+        interval = self.options.poll_interval_s
         while not self._closed:
-            self.catch_up()
+            if time.monotonic() - self._caught_up_at >= interval:
+                self.catch_up()
             if self.next_id(channel) > next_id or channel not in self._cids:
                 return
-            await asyncio.sleep(self.options.poll_interval_s)
+            await asyncio.sleep(interval)
 
     def close(self) -> None:
         if self._closed:
