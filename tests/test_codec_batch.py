@@ -478,3 +478,106 @@ def test_a_one_row_insert_whose_envelope_lies_about_its_timestamp_is_rejected() 
     batch = decode_batch([good, bad], registry)
     assert [(i, type(e)) for i, e in batch.bad] == [(1, DecodeError)]
     assert "the envelope's time range" in str(batch.bad[0][1])
+
+
+# --- unchecked bodies -----------------------------------------------------------------------
+
+UNCHECKED = frozenset({int(InsertMsg.MSG_TYPE), int(DeleteMsg.MSG_TYPE)})
+
+
+def text_insert(msg_id: int, texts: list[str]) -> InsertMsg:
+    rows = len(texts)
+    return InsertMsg(
+        msg_id=msg_id,
+        timestamp=100 + msg_id,
+        source_id=3,
+        collection_name="c",
+        partition_name="p",
+        row_ids=np.arange(rows) + msg_id * 10,
+        row_timestamps=np.arange(rows) + 90 + msg_id,
+        fields=[FieldData("title", DataType.VARCHAR, texts)],
+    )
+
+
+def test_unchecked_bodies_get_shared_plans_whose_messages_equal_the_decoded_ones() -> None:
+    """Varchar Inserts (no cached plan) and a varchar-keyed Delete: one plan per (type,
+    collection, partition, rows), none cached in the registry, and every message built
+    from one behaves as ``decode``'s once its body is read."""
+    msgs = [
+        text_insert(1, ["a", "b"]),
+        text_insert(2, ["cc", "d"]),
+        text_insert(3, ["e"]),
+        DeleteMsg(msg_id=4, timestamp=50, collection_name="c", primary_keys=["x", "y"]),
+    ]
+    payloads = [encode(m) for m in msgs]
+    registry = MessageRegistry(BUILTIN_TYPES)
+    batch = decode_batch(payloads, registry, unchecked=UNCHECKED)
+    assert batch.bad == [] and batch.ready == []
+    plans = batch.plans
+    assert [type(p).__name__ for p in plans] == [
+        "_UncheckedInsertPlan",
+        "_UncheckedInsertPlan",
+        "_UncheckedInsertPlan",
+        "_UncheckedDeletePlan",
+    ]
+    assert plans[0] is plans[1] and plans[2] is not plans[0]
+    assert registry.plans == {}
+    assert batch.ts == [decode(p).end_ts for p in payloads]
+    for row, payload in enumerate(payloads):
+        mine = built(batch, row, payload)
+        assert "fields" not in mine.__dict__ and "primary_keys" not in mine.__dict__
+        assert_same(mine, decode(payload))
+
+
+def test_unchecked_bodies_still_get_the_envelope_checks_on_arrival() -> None:
+    """A bad checksum or an oversized payload is refused on arrival with ``decode``'s
+    error; a payload of the older codec version is decoded in full, and one whose body
+    has a cached plan goes through that plan, as without ``unchecked``."""
+    sound = encode(text_insert(1, ["a"]))
+    flipped = sound[:-1] + bytes([sound[-1] ^ 1])
+    old = rebuild(sound, split_payload(sound)[1], version=2)
+    numeric = encode(numeric_insert())
+    registry = MessageRegistry(BUILTIN_TYPES)
+    decode_batch([numeric], registry)  # caches its plan
+    payloads = [flipped, sound, numeric]
+    batch = decode_batch(payloads, registry, 1 << 20, UNCHECKED)
+    assert [(i, type(e), str(e)) for i, e in batch.bad] == [
+        (0, DecodeError, "checksum mismatch (corrupt or truncated payload)")
+    ]
+    assert [type(p).__name__ for p in batch.plans] == ["_UncheckedInsertPlan", "InsertPlan"]
+    limited = decode_batch([sound], registry, len(sound) - 1, UNCHECKED)
+    assert [str(e) for _, e in limited.bad] == [
+        f"payload of {len(sound)} bytes exceeds the limit of {len(sound) - 1}"
+    ]
+    old_batch = decode_batch([old], registry, unchecked=UNCHECKED)
+    assert [type(p).__name__ for p in old_batch.plans] == ["ReadyPlan"]
+    assert_same(built(old_batch, 0, old), decode(old))
+
+
+def test_an_unchecked_body_that_is_bad_raises_decodes_error_when_read() -> None:
+    payload = encode(text_insert(1, ["a", "b"]))
+    _, body, _ = split_payload(payload)
+    body["fields"][0]["rows"] = 1
+    bad = rebuild(payload, body)
+    with pytest.raises(DecodeError) as expected:
+        decode(bad)
+    batch = decode_batch([bad], unchecked=UNCHECKED)
+    assert batch.bad == []
+    msg = built(batch, 0, bad)
+    assert (msg.msg_id, msg.collection_name, msg.time_range()) == (1, "c", (91, 92))  # type: ignore[attr-defined]
+    for _ in range(2):  # and again: a failed read leaves nothing half built
+        with pytest.raises(DecodeError) as caught:
+            msg.row_ids  # type: ignore[attr-defined]  # noqa: B018
+        assert str(caught.value) == str(expected.value)
+
+
+def test_unchecked_bodies_are_for_insert_and_delete_only() -> None:
+    from msgstream import MsgStream, config_from_dict, new_client
+
+    client = new_client(config_from_dict({"mq": {"type": "memory"}}, env={}))
+    with pytest.raises(ValueError, match="unchecked_bodies") as caught:
+        MsgStream(client, unchecked_bodies={int(TimeTickMsg.MSG_TYPE), 3})
+    assert str(caught.value) == (
+        f"unchecked_bodies takes the Insert and Delete type codes "
+        f"{sorted(UNCHECKED)}, got [{int(TimeTickMsg.MSG_TYPE)}]"
+    )

@@ -22,6 +22,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import repeat
 from operator import attrgetter, getitem, itemgetter
 from typing import Any, cast
@@ -34,7 +35,7 @@ from .buffers import BodyReader, BodyWriter
 from .errors import CodecError, DecodeError, UnknownMessageTypeError, UnknownTypeCodeError
 from .messages import BUILTIN_TYPES, USER_TYPE_MIN, DmlMsg, Header, TsMsg
 from .packed import PackedValues
-from .plans import Plan, ReadyPlan, plan_for
+from .plans import Plan, ReadyPlan, UncheckedDmlPlan, plan_for
 from .schema import CollectionSchema, FieldData
 
 MAGIC = b"MS"
@@ -328,6 +329,7 @@ def decode_batch(
     payloads: Sequence[bytes],
     registry: MessageRegistry = default_registry,
     max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    unchecked: frozenset[int] = frozenset(),
 ) -> DecodedBatch:
     """Validate payloads as :func:`decode` does, without building messages yet.
 
@@ -336,9 +338,16 @@ def decode_batch(
     was seen before (a cached plan) are checked column-wise, one C-level pass per check
     over the whole batch; the first of each body, and every payload of a batch where
     anything is off, is decoded in full.
+
+    Except for the Insert and Delete type codes in ``unchecked``: a payload of those
+    without a cached plan, current codec version, intact envelope and checksum and a
+    sound body header gets an :class:`~msgstream.plans.UncheckedDmlPlan` (its body is
+    decoded, and can fail, when its message's body is first read).
     """
     batch = _decode_known(payloads, registry, max_bytes)
-    return batch if batch is not None else _decode_each(payloads, registry, max_bytes)
+    if batch is not None:
+        return batch
+    return _decode_each(payloads, registry, max_bytes, unchecked)
 
 
 def _decode_known(
@@ -413,12 +422,22 @@ def _ts_ranges_agree(payloads: Sequence[bytes], plans: list[Plan], env: Any, cou
 
 
 def _decode_each(
-    payloads: Sequence[bytes], registry: MessageRegistry, max_bytes: int
+    payloads: Sequence[bytes],
+    registry: MessageRegistry,
+    max_bytes: int,
+    unchecked: frozenset[int] = frozenset(),
 ) -> DecodedBatch:
     batch = DecodedBatch()
+    full = partial(decode, registry=registry, max_bytes=max_bytes) if unchecked else None
+    shared: dict[tuple[Any, ...], UncheckedDmlPlan] = {}
     for index, payload in enumerate(payloads):
         try:
-            head, plan, ts = _decode_one(payload, registry, max_bytes)
+            found = (
+                None
+                if full is None
+                else _unchecked_plan(payload, registry, max_bytes, unchecked, full, shared)
+            )
+            head, plan, ts = found or _decode_one(payload, registry, max_bytes)
         except CodecError as exc:
             batch.bad.append((index, exc))
             continue
@@ -460,6 +479,41 @@ def _decode_one(
         registry.plans.clear()
     registry.plans[head[_MSG_TYPE], payload[ENVELOPE_SIZE:body_end]] = found
     return head, found, head[found.ts_field]
+
+
+def _unchecked_plan(
+    payload: bytes,
+    registry: MessageRegistry,
+    max_bytes: int,
+    unchecked: frozenset[int],
+    full: Callable[[bytes], TsMsg],
+    shared: dict[tuple[Any, ...], UncheckedDmlPlan],
+) -> tuple[tuple[Any, ...], Plan, int] | None:
+    """An :class:`~msgstream.plans.UncheckedDmlPlan` for ``payload`` if it is of a type in
+    ``unchecked``, has no cached plan and passes the checks that plan promises (one of
+    ``shared`` if one fits); None: take :func:`_decode_one`'s way."""
+    if type(payload) is not bytes or not ENVELOPE_SIZE <= len(payload) <= max_bytes:
+        return None
+    if _ENVELOPE.unpack_from(payload)[_MSG_TYPE] not in unchecked:
+        return None
+    intact = intact_envelope(payload)
+    if intact is None:
+        return None
+    head, body_end = intact
+    if head[_VERSION] != VERSION or head[_TIMESTAMP] == 0:
+        return None
+    body_bytes = payload[ENVELOPE_SIZE:body_end]
+    if (head[_MSG_TYPE], body_bytes) in registry.plans:
+        return None  # a cached plan checks the body as cheaply
+    cls = registry.lookup(head[_MSG_TYPE])
+    if cls is None:
+        return None
+    try:
+        body = orjson.loads(body_bytes)
+    except orjson.JSONDecodeError:
+        return None
+    plan = UncheckedDmlPlan.of(cls, body, full, shared)
+    return None if plan is None else (head, plan, head[_END_TS])
 
 
 def to_jsonable(msg: TsMsg) -> dict[str, Any]:

@@ -20,6 +20,7 @@ binary columns, a CreateCollection, user types) are decoded in full, as before.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -306,6 +307,83 @@ class InsertPlan(DmlPlan):
             "row_ids": np.ndarray((self.rows,), _I8, payload, self.ids_at),
             "fields": [c.build(payload) for c in self.columns],
         }
+
+
+class UncheckedDmlPlan(DmlPlan):
+    """One Insert or Delete payload whose body was not checked: only its envelope, its
+    checksum and its body's header (collection, partition, row count) were. Made per
+    payload for a stream asked to leave such bodies unchecked (``unchecked_bodies``),
+    for a consumer that reads the payloads itself (the Spark bridge turns many Inserts
+    into Arrow columns in whole-batch passes, with checks of its own).
+
+    Its message defers every body field; the first read of one decodes the payload in
+    full with :func:`~msgstream.codec.decode` (``decode``), so a bad body raises
+    :class:`~msgstream.errors.DecodeError` there instead of being skipped by the reader.
+    A plan holds no per-payload state (payloads with the same type, collection,
+    partition and row count can share one), and not the parsed body: a plan lives as
+    long as its messages, and a dozen small dicts per message kept alive make every full
+    garbage collection slower.
+    """
+
+    __slots__ = ("_decode",)
+
+    def __init__(
+        self,
+        cls: type[TsMsg],
+        collection: str,
+        partition: str,
+        rows: int,
+        decode: Callable[[bytes], TsMsg],
+    ) -> None:
+        super().__init__(cls, collection, partition, rows, 0, 0)
+        self.stamps = _NO_STAMPS  # unchecked: no row timestamps to compare on arrival
+        self.stamp_rows = 0
+        self._decode = decode
+
+    def build_body(self, payload: bytes) -> dict[str, Any]:
+        msg = self._decode(payload)
+        return {name: getattr(msg, name) for name in self.deferred}
+
+    @staticmethod
+    def of(
+        cls: type[TsMsg],
+        body: Any,
+        decode: Callable[[bytes], TsMsg],
+        shared: dict[tuple[Any, ...], UncheckedDmlPlan],
+    ) -> UncheckedDmlPlan | None:
+        """The plan of a payload of ``cls`` whose JSON body is ``body``, from ``shared``
+        (the plans made so far, by type and header) if one fits; None if ``cls`` is not
+        Insert or Delete or the body lacks a sound header (decode it in full)."""
+        plan_cls = _UNCHECKED.get(cls)
+        if plan_cls is None or type(body) is not dict:
+            return None
+        rows = body.get("rows")
+        collection, partition = body.get("collection_name"), body.get("partition_name")
+        if type(rows) is not int or rows <= 0:
+            return None
+        if type(collection) is not str or type(partition) is not str:
+            return None
+        key = (cls, collection, partition, rows)
+        plan = shared.get(key)
+        if plan is None:
+            plan = shared[key] = plan_cls(cls, collection, partition, rows, decode)
+        return plan
+
+
+class _UncheckedInsertPlan(UncheckedDmlPlan):
+    __slots__ = ()
+    deferred = InsertPlan.deferred
+
+
+class _UncheckedDeletePlan(UncheckedDmlPlan):
+    __slots__ = ()
+    deferred = DeletePlan.deferred
+
+
+_UNCHECKED: dict[type[TsMsg], type[UncheckedDmlPlan]] = {
+    InsertMsg: _UncheckedInsertPlan,
+    DeleteMsg: _UncheckedDeletePlan,
+}
 
 
 # --- making plans -----------------------------------------------------------------------

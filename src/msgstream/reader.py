@@ -59,6 +59,9 @@ class ReaderSettings:
     """The stream's counters, shared by its readers."""
     backend: str
     """The backend's name, in the readers' log records."""
+    unchecked: frozenset[int] = frozenset()
+    """Insert/Delete type codes whose bodies are left unchecked (see
+    :func:`~msgstream.codec.decode_batch`)."""
 
 
 class ChannelReader:
@@ -83,6 +86,7 @@ class ChannelReader:
         self._stats = settings.stats
         self._max_bytes = settings.max_message_bytes
         self._on_bad = settings.on_bad_message
+        self._unchecked = settings.unchecked
         self.probe = probe
         """Reports what this channel's reading does (None: nothing is reported)."""
         self._log_fields = fields(settings.backend, self.channel, consumer.subname)
@@ -149,14 +153,14 @@ class ChannelReader:
 
     def _rows(self, batch: ConsumedBatch) -> Rows:
         """Validate a batch: the good messages as rows, the bad ones reported."""
-        decoded = decode_batch(batch.payloads, self._registry, self._max_bytes)
+        decoded = decode_batch(batch.payloads, self._registry, self._max_bytes, self._unchecked)
         payloads, ids = batch.payloads, batch.id_bytes
         if decoded.bad:
             bad = {index for index, _ in decoded.bad}
             payloads = [p for i, p in enumerate(payloads) if i not in bad]
             ids = [b for i, b in enumerate(ids) if i not in bad]
             for index, exc in decoded.bad:
-                self._report_bad(batch.message(index), exc)
+                self.report_bad(batch.message(index), exc)
         group = self.consumer.subname
         rows = Rows(self.channel, group)
         rows.ts = decoded.ts
@@ -173,7 +177,8 @@ class ChannelReader:
             plan.msg.position = MsgPosition(self.channel, ids[index], group, plan.msg.timestamp)
         return rows
 
-    def _report_bad(self, raw: ConsumedMessage, exc: CodecError) -> None:
+    def report_bad(self, raw: ConsumedMessage, exc: CodecError) -> None:
+        """Count, log and hand on a message of this channel found bad, then skip it."""
         if isinstance(exc, UnknownMessageTypeError):
             self._stats.unknown_types += 1
         else:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from typing import Literal, TypedDict
 
 from .backend import Client, ConsumedMessage, Consumer, MessageID, Producer
@@ -11,6 +11,7 @@ from .channels import validate_channel_name, validate_subscription_name
 from .codec import MessageRegistry, default_registry, encode
 from .errors import (
     AuthorizationError,
+    CodecError,
     InvalidPositionError,
     MessageTooLargeError,
     StreamClosedError,
@@ -18,7 +19,7 @@ from .errors import (
     TopicNotFoundError,
 )
 from .logs import fields, get_logger
-from .messages import TsMsg
+from .messages import DeleteMsg, InsertMsg, TsMsg
 from .observe import Instruments, OpRecord, PackProbe, ProduceProbe, default_instruments
 from .pack import MsgPack
 from .position import MsgPosition, SubscriptionPosition
@@ -33,12 +34,24 @@ _Job = tuple[int, list[bytes]]
 """One send of a produce or broadcast: the producer's index and its encoded payloads."""
 _SendJob = Callable[[int, list[bytes]], Awaitable[list[MessageID]]]
 MissingChannels = Literal["error", "wait", "create"]
+"""What :meth:`MsgStream.as_consumer` does with a channel that does not exist yet."""
 DefaultInstruments = Literal["default"]
 """``instruments="default"``: the process-wide instruments enabled when the stream is made
 (:func:`msgstream.metrics.enable`, :func:`msgstream.tracing.enable`), if any."""
-"""What :meth:`MsgStream.as_consumer` does with a channel that does not exist yet."""
 CHANNEL_POLL_S = 0.2
 """How often ``as_consumer(..., missing="wait")`` asks whether a channel exists yet."""
+
+
+def _dml_codes(codes: Collection[int]) -> frozenset[int]:
+    """``unchecked_bodies`` as a set, refusing a type code that is not Insert or Delete."""
+    allowed = {int(InsertMsg.MSG_TYPE), int(DeleteMsg.MSG_TYPE)}
+    wrong = sorted(set(map(int, codes)) - allowed)
+    if wrong:
+        raise ValueError(
+            f"unchecked_bodies takes the Insert and Delete type codes {sorted(allowed)}, "
+            f"got {wrong}"
+        )
+    return frozenset(map(int, codes))
 
 
 def check_buffer_sizes(**sizes: int) -> None:
@@ -61,6 +74,7 @@ class StreamOptions(TypedDict, total=False):
     on_bad_message: BadMessageHandler | None
     owns_client: bool
     instruments: Instruments | DefaultInstruments | None
+    unchecked_bodies: Collection[int]
 
 
 class MsgStream(AsyncScope):
@@ -75,6 +89,12 @@ class MsgStream(AsyncScope):
 
     ``instruments`` receive what the stream does (:mod:`msgstream.observe`): by default the
     ones enabled process-wide when the stream is made; None records nothing.
+
+    ``unchecked_bodies`` (Insert and/or Delete type codes) is for consumers that read
+    payloads themselves: readers check those messages' envelopes, checksums and body
+    headers only, and a bad body raises :class:`~msgstream.errors.DecodeError` when the
+    message's body is first read instead of being skipped on arrival; the consumer then
+    reports it with :meth:`report_bad` (see :class:`~msgstream.plans.UncheckedDmlPlan`).
     """
 
     def __init__(
@@ -89,6 +109,7 @@ class MsgStream(AsyncScope):
         on_bad_message: BadMessageHandler | None = None,
         owns_client: bool = True,
         instruments: Instruments | DefaultInstruments | None = "default",
+        unchecked_bodies: Collection[int] = (),
     ) -> None:
         check_buffer_sizes(
             receive_buffer_size=receive_buffer_size, receive_buffer_bytes=receive_buffer_bytes
@@ -118,6 +139,7 @@ class MsgStream(AsyncScope):
             self._arrived,
             self.read_stats,
             client.backend_name,
+            _dml_codes(unchecked_bodies),
         )
         self._next_reader = 0
         self._closed = False
@@ -316,6 +338,22 @@ class MsgStream(AsyncScope):
     @property
     def consumer_channels(self) -> list[str]:
         return [r.channel for r in self._readers]
+
+    def report_bad(self, msg: TsMsg, exc: CodecError) -> None:
+        """Report a consumed message found bad after delivery (an unchecked body that did
+        not decode, see ``unchecked_bodies``) as the readers report one on arrival:
+        counted in :attr:`read_stats`, logged with channel and MessageID, handed to
+        ``on_bad_message``. The caller skips it."""
+        position = msg.position
+        lazy = msg.lazy_body
+        reader = next(
+            (r for r in self._readers if position is not None and r.channel == position.channel),
+            None,
+        )
+        if reader is None or position is None or lazy is None:
+            raise StreamStateError(f"{type(msg).__name__} was not consumed by this stream")
+        msg_id = self.client.message_id_from_bytes(position.msg_id)
+        reader.report_bad(ConsumedMessage(position.channel, msg_id, lazy[1]), exc)
 
     async def as_consumer(
         self,

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
+import orjson
 import pytest
 
 from harness import BackendHarness
@@ -28,11 +31,15 @@ from msgstream import (
     TopicNotFoundError,
     TsMsg,
     UnknownMessageTypeError,
+    envelope,
     hash_primary_keys,
     positions_from_json,
     positions_to_json,
 )
-from msgstream.codec import BUILTIN_TYPES
+from msgstream.backend import ConsumedMessage
+from msgstream.codec import BUILTIN_TYPES, decode, encode
+from msgstream.errors import CodecError, DecodeError
+from msgstream.messages import MsgType
 
 TIMEOUT = 10.0
 EARLIEST = SubscriptionPosition.EARLIEST
@@ -191,6 +198,75 @@ async def test_corrupt_payload_is_skipped_counted_and_logged(
         messages = [r.getMessage() for r in caplog.records if "undecodable" in r.getMessage()]
         assert len(messages) == 2
         assert channel in messages[0] and repr(bad_id) in messages[0]
+
+
+def text_insert(msg_id: int, texts: list[str]) -> InsertMsg:
+    """An Insert with a varchar column (no cached decode plan: each body differs)."""
+    pks = list(range(msg_id * 10, msg_id * 10 + len(texts)))
+    return InsertMsg(
+        msg_id=msg_id,
+        timestamp=100 + msg_id,
+        collection_name="books",
+        row_ids=pks,
+        fields=[FieldData("pk", DataType.INT64, pks), FieldData("title", DataType.VARCHAR, texts)],
+        hash_keys=[0] * len(pks),  # one channel: every row to it
+    )
+
+
+def with_body(payload: bytes, change: Callable[[Any], Any]) -> bytes:
+    """``payload`` with its JSON body replaced by ``change(body)``, checksum recomputed:
+    what a faulty producer would send (the envelope is sound, the body is not)."""
+    head = list(envelope.STRUCT.unpack_from(payload))
+    json_len, crc = envelope.index("json_len"), envelope.index("crc")
+    body_end = envelope.SIZE + head[json_len]
+    body = orjson.dumps(change(orjson.loads(payload[envelope.SIZE : body_end])))
+    head[json_len] = len(body)
+    unsealed = envelope.STRUCT.pack(*head) + body + payload[body_end:]
+    head[crc] = zlib.crc32(unsealed[envelope.SIZE :], zlib.crc32(unsealed[: envelope.CRC_OFFSET]))
+    return envelope.STRUCT.pack(*head) + body + payload[body_end:]
+
+
+def one_row_short(body: Any) -> Any:
+    body["fields"][1]["rows"] -= 1
+    return body
+
+
+async def test_unchecked_insert_bodies_fail_when_read_and_are_reported_by_the_consumer(
+    backend: BackendHarness,
+) -> None:
+    """With ``unchecked_bodies``, an Insert whose body is bad (sound envelope and
+    checksum) is delivered; reading its body raises decode's error, and ``report_bad``
+    counts it and hands it to ``on_bad_message`` with its channel and MessageID."""
+    channel = backend.channel()
+    raw = await backend.client().create_producer(channel)
+    bad = with_body(encode(text_insert(2, ["b", "c"])), one_row_short)
+    with pytest.raises(DecodeError) as expected:
+        decode(bad)
+    reports: list[tuple[ConsumedMessage, CodecError]] = []
+    unchecked = stream(
+        backend,
+        unchecked_bodies={MsgType.INSERT},
+        on_bad_message=lambda raw, exc: reports.append((raw, exc)),
+    )
+    async with stream(backend) as producer, unchecked as consumer:
+        await producer.as_producer([channel])
+        await producer.produce(MsgPack.of(text_insert(1, ["a"])))
+        bad_id = await raw.send(bad)
+        await producer.produce(MsgPack.of(text_insert(3, ["d", "é"])))
+        await consumer.as_consumer([channel], "sub", EARLIEST)
+        got = await take(consumer, 3)
+        assert [m.msg_id for m in got] == [1, 2, 3]
+        assert consumer.read_stats.decode_errors == 0
+        good = [m for m in got if m.msg_id != 2]
+        assert [list(m.field("title").values) for m in good] == [["a"], ["d", "é"]]  # type: ignore[attr-defined]
+        with pytest.raises(DecodeError) as caught:
+            got[1].fields  # type: ignore[attr-defined]  # noqa: B018
+        assert str(caught.value) == str(expected.value)
+        consumer.report_bad(got[1], caught.value)
+        assert consumer.read_stats.decode_errors == 1
+        [(reported, error)] = reports
+        assert (reported.channel, reported.msg_id, reported.payload) == (channel, bad_id, bad)
+        assert error is caught.value
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
