@@ -14,8 +14,11 @@ rows when every channel carries the same ticks (a :class:`~msgstream.TimeTickEmi
 way). Output keyed on ``batch_id`` that replaces an earlier attempt
 (:class:`~bridge_spark.sink.ParquetSink`) therefore holds every row exactly once.
 
-While Spark processes one batch (in a worker thread), the next one is read and built;
-packs are read ahead in one task (:mod:`~bridge_spark.feed`), a run of ready ones taken at once.
+While Spark processes one batch (in a worker thread), the next one is read. Packs are
+read ahead in one task (:mod:`~bridge_spark.feed`), a run of ready ones taken at once.
+Insert bodies are not decoded on arrival: the stream leaves them unchecked and
+:class:`~bridge_spark.dml_rows.DmlRows` converts them in whole-batch passes, reporting a
+bad one through the stream (``on_bad_message``, ``read_stats``) when the batch is built.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from msgstream.config import Config
+from msgstream.errors import CodecError
 from msgstream.factory import ttstream_options
 from msgstream.logs import get_logger
+from msgstream.messages import InsertMsg, MsgType, TsMsg
 from msgstream.observe import BridgeProbe, Instruments, default_instruments
 from msgstream.pack import MsgPack
 from msgstream.position import MsgPosition, SubscriptionPosition
@@ -40,7 +45,7 @@ from msgstream.ttstream import TtMsgStream
 
 from .checkpoint import BatchMark, CheckpointState, check_matches, load_checkpoint, save_checkpoint
 from .clients import ReaderClient, open_reader, resolved_config
-from .convert import FrameBuilder
+from .dml_rows import DmlRows
 from .errors import OptionError
 from .feed import PackFeed
 from .frames import FrameKind, FrameSchema
@@ -49,6 +54,7 @@ from .options import parse_channels
 from .planner import RowFilter, SlicePlanner
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -112,7 +118,9 @@ class BatcherProgress:
 
 @dataclass
 class _Batch:
-    builder: FrameBuilder
+    rows: DmlRows[TsMsg]
+    bad: list[tuple[TsMsg, CodecError]]
+    """Messages found bad while collecting or building, not reported yet."""
     packs: int = 0
     begin_ts: int = 0
     last: MsgPack | None = None
@@ -174,8 +182,13 @@ class MicroBatcher:
     def _new_stream(self, reader: ReaderClient) -> TtMsgStream:
         options = ttstream_options(self.config.msgstream)
         # No pursuit merging: one pack per tick advance, the boundaries batches are cut at.
+        # Insert bodies are checked where they are converted (DmlRows): in whole-batch
+        # passes, instead of decoding each message in full on arrival.
         return TtMsgStream(
-            reader.client, **{**options, "pursuit_lag_s": 0}, instruments=self._instruments
+            reader.client,
+            **{**options, "pursuit_lag_s": 0},
+            instruments=self._instruments,
+            unchecked_bodies={MsgType.INSERT},
         )
 
     def _resume_point(self, state: CheckpointState) -> list[MsgPosition] | None:
@@ -279,7 +292,7 @@ class MicroBatcher:
     ) -> None:
         progress = self.progress
         redo = self._require_state().pending
-        batch = _Batch(FrameBuilder(frame), begin_ts=progress.end_ts)
+        batch = _new_batch(frame, progress.end_ts)
         in_flight: asyncio.Task[None] | None = None
         feed = PackFeed(stream, self.config.msgstream.tt_channel_buffer_bytes)
         arrival: asyncio.Task[None] | None = None
@@ -305,6 +318,7 @@ class MicroBatcher:
                     finished.result()  # the user function's exception, if any
                 if pack is not None:
                     self._add(batch, pack)
+                    _report_bad(stream, batch)
                 last = batch.last
                 if last is None:
                     continue
@@ -312,12 +326,10 @@ class MicroBatcher:
                 if redo is not None:
                     cut = last.end_ts >= redo.end_ts
                 else:
-                    cut = (
-                        reached or batch.builder.rows >= self.max_rows or self._interval_over(batch)
-                    )
+                    cut = reached or batch.rows.rows >= self.max_rows or self._interval_over(batch)
                 if not cut:
                     continue
-                if batch.builder.rows or redo is not None:
+                if batch.rows.rows or redo is not None:
                     if in_flight is not None:
                         await in_flight
                         in_flight = None
@@ -332,14 +344,14 @@ class MicroBatcher:
                         in_flight = None
                     redo = None
                     cut_batches += 1
-                    batch = _Batch(FrameBuilder(frame), begin_ts=last.end_ts)
+                    batch = _new_batch(frame, last.end_ts)
                 elif reached or time.monotonic() - last_advance >= self.max_interval_s:
                     if in_flight is not None:
                         await in_flight
                         in_flight = None
                     self._advance(last)
                     last_advance = time.monotonic()
-                    batch = _Batch(FrameBuilder(frame), begin_ts=last.end_ts)
+                    batch = _new_batch(frame, last.end_ts)
                 if reached:
                     progress.stopped = "reached end tick"
                     break
@@ -370,14 +382,21 @@ class MicroBatcher:
         return started is not None and time.monotonic() - started >= self.max_interval_s
 
     def _add(self, batch: _Batch, pack: MsgPack) -> None:
-        before = batch.builder.rows
-        batch.builder.add_pack(pack)
-        if batch.first_row_at is None and batch.builder.rows > before:
+        rows = batch.rows
+        before = rows.rows
+        for msg in pack.msgs:
+            lazy = msg.lazy_body
+            if lazy is not None and type(msg) is InsertMsg:
+                rows.add_payload(msg, lazy[1], lazy[3][0])  # its (channel, subscription)
+            else:
+                position = msg.position
+                rows.add_message(msg, position.channel if position is not None else "")
+        if batch.first_row_at is None and rows.rows > before:
             batch.first_row_at = time.monotonic()
         batch.packs += 1
         batch.last = pack
         self.progress.packs += 1
-        self.progress.read_rows += batch.builder.rows - before
+        self.progress.read_rows += rows.rows - before
         self.progress.end_ts = pack.end_ts
 
     def _advance(self, last: MsgPack) -> None:
@@ -392,19 +411,28 @@ class MicroBatcher:
             self._probe.committed()
 
     async def _start(
-        self, stream: TtMsgStream, fn: UserFunction, batch: _Batch, batch_id: int, redo: bool
+        self,
+        stream: TtMsgStream,
+        fn: UserFunction,
+        batch: _Batch,
+        batch_id: int,
+        redo: bool,
     ) -> None:
-        """Mark the batch pending, run Spark and ``fn`` in a thread, commit, then
-        acknowledge the packs (the checkpoint, not the subscription, is what resumes)."""
+        """Build the batch's table, mark the batch pending, run Spark and ``fn``, commit,
+        then acknowledge the packs (the checkpoint, not the subscription, is what
+        resumes). Building and Spark run in a thread; a message that does not fit the
+        frame fails the run before anything is pending."""
         last = batch.last
         assert last is not None
+        started = time.perf_counter()
+        rows = batch.rows
+        table = await asyncio.to_thread(rows.build)
+        _report_bad(stream, batch)
         mark = BatchMark(batch_id, last.end_ts, tuple(last.end_positions))
         state = dataclasses.replace(self._require_state(), pending=mark)
         save_checkpoint(self.checkpoint, state)
         self._state = state
-        started = time.perf_counter()
-        builder = batch.builder
-        await asyncio.to_thread(self._process, fn, builder, batch_id)
+        await asyncio.to_thread(self._process, fn, table, batch_id)
         self._state = dataclasses.replace(state, committed=mark, pending=None)
         save_checkpoint(self.checkpoint, self._state)
         if self._probe is not None:
@@ -415,8 +443,8 @@ class MicroBatcher:
             log.warning("acknowledging batch %d failed: %s", batch_id, exc)
         info = BatchInfo(
             batch_id=batch_id,
-            insert_rows=builder.insert_rows,
-            delete_rows=builder.delete_rows,
+            insert_rows=rows.insert_rows,
+            delete_rows=rows.delete_rows,
             packs=batch.packs,
             begin_ts=batch.begin_ts,
             end_ts=last.end_ts,
@@ -435,8 +463,31 @@ class MicroBatcher:
         if self.on_batch is not None:
             self.on_batch(info)
 
-    def _process(self, fn: UserFunction, builder: FrameBuilder, batch_id: int) -> None:
-        table = builder.build()
+    def _process(self, fn: UserFunction, table: pa.Table, batch_id: int) -> None:
         assert self._spark_schema is not None
         df = self.spark.createDataFrame(table, schema=self._spark_schema)
         fn(df, batch_id)
+
+
+def _new_batch(frame: FrameSchema, begin_ts: int) -> _Batch:
+    bad: list[tuple[TsMsg, CodecError]] = []
+    rows = DmlRows(frame, _with_body, lambda msg, exc: bad.append((msg, exc)))
+    return _Batch(rows, bad, begin_ts=begin_ts)
+
+
+def _with_body(msg: TsMsg) -> TsMsg:
+    """``msg`` with its body read: an unchecked Insert body is decoded here, and raises
+    :class:`~msgstream.errors.DecodeError` if it is bad."""
+    lazy = msg.lazy_body
+    if lazy is not None:
+        for name in lazy[0].deferred:
+            getattr(msg, name)
+    return msg
+
+
+def _report_bad(stream: TtMsgStream, batch: _Batch) -> None:
+    """Report the batch's bad messages as the stream reports one on arrival (they are
+    skipped: one bad message never stops a run)."""
+    for msg, exc in batch.bad:
+        stream.report_bad(msg, exc)
+    batch.bad.clear()

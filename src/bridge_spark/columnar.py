@@ -20,8 +20,10 @@ frame). The rows come out as :class:`~bridge_spark.convert.FrameBuilder` builds 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from operator import add, getitem
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -52,6 +54,39 @@ class BatchRefused(Exception):
     """A whole-batch check failed: decode the batch's payloads one by one instead."""
 
 
+_view = cast(Callable[[bytes], memoryview], memoryview)
+_cut = cast(Callable[[memoryview, slice], memoryview], getitem)
+"""``view[a:b]`` and ``memoryview(payload)``, for C-level maps."""
+_NONE = -1
+"""The start of a buffer a message does not have (an optional mask)."""
+
+
+@dataclass(slots=True)
+class _Spans:
+    """One buffer of each message collected: where it starts in its payload and its size.
+
+    Plain ints, no view per buffer: a batch holds tens of thousands of buffers until it
+    is built, and that many long-lived objects would make the process's garbage
+    collections slower (ints and lists of ints are not tracked).
+    """
+
+    starts: list[int] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+
+    def add(self, start: int, size: int) -> None:
+        self.starts.append(start)
+        self.sizes.append(size)
+
+    def clear(self) -> None:
+        self.starts.clear()
+        self.sizes.clear()
+
+    def join(self, payloads: list[bytes]) -> bytes:
+        """The buffers, one per payload, joined (``payloads`` in the order collected)."""
+        slices = map(slice, self.starts, map(add, self.starts, self.sizes))
+        return b"".join(map(_cut, map(_view, payloads), slices))
+
+
 @dataclass(slots=True)
 class _Column:
     """One schema field's buffers, message by message."""
@@ -61,11 +96,13 @@ class _Column:
     """The numpy type of a numeric or vector column; None for varchar, JSON, binary."""
     width: int
     """Bytes per row of a numeric or vector column."""
-    values: list[memoryview] = field(default_factory=list)
+    values: _Spans = field(default_factory=_Spans)
     """Numeric and vector: the values; packed: the data buffers."""
-    offsets: list[memoryview] = field(default_factory=list)
-    nulls: list[memoryview | None] = field(default_factory=list)
-    valid: list[memoryview | None] = field(default_factory=list)
+    offsets: _Spans = field(default_factory=_Spans)
+    nulls: list[int] = field(default_factory=list)
+    """Packed: where each message's null mask starts (one byte a row), or :data:`_NONE`."""
+    valid: list[int] = field(default_factory=list)
+    """Where each message's validity mask starts (one byte a row), or :data:`_NONE`."""
 
     def clear(self) -> None:
         self.values.clear()
@@ -74,20 +111,19 @@ class _Column:
         self.valid.clear()
 
 
-def _buffer(
-    ref: Any, view: memoryview, base: int, area: int, nbytes: int | None
-) -> memoryview | None:
-    """The bytes a buffer reference ``{"o": offset, "n": size}`` points at in the buffer
-    area starting at ``base`` (``area`` bytes long), exactly ``nbytes`` of them unless that
-    is None; None if the reference is malformed or reaches outside the area."""
+def _buffer(ref: Any, base: int, area: int, nbytes: int | None) -> int:
+    """Where the bytes a buffer reference ``{"o": offset, "n": size}`` points at start in
+    the payload, the buffer area starting at ``base`` (``area`` bytes long); exactly
+    ``nbytes`` of them unless that is None. :data:`_NONE` if the reference is malformed
+    or reaches outside the area."""
     if type(ref) is not dict:
-        return None
+        return _NONE
     offset, size = ref.get("o"), ref.get("n")
     if type(offset) is not int or type(size) is not int or offset < 0 or size < 0:
-        return None
+        return _NONE
     if (nbytes is not None and size != nbytes) or offset + size > area:
-        return None
-    return view[base + offset : base + offset + size]
+        return _NONE
+    return base + offset
 
 
 class InsertColumns:
@@ -107,11 +143,12 @@ class InsertColumns:
             for f in frame.collection.fields
         }  # fmt: skip
         self._payloads: list[bytes] = []
-        self._row_ids: list[memoryview] = []
-        self._stamps: list[memoryview] = []
+        self._row_ids = _Spans()
+        self._stamps = _Spans()
         self._counts: list[int] = []
         self._msg_ids: list[int] = []
-        self._ranges: list[tuple[int, int]] = []
+        self._begins: list[int] = []
+        self._ends: list[int] = []
         self._channel: list[int] = []
         self._partition: list[int] = []
         self._channels: dict[str, int] = {}
@@ -128,7 +165,7 @@ class InsertColumns:
         for column in self._columns.values():
             column.clear()
         for part in (self._payloads, self._row_ids, self._stamps, self._counts, self._msg_ids,
-                     self._ranges, self._channel, self._partition):  # fmt: skip
+                     self._begins, self._ends, self._channel, self._partition):  # fmt: skip
             part.clear()
         self.rows = 0
 
@@ -146,25 +183,25 @@ class InsertColumns:
         head, base = intact
         if head[_VERSION] != VERSION or head[_TYPE] != _INSERT or head[_TIMESTAMP] == 0:
             return False
-        view = memoryview(payload)
         try:
-            body = orjson.loads(view[_SIZE:base])
+            body = orjson.loads(memoryview(payload)[_SIZE:base])
         except orjson.JSONDecodeError:
             return False
-        taken = self._take(body, view, base, size - base)
+        taken = self._take(body, base, size - base)
         if taken is None:
             return False
         rows, partition = taken
         self._payloads.append(payload)
         self._counts.append(rows)
         self._msg_ids.append(head[_MSG_ID])
-        self._ranges.append((head[_BEGIN], head[_END]))
+        self._begins.append(head[_BEGIN])
+        self._ends.append(head[_END])
         self._channel.append(_index(self._channels, channel))
         self._partition.append(_index(self._partitions, partition))
         self.rows += rows
         return True
 
-    def _take(self, body: Any, view: memoryview, base: int, area: int) -> tuple[int, str] | None:
+    def _take(self, body: Any, base: int, area: int) -> tuple[int, str] | None:
         """Note the buffers of one body (all or nothing); ``(rows, partition)``."""
         if type(body) is not dict or body.get("collection_name") != self.frame.name:
             return None
@@ -173,31 +210,33 @@ class InsertColumns:
             return None
         if type(fields) is not list or len(fields) != len(self._columns):
             return None
-        row_ids = _buffer(body.get("row_ids"), view, base, area, rows * 8)
-        stamps = _buffer(body.get("row_timestamps"), view, base, area, rows * 8)
-        if row_ids is None or stamps is None:
+        row_ids = _buffer(body.get("row_ids"), base, area, rows * 8)
+        stamps = _buffer(body.get("row_timestamps"), base, area, rows * 8)
+        if row_ids == _NONE or stamps == _NONE:
             return None
-        found: list[tuple[_Column, memoryview, memoryview | None, Any, Any]] = []
+        found: list[tuple[_Column, int, int, int, int, int]] = []
         for spec in fields:
-            noted = self._field(spec, rows, view, base, area)
+            noted = self._field(spec, rows, base, area)
             if noted is None:
                 return None
             found.append(noted)
         if len({id(f[0]) for f in found}) != len(found):
             return None  # a field twice (and so another missing)
-        for column, values, offsets, nulls, valid in found:
-            column.values.append(values)
-            if offsets is not None:
-                column.offsets.append(offsets)
+        for column, values, size, offsets, nulls, valid in found:
+            column.values.add(values, size)
+            if column.item is None:
+                column.offsets.add(offsets, (rows + 1) * 8)
                 column.nulls.append(nulls)
             column.valid.append(valid)
-        self._row_ids.append(row_ids)
-        self._stamps.append(stamps)
+        self._row_ids.add(row_ids, rows * 8)
+        self._stamps.add(stamps, rows * 8)
         return rows, partition
 
     def _field(
-        self, spec: Any, rows: int, view: memoryview, base: int, area: int
-    ) -> tuple[_Column, memoryview, memoryview | None, Any, Any] | None:
+        self, spec: Any, rows: int, base: int, area: int
+    ) -> tuple[_Column, int, int, int, int, int] | None:
+        """``(column, values start, values size, offsets start, nulls start, valid
+        start)`` of one field's spec (:data:`_NONE` where it has no such buffer)."""
         if type(spec) is not dict:
             return None
         name = spec.get("name")
@@ -209,24 +248,25 @@ class InsertColumns:
             return None
         if spec.get("dim") != schema.dim:
             return None
-        valid = None
+        valid = _NONE
         if "valid" in spec:
-            valid = _buffer(spec["valid"], view, base, area, rows)
-            if valid is None:
+            valid = _buffer(spec["valid"], base, area, rows)
+            if valid == _NONE:
                 return None
         if column.item is not None:
-            values = _buffer(spec.get("buf"), view, base, area, rows * column.width)
-            return None if values is None else (column, values, None, None, valid)
-        offs = _buffer(spec.get("offs"), view, base, area, (rows + 1) * 8)
-        data = _buffer(spec.get("data"), view, base, area, None)
-        if offs is None or data is None:
+            size = rows * column.width
+            values = _buffer(spec.get("buf"), base, area, size)
+            return None if values == _NONE else (column, values, size, _NONE, _NONE, valid)
+        offs = _buffer(spec.get("offs"), base, area, (rows + 1) * 8)
+        data = _buffer(spec.get("data"), base, area, None)
+        if offs == _NONE or data == _NONE:
             return None
-        nulls = None
+        nulls = _NONE
         if "nulls" in spec:
-            nulls = _buffer(spec["nulls"], view, base, area, rows)
-            if nulls is None:
+            nulls = _buffer(spec["nulls"], base, area, rows)
+            if nulls == _NONE:
                 return None
-        return column, data, offs, nulls, valid
+        return column, data, spec["data"]["n"], offs, nulls, valid
 
     # --- building -------------------------------------------------------------------------
     def build(self) -> pa.Table:
@@ -236,11 +276,10 @@ class InsertColumns:
         total = int(counts.sum())
         starts = np.zeros(len(counts), np.int64)
         np.cumsum(counts[:-1], out=starts[1:])
-        stamps = np.frombuffer(b"".join(self._stamps), "<u8")
-        ranges = np.array(self._ranges, np.uint64).reshape(-1, 2)
+        stamps = np.frombuffer(self._stamps.join(self._payloads), "<u8")
         if not (
-            (np.minimum.reduceat(stamps, starts) == ranges[:, 0]).all()
-            and (np.maximum.reduceat(stamps, starts) == ranges[:, 1]).all()
+            (np.minimum.reduceat(stamps, starts) == np.array(self._begins, np.uint64)).all()
+            and (np.maximum.reduceat(stamps, starts) == np.array(self._ends, np.uint64)).all()
         ):
             raise BatchRefused("a message's row timestamps are not its envelope's time range")
         if stamps.max() > _INT64_MAX:
@@ -253,7 +292,7 @@ class InsertColumns:
             elif name == OP:
                 arrays.append(pa.array([OP_INSERT], pa.string()).take(np.zeros(total, np.int8)))
             elif name == ROW_ID:
-                arrays.append(pa.array(np.frombuffer(b"".join(self._row_ids), "<i8")))
+                arrays.append(pa.array(np.frombuffer(self._row_ids.join(self._payloads), "<i8")))
             elif name == TS:
                 arrays.append(pa.array(stamps.view(np.int64)))
             elif name == MSG_ID:
@@ -270,12 +309,12 @@ class InsertColumns:
         self, column: _Column, arrow_type: pa.DataType, counts: npt.NDArray[np.int64], total: int
     ) -> pa.Array:
         spec = column.spec
-        null = _joined_mask(column.valid, counts, invert=True)
+        null = _joined_mask(self._payloads, column.valid, counts, invert=True)
         if column.item is None:
             return self._packed_array(column, arrow_type, counts, total, null)
         if null is not None and not spec.nullable:
             raise BatchRefused(f"field {spec.name!r} holds nulls")
-        values = np.frombuffer(b"".join(column.values), column.item)
+        values = np.frombuffer(column.values.join(self._payloads), column.item)
         mask = None if null is None else pa.array(null)
         if spec.dtype.is_vector:
             dim = spec.dim or 0
@@ -294,8 +333,8 @@ class InsertColumns:
         """A varchar, JSON or binary column from every message's offsets and data,
         checked as :func:`msgstream.packed.unpack` checks each message's."""
         spec = column.spec
-        offsets = np.frombuffer(b"".join(column.offsets), "<i8")
-        sizes = np.fromiter(map(len, column.values), np.int64, len(counts))
+        offsets = np.frombuffer(column.offsets.join(self._payloads), "<i8")
+        sizes = np.array(column.values.sizes, np.int64)
         lasts = np.cumsum(counts + 1) - 1
         firsts = lasts - counts
         if not ((offsets[firsts] == 0).all() and (offsets[lasts] == sizes).all()):
@@ -308,8 +347,8 @@ class InsertColumns:
         np.cumsum(lengths, out=whole[1:])
         if whole[-1] > _INT32_MAX:
             raise BatchRefused(f"field {spec.name!r}: more than 2 GiB of values in one batch")
-        data = b"".join(column.values)
-        packed_nulls = _joined_mask(column.nulls, counts, invert=False)
+        data = column.values.join(self._payloads)
+        packed_nulls = _joined_mask(self._payloads, column.nulls, counts, invert=False)
         if packed_nulls is not None:
             null = packed_nulls if null is None else null | packed_nulls
         if spec.dtype is DataType.JSON:
@@ -352,16 +391,18 @@ def _lookup(names: dict[str, int], per_msg: list[int], counts: npt.NDArray[np.in
 
 
 def _joined_mask(
-    parts: list[memoryview | None], counts: npt.NDArray[np.int64], *, invert: bool
+    payloads: list[bytes], starts: list[int], counts: npt.NDArray[np.int64], *, invert: bool
 ) -> npt.NDArray[np.bool_] | None:
-    """The messages' byte masks joined as one null mask (True = null): null masks as
-    they are, validity masks (``invert``: nonzero = valid) inverted; a message without a
-    mask has no nulls. None: no message has a mask."""
-    if all(p is None for p in parts):
+    """The messages' byte masks (one byte a row, starting at ``starts`` in ``payloads``)
+    joined as one null mask (True = null): null masks as they are, validity masks
+    (``invert``: nonzero = valid) inverted; a message without a mask (:data:`_NONE`) has
+    no nulls. None: no message has a mask."""
+    if starts.count(_NONE) == len(starts):
         return None
     filler = b"\x01" if invert else b"\x00"
     joined = b"".join(
-        filler * n if p is None else p for p, n in zip(parts, counts.tolist(), strict=True)
+        filler * n if at == _NONE else memoryview(payload)[at : at + n]
+        for payload, at, n in zip(payloads, starts, counts.tolist(), strict=True)
     )
     raw = np.frombuffer(joined, np.uint8)
     mask: npt.NDArray[np.bool_] = raw == 0 if invert else raw != 0

@@ -27,8 +27,6 @@ from msgstream.plans import KIND_DML, kind_of
 from msgstream.tick_rules import SliceCut, Verdict
 
 from .clients import open_reader
-from .columnar import BatchRefused, InsertColumns
-from .convert import FrameBuilder
 from .cursor import (
     DEFAULT_TIMEOUT_S,
     RawCursor,
@@ -36,6 +34,7 @@ from .cursor import (
     log_undecodable,
     reader_subscription,
 )
+from .dml_rows import DmlRows
 from .errors import SliceIncompleteError
 from .frames import FrameSchema
 
@@ -69,7 +68,11 @@ async def read_slice(
     channel = part.channel
     cursor = RawCursor(client, channel, reader_subscription(subscription), timeout_s)
     await cursor.open()
-    rows = _SliceRows(frame, channel, stats)
+    rows: DmlRows[ConsumedMessage] = DmlRows(
+        frame,
+        lambda raw: decode(raw.payload),
+        lambda raw, exc: log_undecodable(channel, raw, exc, stats),
+    )
     cut = SliceCut(part.begin, part.end)
     try:
         async for raws in cursor.read(part.start):
@@ -99,9 +102,9 @@ async def read_slice(
                         part.end,
                         extra=fields(channel=channel),
                     )
-                rows.add(raw)
-                if rows.count >= batch_rows:
-                    yield rows.build()
+                rows.add_payload(raw, raw.payload, channel)
+                if rows.rows >= batch_rows:
+                    yield _taken(rows)
             if cut.closed:
                 break
         if not cut.closed:
@@ -110,60 +113,17 @@ async def read_slice(
                 f"{part.start.hex() if part.start else 'earliest'}; the slice "
                 f"({part.begin}, {part.end}] cannot be completed (deleted by retention?)"
             )
-        if rows.count:
-            yield rows.build()
+        if rows.rows:
+            yield _taken(rows)
     finally:
         await cursor.close()
 
 
-class _SliceRows:
-    """The DML messages of a slice kept so far: Inserts that fit the columnar fast path
-    (:mod:`~bridge_spark.columnar`) as payloads, every other message decoded into a
-    :class:`FrameBuilder`."""
-
-    def __init__(self, frame: FrameSchema, channel: str, stats: SkipStats) -> None:
-        self.channel = channel
-        self.stats = stats
-        self.columns = InsertColumns(frame)
-        self.builder = FrameBuilder(frame)
-        self._raws: list[ConsumedMessage] = []
-        """The messages the columns hold, to decode them one by one if refused."""
-
-    @property
-    def count(self) -> int:
-        return self.columns.rows + self.builder.rows
-
-    def add(self, raw: ConsumedMessage) -> None:
-        if self.columns.offer(raw.payload, self.channel):
-            self._raws.append(raw)
-        else:
-            self._decode(raw)
-
-    def _decode(self, raw: ConsumedMessage) -> None:
-        try:
-            msg = decode(raw.payload)
-        except CodecError as exc:
-            log_undecodable(self.channel, raw, exc, self.stats)
-            return
-        self.builder.add(msg, self.channel)
-
-    def build(self) -> pa.Table:
-        """Everything kept so far as one table (then forgotten)."""
-        tables = []
-        if self.columns.rows:
-            try:
-                tables.append(self.columns.build())
-            except BatchRefused as exc:
-                log.debug("channel %r: decoding %d messages one by one (%s)", self.channel,
-                          len(self._raws), exc)  # fmt: skip
-                for raw in self._raws:
-                    self._decode(raw)
-        self.columns.clear()
-        self._raws.clear()
-        if self.builder.rows or not tables:
-            tables.append(self.builder.build())
-            self.builder.clear()
-        return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+def _taken(rows: DmlRows[ConsumedMessage]) -> pa.Table:
+    """The rows kept so far as one table, then forgotten."""
+    table = rows.build()
+    rows.clear()
+    return table
 
 
 class SliceOptions(TypedDict, total=False):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import stat
 from collections import Counter
@@ -19,7 +20,10 @@ from msgstream import (
     InsertMsg,
     MsgPack,
     SubscriptionPosition,
+    TimeTickMsg,
     TopicNotFoundError,
+    encode,
+    new_client,
     new_msgstream,
     new_ttmsgstream,
 )
@@ -34,6 +38,8 @@ from msgstream.bridge_spark import (
 from msgstream.bridge_spark.workload import SampleProducer, sample_schema
 from msgstream.metrics import PrometheusInstruments
 from spark.data import channel_names, memory_config, produce_sample, rocksmq_config
+
+from .test_columnar import edit_buffer
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -323,3 +329,55 @@ async def test_an_insert_with_a_field_of_the_wrong_type_stops_the_run(
         " on channel 'wrong-1': has type int32, but the collection schema says varchar"
     )
     assert load_checkpoint(checkpoint) is None  # nothing was processed
+
+
+async def test_an_insert_with_a_bad_body_is_skipped_logged_and_counted(
+    spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The batcher's stream leaves Insert bodies unchecked; a text that is not UTF-8
+    (sound envelope and checksum) makes the batch's columnar build refuse, the batch is
+    decoded message by message, and only the bad Insert is skipped and reported."""
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("badbody", 2)
+    produced = await produce_sample(config, channels, 30)
+    ts = produced.last_tick + 10
+
+    def insert(msg_id: int, pk: int, text: str) -> bytes:
+        return encode(
+            InsertMsg(
+                msg_id=msg_id,
+                timestamp=ts,
+                collection_name="demo",
+                row_ids=[pk],
+                fields=[
+                    FieldData("pk", DataType.INT64, [pk]),
+                    FieldData("vec", DataType.FLOAT_VECTOR, np.zeros((1, 8)), dim=8),
+                    FieldData("text", DataType.VARCHAR, [text]),
+                    FieldData("meta", DataType.JSON, [None]),
+                ],
+            )
+        )
+
+    bad = edit_buffer(insert(901, 10_002, "ok"), "text", "data", b"h\xff")
+    client = new_client(config)
+    raw = {c: await client.create_producer(c) for c in channels}
+    bad_id = (await raw[channels[0]].send_many([insert(900, 10_001, "fine"), bad]))[1]
+    for c in channels:
+        await raw[c].send(encode(TimeTickMsg(msg_id=1, timestamp=ts + 1)))
+    await client.close()
+    collect = Collect()
+    with caplog.at_level(logging.WARNING):
+        progress = await MicroBatcher(
+            spark, config, channels, tmp_path / "ck.json", max_rows=10**6
+        ).run(collect)
+    rows = [row for batch in collect.batches.values() for row in batch]
+    expected = [("insert", pk) for pk in [*produced.inserted, 10_001]]
+    expected += [("delete", pk) for pk in produced.deleted]
+    assert sorted(rows) == sorted(expected)
+    assert progress.insert_rows == len(produced.inserted) + 1
+    warnings = [r.getMessage() for r in caplog.records if "undecodable" in r.getMessage()]
+    assert len(warnings) == 1
+    assert warnings[0].startswith(
+        f"skipping undecodable message on channel {channels[0]!r} at MessageID {bad_id!r}: "
+    )
+    assert "UTF-8" in warnings[0]
