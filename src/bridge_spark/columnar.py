@@ -88,6 +88,27 @@ class _Spans:
 
 
 @dataclass(slots=True)
+class _Messages:
+    """What each collected message brings besides its buffers, one list per fact."""
+
+    counts: list[int] = field(default_factory=list)
+    msg_ids: list[int] = field(default_factory=list)
+    begins: list[int] = field(default_factory=list)
+    """The envelopes' time ranges: ``begin_ts`` ..."""
+    ends: list[int] = field(default_factory=list)
+    """... and ``end_ts``."""
+    channels: list[int] = field(default_factory=list)
+    """Indexes into the channel names seen."""
+    partitions: list[int] = field(default_factory=list)
+    """Indexes into the partition names seen."""
+
+    def clear(self) -> None:
+        for facts in (self.counts, self.msg_ids, self.begins, self.ends, self.channels,
+                      self.partitions):  # fmt: skip
+            facts.clear()
+
+
+@dataclass(slots=True)
 class _Column:
     """One schema field's buffers, message by message."""
 
@@ -145,12 +166,7 @@ class InsertColumns:
         self._payloads: list[bytes] = []
         self._row_ids = _Spans()
         self._stamps = _Spans()
-        self._counts: list[int] = []
-        self._msg_ids: list[int] = []
-        self._begins: list[int] = []
-        self._ends: list[int] = []
-        self._channel: list[int] = []
-        self._partition: list[int] = []
+        self._messages = _Messages()
         self._channels: dict[str, int] = {}
         self._partitions: dict[str, int] = {}
         self.rows = 0
@@ -164,8 +180,7 @@ class InsertColumns:
     def clear(self) -> None:
         for column in self._columns.values():
             column.clear()
-        for part in (self._payloads, self._row_ids, self._stamps, self._counts, self._msg_ids,
-                     self._begins, self._ends, self._channel, self._partition):  # fmt: skip
+        for part in (self._payloads, self._row_ids, self._stamps, self._messages):
             part.clear()
         self.rows = 0
 
@@ -192,12 +207,13 @@ class InsertColumns:
             return False
         rows, partition = taken
         self._payloads.append(payload)
-        self._counts.append(rows)
-        self._msg_ids.append(head[_MSG_ID])
-        self._begins.append(head[_BEGIN])
-        self._ends.append(head[_END])
-        self._channel.append(_index(self._channels, channel))
-        self._partition.append(_index(self._partitions, partition))
+        messages = self._messages
+        messages.counts.append(rows)
+        messages.msg_ids.append(head[_MSG_ID])
+        messages.begins.append(head[_BEGIN])
+        messages.ends.append(head[_END])
+        messages.channels.append(_index(self._channels, channel))
+        messages.partitions.append(_index(self._partitions, partition))
         self.rows += rows
         return True
 
@@ -272,14 +288,15 @@ class InsertColumns:
     def build(self) -> pa.Table:
         """The collected rows (in the frame's schema); :class:`BatchRefused` if a
         whole-batch check fails."""
-        counts = np.array(self._counts, np.int64)
+        messages = self._messages
+        counts = np.array(messages.counts, np.int64)
         total = int(counts.sum())
         starts = np.zeros(len(counts), np.int64)
         np.cumsum(counts[:-1], out=starts[1:])
         stamps = np.frombuffer(self._stamps.join(self._payloads), "<u8")
         if not (
-            (np.minimum.reduceat(stamps, starts) == np.array(self._begins, np.uint64)).all()
-            and (np.maximum.reduceat(stamps, starts) == np.array(self._ends, np.uint64)).all()
+            (np.minimum.reduceat(stamps, starts) == np.array(messages.begins, np.uint64)).all()
+            and (np.maximum.reduceat(stamps, starts) == np.array(messages.ends, np.uint64)).all()
         ):
             raise BatchRefused("a message's row timestamps are not its envelope's time range")
         if stamps.max() > _INT64_MAX:
@@ -296,11 +313,11 @@ class InsertColumns:
             elif name == TS:
                 arrays.append(pa.array(stamps.view(np.int64)))
             elif name == MSG_ID:
-                arrays.append(pa.array(np.repeat(np.array(self._msg_ids, np.int64), counts)))
+                arrays.append(pa.array(np.repeat(np.array(messages.msg_ids, np.int64), counts)))
             elif name == CHANNEL:
-                arrays.append(_lookup(self._channels, self._channel, counts))
+                arrays.append(_lookup(self._channels, messages.channels, counts))
             elif name == PARTITION:
-                arrays.append(_lookup(self._partitions, self._partition, counts))
+                arrays.append(_lookup(self._partitions, messages.partitions, counts))
             else:
                 raise AssertionError(f"unexpected metadata column {name!r}")
         return pa.Table.from_arrays(arrays, schema=self.frame.arrow_schema)

@@ -35,7 +35,7 @@ from .buffers import BodyReader, BodyWriter
 from .errors import CodecError, DecodeError, UnknownMessageTypeError, UnknownTypeCodeError
 from .messages import BUILTIN_TYPES, USER_TYPE_MIN, DmlMsg, Header, TsMsg
 from .packed import PackedValues
-from .plans import Plan, ReadyPlan, UncheckedDmlPlan, plan_for
+from .plans import Plan, ReadyPlan, UncheckedDmlPlan, UncheckedHeader, plan_for
 from .schema import CollectionSchema, FieldData
 
 MAGIC = b"MS"
@@ -429,7 +429,7 @@ def _decode_each(
 ) -> DecodedBatch:
     batch = DecodedBatch()
     full = partial(decode, registry=registry, max_bytes=max_bytes) if unchecked else None
-    shared: dict[tuple[Any, ...], UncheckedDmlPlan] = {}
+    shared: dict[UncheckedHeader, UncheckedDmlPlan] = {}
     for index, payload in enumerate(payloads):
         try:
             found = (
@@ -487,7 +487,7 @@ def _unchecked_plan(
     max_bytes: int,
     unchecked: frozenset[int],
     full: Callable[[bytes], TsMsg],
-    shared: dict[tuple[Any, ...], UncheckedDmlPlan],
+    shared: dict[UncheckedHeader, UncheckedDmlPlan],
 ) -> tuple[tuple[Any, ...], Plan, int] | None:
     """An :class:`~msgstream.plans.UncheckedDmlPlan` for ``payload`` if it is of a type in
     ``unchecked``, has no cached plan and passes the checks that plan promises (one of

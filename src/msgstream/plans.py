@@ -309,6 +309,10 @@ class InsertPlan(DmlPlan):
         }
 
 
+UncheckedHeader = tuple[type[TsMsg], str, str, int]
+"""What an unchecked payload's plan is made of: type, collection, partition, row count."""
+
+
 class UncheckedDmlPlan(DmlPlan):
     """One Insert or Delete payload whose body was not checked: only its envelope, its
     checksum and its body's header (collection, partition, row count) were. Made per
@@ -327,15 +331,8 @@ class UncheckedDmlPlan(DmlPlan):
 
     __slots__ = ("_decode",)
 
-    def __init__(
-        self,
-        cls: type[TsMsg],
-        collection: str,
-        partition: str,
-        rows: int,
-        decode: Callable[[bytes], TsMsg],
-    ) -> None:
-        super().__init__(cls, collection, partition, rows, 0, 0)
+    def __init__(self, header: UncheckedHeader, decode: Callable[[bytes], TsMsg]) -> None:
+        super().__init__(*header, 0, 0)
         self.stamps = _NO_STAMPS  # unchecked: no row timestamps to compare on arrival
         self.stamp_rows = 0
         self._decode = decode
@@ -349,7 +346,7 @@ class UncheckedDmlPlan(DmlPlan):
         cls: type[TsMsg],
         body: Any,
         decode: Callable[[bytes], TsMsg],
-        shared: dict[tuple[Any, ...], UncheckedDmlPlan],
+        shared: dict[UncheckedHeader, UncheckedDmlPlan],
     ) -> UncheckedDmlPlan | None:
         """The plan of a payload of ``cls`` whose JSON body is ``body``, from ``shared``
         (the plans made so far, by type and header) if one fits; None if ``cls`` is not
@@ -363,10 +360,10 @@ class UncheckedDmlPlan(DmlPlan):
             return None
         if type(collection) is not str or type(partition) is not str:
             return None
-        key = (cls, collection, partition, rows)
-        plan = shared.get(key)
+        header = (cls, collection, partition, rows)
+        plan = shared.get(header)
         if plan is None:
-            plan = shared[key] = plan_cls(cls, collection, partition, rows, decode)
+            plan = shared[header] = plan_cls(header, decode)
         return plan
 
 
