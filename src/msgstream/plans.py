@@ -314,11 +314,11 @@ UncheckedHeader = tuple[type[TsMsg], str, str, int]
 
 
 class UncheckedDmlPlan(DmlPlan):
-    """One Insert or Delete payload whose body was not checked: only its envelope, its
-    checksum and its body's header (collection, partition, row count) were. Made per
-    payload for a stream asked to leave such bodies unchecked (``unchecked_bodies``),
-    for a consumer that reads the payloads itself (the Spark bridge turns many Inserts
-    into Arrow columns in whole-batch passes, with checks of its own).
+    """Insert or Delete payloads whose bodies were not checked: only their envelopes,
+    checksums and body headers (collection, partition, row count) were. Made for a stream
+    asked to leave such bodies unchecked (``unchecked_bodies``), for a consumer that reads
+    the payloads itself (the Spark bridge turns many Inserts into Arrow columns in
+    whole-batch passes, with checks of its own).
 
     Its message defers every body field; the first read of one decodes the payload in
     full with :func:`~msgstream.codec.decode` (``decode``), so a bad body raises
