@@ -581,3 +581,13 @@ def test_unchecked_bodies_are_for_insert_and_delete_only() -> None:
         f"unchecked_bodies takes the Insert and Delete type codes "
         f"{sorted(UNCHECKED)}, got [{int(TimeTickMsg.MSG_TYPE)}]"
     )
+
+
+async def test_report_bad_refuses_a_message_the_stream_did_not_consume() -> None:
+    from msgstream import MsgStream, StreamStateError, config_from_dict, new_client
+
+    client = new_client(config_from_dict({"mq": {"type": "memory"}}, env={}))
+    async with MsgStream(client, unchecked_bodies={int(InsertMsg.MSG_TYPE)}) as stream:
+        with pytest.raises(StreamStateError) as caught:
+            stream.report_bad(text_insert(1, ["a"]), DecodeError("bad"))
+    assert str(caught.value) == "InsertMsg was not consumed by this stream"

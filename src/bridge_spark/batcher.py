@@ -387,7 +387,9 @@ class MicroBatcher:
         for msg in pack.msgs:
             lazy = msg.lazy_body
             if lazy is not None and type(msg) is InsertMsg:
-                rows.add_payload(msg, lazy[1], lazy[3][0])  # its (channel, subscription)
+                # A lazy message's payload was checked by the stream's reader; its lazy
+                # body holds (plan, payload, MessageID, (channel, subscription)).
+                rows.add_payload(msg, lazy[1], lazy[3][0], checksum_verified=True)
             else:
                 position = msg.position
                 rows.add_message(msg, position.channel if position is not None else "")

@@ -147,6 +147,15 @@ def _buffer(ref: Any, base: int, area: int, nbytes: int | None) -> int:
     return base + offset
 
 
+def _mask(spec: dict[str, Any], key: str, base: int, area: int, rows: int) -> int | None:
+    """Where the optional byte mask ``key`` of a field spec starts: :data:`_NONE` if the
+    spec has none, None if its reference is malformed."""
+    if key not in spec:
+        return _NONE
+    start = _buffer(spec[key], base, area, rows)
+    return None if start == _NONE else start
+
+
 class InsertColumns:
     """Collects Insert payloads of one frame and builds their rows as one Arrow table."""
 
@@ -184,15 +193,16 @@ class InsertColumns:
             part.clear()
         self.rows = 0
 
-    def offer(self, payload: bytes, channel: str) -> bool:
+    def offer(self, payload: bytes, channel: str, *, checksum_verified: bool = False) -> bool:
         """Take an Insert payload of the frame's collection read from ``channel``; False
-        (nothing taken) for any other payload, or one that does not fit the fast path."""
+        (nothing taken) for any other payload, or one that does not fit the fast path.
+        ``checksum_verified``: a stream's reader checked the payload's checksum already."""
         if not self.enabled:
             return False
         size = len(payload)
         if type(payload) is not bytes or not _SIZE <= size <= self.max_bytes:
             return False
-        intact = intact_envelope(payload)
+        intact = intact_envelope(payload, checksum_verified=checksum_verified)
         if intact is None:
             return False
         head, base = intact
@@ -264,11 +274,9 @@ class InsertColumns:
             return None
         if spec.get("dim") != schema.dim:
             return None
-        valid = _NONE
-        if "valid" in spec:
-            valid = _buffer(spec["valid"], base, area, rows)
-            if valid == _NONE:
-                return None
+        valid = _mask(spec, "valid", base, area, rows)
+        if valid is None:
+            return None
         if column.item is not None:
             size = rows * column.width
             values = _buffer(spec.get("buf"), base, area, size)
@@ -277,11 +285,9 @@ class InsertColumns:
         data = _buffer(spec.get("data"), base, area, None)
         if offs == _NONE or data == _NONE:
             return None
-        nulls = _NONE
-        if "nulls" in spec:
-            nulls = _buffer(spec["nulls"], base, area, rows)
-            if nulls == _NONE:
-                return None
+        nulls = _mask(spec, "nulls", base, area, rows)
+        if nulls is None:
+            return None
         return column, data, spec["data"]["n"], offs, nulls, valid
 
     # --- building -------------------------------------------------------------------------

@@ -68,9 +68,12 @@ class DmlRows(Generic[Item]):
     def delete_rows(self) -> int:
         return self.builder.delete_rows
 
-    def add_payload(self, item: Item, payload: bytes, channel: str) -> None:
-        """Add the message ``item`` whose payload is ``payload``, read from ``channel``."""
-        if self.columns.offer(payload, channel):
+    def add_payload(
+        self, item: Item, payload: bytes, channel: str, *, checksum_verified: bool = False
+    ) -> None:
+        """Add the message ``item`` whose payload is ``payload``, read from ``channel``
+        (``checksum_verified``: by a stream's reader)."""
+        if self.columns.offer(payload, channel, checksum_verified=checksum_verified):
             self._held.append(item)
             self._held_channels.append(channel)
         else:

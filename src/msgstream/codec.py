@@ -173,11 +173,14 @@ def _unpack_envelope(data: bytes) -> tuple[Any, ...]:
     return head
 
 
-def intact_envelope(data: bytes) -> tuple[tuple[Any, ...], int] | None:
+def intact_envelope(
+    data: bytes, *, checksum_verified: bool = False
+) -> tuple[tuple[Any, ...], int] | None:
     """The envelope's fields and where the JSON body ends, if ``data`` is an intact payload
-    (magic, a readable version, its announced length, its checksum); None otherwise. The
-    non-raising check for readers with a fast path of their own (the Spark bridge), which
-    send everything else through :func:`decode` for its error."""
+    (magic, a readable version, its announced length, its checksum unless a reader
+    verified it already); None otherwise. The non-raising check for readers with a fast
+    path of their own (the Spark bridge), which send everything else through
+    :func:`decode` for its error."""
     if len(data) < ENVELOPE_SIZE:
         return None
     head = _ENVELOPE.unpack_from(data)
@@ -186,7 +189,7 @@ def intact_envelope(data: bytes) -> tuple[tuple[Any, ...], int] | None:
         head[_MAGIC] != MAGIC
         or head[_VERSION] not in READABLE_VERSIONS
         or body_end > len(data)
-        or not _checksum_holds(memoryview(data), head)
+        or not (checksum_verified or _checksum_holds(memoryview(data), head))
     ):
         return None
     return head, body_end

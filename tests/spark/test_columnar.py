@@ -198,6 +198,17 @@ def test_refuses_what_it_cannot_take_whole(payload: bytes) -> None:
     assert columns.rows == 0 and columns.payloads == []
 
 
+def test_a_checksum_a_reader_verified_is_not_computed_again() -> None:
+    """A stream's reader verified a lazy message's checksum; ``checksum_verified`` skips
+    the second pass over the payload (shown with a payload whose checksum is wrong)."""
+    payload, channel = SOUND[0]
+    wrong = payload[:-1] + bytes([payload[-1] ^ 1])  # a flipped bit in the last buffer
+    columns = InsertColumns(FrameSchema(ALL_TYPES, FrameKind.CHANGES))
+    assert not columns.offer(wrong, channel)
+    assert columns.offer(wrong, channel, checksum_verified=True)
+    assert columns.rows == 3
+
+
 def test_deletes_frame_takes_no_insert() -> None:
     assert not InsertColumns(FrameSchema(ALL_TYPES, FrameKind.DELETES)).offer(*SOUND[0])
 
