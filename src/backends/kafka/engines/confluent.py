@@ -2,12 +2,18 @@
 ``Consumer`` (librdkafka) driven from asyncio without blocking the loop or polling it.
 
 Sending. ``Producer.produce`` only queues a record (librdkafka's own threads batch and
-send it), so it is called on the loop. One *delivery thread* per client blocks in
-``Producer.poll`` until librdkafka has delivery reports; their callbacks run in that
-thread and only record the outcome; then the thread hands everything that one poll
-served -- a *window*, typically every record of a produce response -- to the loop with
-one ``call_soon_threadsafe``: one loop wake-up per window, not per record. A pack's
-records share one future, resolved when its last report arrives.
+send it), so it is called on the loop. Delivery reports are served in *windows*: every
+report one ``Producer.poll`` serves (typically every record of a produce response) is
+settled with one loop wake-up, not one per record. A pack's records share one future,
+resolved when its last report arrives. Who waits for reports:
+
+- the loop itself (:class:`_LoopDeliveries`): librdkafka writes to a socket the loop
+  watches when reports arrive (:mod:`.rdkafka_io`), and the loop serves them with
+  ``poll(0)``: one wake-up per window, as fast as a thread blocking in ``poll``;
+- else a *delivery thread* (:class:`_DeliveryThread`) blocks in ``Producer.poll`` and hands
+  each window to the loop with one ``call_soon_threadsafe``: a second wake-up per window.
+  Used where the first cannot be set up (an unknown confluent-kafka build, a loop without
+  ``add_reader``), and logged once at INFO.
 
 Reading. One *fetch thread* per consumer runs ``Consumer.poll`` (which returns at the
 first record) then ``Consumer.consume`` for what is already there: many records per
@@ -32,10 +38,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from aiokafka import errors as kafka_errors
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -46,6 +53,9 @@ from ...broker_errors import BrokerCalls
 from ..deadlines import PendingSend
 from ..settings import KafkaConfig, librdkafka_consumer, librdkafka_producer
 from . import Engine, Fetched, Headers, ProducerBase
+from .rdkafka_io import QueueEvents, attach
+
+log = logging.getLogger(__name__)
 
 POLL_S = 0.2
 """How long a delivery or fetch thread blocks in librdkafka per call when nothing happens
@@ -103,7 +113,7 @@ class _Records:
 
     __slots__ = ("error", "future", "offsets", "pump", "remaining")
 
-    def __init__(self, future: asyncio.Future[list[int]], pump: _DeliveryThread, count: int):
+    def __init__(self, future: asyncio.Future[list[int]], pump: _Deliveries, count: int):
         self.future = future
         self.pump = pump
         self.remaining = count
@@ -111,8 +121,8 @@ class _Records:
         self.error: KafkaError | None = None
 
     def deliver(self, error: KafkaError | None, msg: Any) -> None:
-        """A delivery report (in the delivery thread): reports of one partition arrive
-        in the order the records were produced."""
+        """A delivery report (in whichever thread serves them): reports of one partition
+        arrive in the order the records were produced."""
         if error is None:
             self.offsets.append(msg.offset())
         elif self.error is None:
@@ -135,6 +145,49 @@ def _settle(window: list[Any]) -> None:
         done.settle()
 
 
+class _Deliveries(Protocol):
+    """Who serves a producer's delivery reports, settling finished sends on the loop."""
+
+    window: list[Any]
+    """Sends finished by the reports being served (touched by the serving thread only)."""
+
+    async def stop(self) -> None:
+        """Serve no more reports; what the last poll finished stays in :attr:`window`."""
+        ...
+
+
+class _LoopDeliveries:
+    """Reports served on the loop when librdkafka signals them (see :mod:`.rdkafka_io`)."""
+
+    def __init__(
+        self,
+        producer: Any,
+        loop: asyncio.AbstractEventLoop,
+        settle: Callable[[list[Any]], None],
+        events: QueueEvents,
+    ) -> None:
+        self.producer = producer
+        self.loop = loop
+        self.settle = settle
+        self.events = events
+        self.window: list[Any] = []
+
+    def start(self) -> None:
+        self.loop.add_reader(self.events.fileno(), self.serve)
+
+    def serve(self) -> None:
+        self.events.drained()  # first: a signal sent while poll() runs stays for next time
+        self.producer.poll(0)
+        window = self.window
+        if window:
+            self.window = []
+            self.settle(window)
+
+    async def stop(self) -> None:
+        self.loop.remove_reader(self.events.fileno())
+        self.events.close()
+
+
 class _DeliveryThread(threading.Thread):
     """Blocks in ``Producer.poll``; hands each poll's finished sends to the loop at once."""
 
@@ -148,9 +201,7 @@ class _DeliveryThread(threading.Thread):
         self.producer = producer
         self.loop = loop
         self.settle = settle
-        """Run on the loop with each window of finished sends."""
         self.window: list[Any] = []
-        """Sends finished during the current poll (touched by this thread only)."""
         self.stopping = False
 
     def run(self) -> None:
@@ -166,6 +217,32 @@ class _DeliveryThread(threading.Thread):
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
                 self.loop.call_soon_threadsafe(self.settle, window)
 
+    async def stop(self) -> None:
+        self.stopping = True
+        await asyncio.to_thread(self.join)
+
+
+def _deliveries(
+    producer: Any,
+    client_id: str,
+    loop: asyncio.AbstractEventLoop,
+    settle: Callable[[list[Any]], None],
+) -> _Deliveries:
+    """Reports served on the loop where librdkafka can signal it, else a delivery thread."""
+    events = attach(producer, client_id)
+    if isinstance(events, QueueEvents):
+        deliveries = _LoopDeliveries(producer, loop, settle, events)
+        try:
+            deliveries.start()
+            return deliveries
+        except NotImplementedError:  # a loop without add_reader (Windows' proactor)
+            events.close()
+            events = "the event loop cannot watch a socket (no add_reader)"
+    log.info("kafka confluent engine: delivery reports served by a thread: %s", events)
+    thread = _DeliveryThread(producer, loop, settle)
+    thread.start()
+    return thread
+
 
 class ConfluentProducer(ProducerBase):
     """The client's one librdkafka producer and its delivery thread (started on first
@@ -173,7 +250,7 @@ class ConfluentProducer(ProducerBase):
 
     producer: Any = None
     """The librdkafka producer once started, else None."""
-    _pump: _DeliveryThread | None = None
+    _pump: _Deliveries | None = None
     _loop: asyncio.AbstractEventLoop | None = None
     _room: asyncio.Event
     """Set on the loop whenever deliveries were reported: librdkafka's queue has room
@@ -186,11 +263,12 @@ class ConfluentProducer(ProducerBase):
         async with self._lock:
             self._check_open()
             if self.producer is None:
-                producer = _construct(Producer, librdkafka_producer(self._section))
+                conf = librdkafka_producer(self._section)
+                producer = _construct(Producer, conf)
                 self._loop = asyncio.get_running_loop()
                 self._room = asyncio.Event()
-                self._pump = _DeliveryThread(producer, self._loop, self._settled)
-                self._pump.start()
+                client_id = str(conf.get("client.id", "rdkafka"))
+                self._pump = _deliveries(producer, client_id, self._loop, self._settled)
                 self.producer = producer
             return self.producer
 
@@ -292,14 +370,13 @@ class ConfluentProducer(ProducerBase):
         return isinstance(exc, kafka_errors.MessageSizeTooLargeError)
 
     async def close(self) -> None:
-        """Stop the delivery thread, then let librdkafka deliver what is pending (within
-        the deadline) and settle those sends."""
+        """Stop serving reports on the loop or the delivery thread, then let librdkafka
+        deliver what is pending (within the deadline) and settle those sends."""
         producer, self.producer = self.producer, None
         pump, self._pump = self._pump, None
         if producer is None or pump is None:
             return
-        pump.stopping = True
-        await asyncio.to_thread(pump.join)
+        await pump.stop()
         await asyncio.to_thread(producer.flush, self._deadline_s)
         _settle(pump.window)
 

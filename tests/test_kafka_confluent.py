@@ -1,0 +1,86 @@
+"""The confluent engine's delivery reports, on a real broker: served on the event loop
+when librdkafka can signal it (``engines/rdkafka_io.py``), else by a delivery thread;
+the same sends and offsets either way. (Everything else the Kafka backend promises runs
+on both engines in ``test_kafka_backend.py`` and the conformance suite.)"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from msgstream import SubscriptionPosition
+from msgstream.backend import Client
+from test_kafka_backend import TIMEOUT, channel_name, client_for
+
+pytestmark = pytest.mark.kafka
+
+EARLIEST = SubscriptionPosition.EARLIEST
+
+
+async def _sends_and_reads(client: Client) -> None:
+    """One send, a pack, a pack with headers: offsets in order, every payload read back."""
+    channel = channel_name("deliveries")
+    producer = await client.create_producer(channel)
+    first = await asyncio.wait_for(producer.send(b"one"), TIMEOUT)
+    pack = await asyncio.wait_for(producer.send_many([b"two", b"three"]), TIMEOUT)
+    tagged = await asyncio.wait_for(producer.send_many([b"four"], {"k": "v"}), TIMEOUT)
+    offsets = [i.offset for i in [first, *pack, *tagged]]  # type: ignore[attr-defined]
+    assert offsets == [0, 1, 2, 3]
+    consumer = await client.subscribe(channel, "sub", EARLIEST)
+    got = [await asyncio.wait_for(consumer.receive(), TIMEOUT) for _ in range(4)]
+    assert [m.payload for m in got] == [b"one", b"two", b"three", b"four"]
+    await client.close()
+
+
+def _delivery_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name == "msgstream-kafka-deliveries"]
+
+
+async def test_confluent_reports_are_served_on_the_loop(kafka_broker: Any) -> None:
+    """With the confluent-kafka this project installs, librdkafka signals the loop itself
+    (no delivery thread); a change in the binding that disables it fails here, not only in
+    the latency figures."""
+    from msgstream.backends.kafka.engines import confluent
+
+    client = client_for(kafka_broker.bootstrap, client="confluent")
+    producer = await client.create_producer(channel_name("loop"))
+    await asyncio.wait_for(producer.send(b"x"), TIMEOUT)
+    assert isinstance(client._shared._pump, confluent._LoopDeliveries)  # type: ignore[attr-defined]
+    assert _delivery_threads() == []
+    await client.close()
+    await _sends_and_reads(client_for(kafka_broker.bootstrap, client="confluent"))
+
+
+async def test_confluent_queue_events_check_the_handle_they_find(kafka_broker: Any) -> None:
+    """The handle read from the binding is used only when librdkafka names it as the
+    producer it was built as."""
+    from confluent_kafka import Producer
+
+    from msgstream.backends.kafka.engines.rdkafka_io import QueueEvents, attach
+
+    producer = Producer({"bootstrap.servers": kafka_broker.bootstrap, "client.id": "probe"})
+    refused = attach(producer, "another")
+    assert isinstance(refused, str) and "'probe#producer-" in refused
+    events = attach(producer, "probe")
+    assert isinstance(events, QueueEvents)
+    events.close()
+
+
+async def test_confluent_delivery_thread_when_the_loop_cannot_be_signalled(
+    kafka_broker: Any, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    """Where librdkafka's queue events cannot be reached, a delivery thread serves the
+    reports: same offsets, same reads, said once at INFO."""
+    from msgstream.backends.kafka.engines import confluent
+
+    monkeypatch.setattr(confluent, "attach", lambda producer, client_id: "not here")
+    caplog.set_level("INFO", logger=confluent.__name__)
+    client = client_for(kafka_broker.bootstrap, client="confluent")
+    await _sends_and_reads(client)
+    assert [r.getMessage() for r in caplog.records if r.name == confluent.__name__] == [
+        "kafka confluent engine: delivery reports served by a thread: not here"
+    ]
+    assert _delivery_threads() == []  # stopped with the client
