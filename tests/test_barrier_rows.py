@@ -53,16 +53,20 @@ class _RefChannel:
     index: int
     name: str
     last_tick: int | None = None
-    pending: deque[tuple[int, TsMsg, MsgPosition | None]] = field(default_factory=deque)
-    """(ts, msg, position of the message read before it) read but not emitted, ticks
-    included, in arrival order."""
+    pending: deque[tuple[int, TsMsg, MsgPosition | None, int]] = field(default_factory=deque)
+    """(ts, msg, position of the message read before it, its number among the messages
+    read) read but not emitted, ticks included, in arrival order."""
+    reads: int = 0
+    """Messages read on the channel so far."""
     data_pending: int = 0
     bytes_pending: int = 0
     last_read: MsgPosition | None = None
     start: MsgPosition | None = None
     """Where the next pack starts on this channel."""
     resume_ts: int | None = None
-    """After a seek: drop data with ts <= this until a tick above it is read."""
+    """After a seek: drop data with ts <= this until a tick above it is read..."""
+    resume_until: int | None = None
+    """...or until this many messages have been read (the position's ``examined``)."""
 
 
 class ReferenceBarrier:
@@ -97,6 +101,7 @@ class ReferenceBarrier:
         for position in positions:
             state = self._channel(position.channel)
             state.resume_ts = position.timestamp
+            state.resume_until = position.examined or None
             state.start = position
         if positions:
             self.emitted_end_ts = min(p.timestamp for p in positions)
@@ -136,15 +141,19 @@ class ReferenceBarrier:
         ts = msg.end_ts
         previous = state.last_read
         state.last_read = msg.position
+        number = state.reads
+        state.reads += 1
         if state.start is None:
             state.start = msg.position
+        if state.resume_until is not None and number >= state.resume_until:
+            state.resume_ts = state.resume_until = None  # past what the resumed cut had read
         if msg.MSG_TYPE == _TIME_TICK:
             if state.resume_ts is not None and ts > state.resume_ts:
-                state.resume_ts = None
+                state.resume_ts = state.resume_until = None
             if state.last_tick is None or ts > state.last_tick:
                 state.last_tick = ts
             if ts > self.emitted_end_ts:
-                state.pending.append((ts, msg, previous))
+                state.pending.append((ts, msg, previous, number))
             return
         if state.resume_ts is not None and ts <= state.resume_ts:
             self.stats.resume_skipped += 1
@@ -157,16 +166,18 @@ class ReferenceBarrier:
             else:
                 self.stats.late_delivered += 1
                 log.warning("%s; delivered in the next pack", error)
-                self._keep(state, ts, msg, previous)
+                self._keep(state, ts, msg, previous, number)
             self._report_late(channel, msg, error)
             return
-        state.pending.append((ts, msg, previous))  # _keep, inlined: the hot path
+        state.pending.append((ts, msg, previous, number))  # _keep, inlined: the hot path
         state.data_pending += 1
         state.bytes_pending += msg.size
 
     @staticmethod
-    def _keep(state: _RefChannel, ts: int, msg: TsMsg, previous: MsgPosition | None) -> None:
-        state.pending.append((ts, msg, previous))
+    def _keep(
+        state: _RefChannel, ts: int, msg: TsMsg, previous: MsgPosition | None, number: int
+    ) -> None:
+        state.pending.append((ts, msg, previous, number))
         state.data_pending += 1
         state.bytes_pending += msg.size
 
@@ -192,10 +203,10 @@ class ReferenceBarrier:
             # Scan in arrival order up to the first tick above ``end``: everything after
             # that tick has a larger timestamp (the channel's promise), so it stays.
             pending = state.pending
-            kept: list[tuple[int, TsMsg, MsgPosition | None]] = []
+            kept: list[tuple[int, TsMsg, MsgPosition | None, int]] = []
             seen: set[tuple[int, int]] = set()
             while pending:
-                ts, msg, _ = pending[0]
+                ts, msg, _, _ = pending[0]
                 is_tick = msg.MSG_TYPE == _TIME_TICK
                 if ts > end:
                     if is_tick:
@@ -222,8 +233,10 @@ class ReferenceBarrier:
             if done is not None:
                 ack_positions.append(done)
             start = state.start or head
-            start_positions.append(start._replace(timestamp=begin))
-            end_position = head._replace(timestamp=end)
+            start_positions.append(start._replace(timestamp=begin, examined=0))
+            # Messages read from the head on: a resumed stream skips only among them.
+            examined = state.reads - (pending[0][3] if pending else state.reads - 1)
+            end_position = head._replace(timestamp=end, examined=examined)
             end_positions.append(end_position)
             state.start = end_position
         out.sort(key=_ORDER_KEY)

@@ -23,6 +23,7 @@ positions = st.builds(
     msg_id=st.binary(max_size=64),
     msg_group=st.text(max_size=20),
     timestamp=st.integers(min_value=0, max_value=2**64 - 1),
+    examined=st.integers(min_value=0, max_value=2**31),
 )
 
 GOOD: dict[str, Any] = {"channel": "ch-1", "msg_id": "AAH/", "msg_group": "g", "timestamp": 42}
@@ -60,6 +61,17 @@ def test_from_dict_optional_keys_default() -> None:
     pos = MsgPosition.from_dict({"channel": "c", "msg_id": ""})
     assert pos == MsgPosition("c", b"", "", 0)
     assert type(pos.msg_id) is bytes
+
+
+def test_examined_is_written_only_when_known() -> None:
+    """A barrier's end position says how many messages its cut had read; other positions
+    (and those written before the field) keep their old shape and mean 'not known'."""
+    pos = MsgPosition("ch-1", b"\x00\x01\xff", "g", 42, examined=3)
+    assert pos.to_dict() == {**GOOD, "examined": 3}
+    assert MsgPosition.from_json(pos.to_json()) == pos
+    assert MsgPosition.from_dict(GOOD).examined == 0
+    for bad in (-1, "3", 2.5, True, None):
+        _raises({**GOOD, "examined": bad}, "'examined'", "channel 'ch-1'", "int >= 0")
 
 
 def test_timestamp_bounds() -> None:

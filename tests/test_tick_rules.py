@@ -152,6 +152,23 @@ def test_a_tick_below_the_boundary_does_not_end_the_skipping() -> None:
     assert clock.last_tick == 12
 
 
+def test_skipping_ends_after_the_messages_the_cut_had_read() -> None:
+    """A boundary that says its cut had read 3 messages: data at or below it is skipped
+    among those 3 (delivered already) and late after them (in no pack yet)."""
+    clock = ChannelClock()
+    clock.resume(10, examined=3)
+    clock.tick(10)  # 1: the closing tick itself, read again
+    assert clock.arrival(9) is Arrival.SKIPPED  # 2: read by the cut, delivered
+    assert clock.arrival(14) is Arrival.ON_TIME  # 3
+    assert clock.arrival(9) is Arrival.LATE  # 4: read after the cut: late, not skipped
+    assert clock.resume_ts is None and clock.resume_left is None
+    unknown = ChannelClock()
+    unknown.resume(10)  # examined not known: the tick rule alone, as before
+    unknown.tick(10)
+    for _ in range(5):
+        assert unknown.arrival(9) is Arrival.SKIPPED
+
+
 def test_a_slice_keeps_late_data_and_drops_retries_and_later_data() -> None:
     cut = SliceCut(10, 20)
     assert cut.take(KIND_DML, 5, 0, 1) is Verdict.PASS  # before a tick above 10: skipped

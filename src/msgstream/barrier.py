@@ -124,7 +124,7 @@ class TickBarrier:
         """Prepare for messages read after a seek to ``positions`` (a pack's end positions)."""
         for position in positions:
             state = self._channel(position.channel)
-            state.clock.resume_ts = position.timestamp
+            state.clock.resume(position.timestamp, position.examined)
             state.start = position
         if positions:
             self.emitted_end_ts = min(p.timestamp for p in positions)
@@ -329,15 +329,18 @@ class TickBarrier:
             rows = state.rows
             last = len(rows) - 1
             # The first message on the channel not emitted yet, and the one read before it.
-            head_position = rows.position(head if head is not None else last)
+            head_index = head if head is not None else last
+            head_position = rows.position(head_index)
             assert head_position is not None, "a channel with a tick has read a message"
             done_index = head - 1 if head is not None else last
             done = rows.position(done_index) if done_index >= 0 else None
             if done is not None:
                 ack_positions.append(done)
             start = state.start or head_position
-            start_positions.append(start._replace(timestamp=begin))
-            end_position = head_position._replace(timestamp=end)
+            start_positions.append(start._replace(timestamp=begin, examined=0))
+            # A stream resumed here skips only among the messages read so far: a late
+            # one read after this cut is not in the pack, so it must not be skipped then.
+            end_position = head_position._replace(timestamp=end, examined=len(rows) - head_index)
             end_positions.append(end_position)
             state.start = end_position
             self._trim(state, done_index)

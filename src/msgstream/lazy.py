@@ -101,7 +101,9 @@ class DeferredPosition(_Deferred):
         if lazy is None:
             return None
         _, _, id_bytes, (channel, group) = lazy
-        position: MsgPosition = _new_tuple(MsgPosition, (channel, id_bytes, group, msg.timestamp))
+        position: MsgPosition = _new_tuple(
+            MsgPosition, (channel, id_bytes, group, msg.timestamp, 0)
+        )
         msg.__dict__[self.name] = position
         return position
 

@@ -37,14 +37,24 @@ class MsgPosition(NamedTuple):
     msg_id: bytes
     msg_group: str = ""
     timestamp: int = 0
+    examined: int = 0
+    """For a TtMsgStream end position: how many messages from this one on (it included)
+    the pack's cut had read on the channel. A stream resumed here skips data stamped at or
+    below ``timestamp`` only among those (the pack or an earlier one delivered it); a
+    message read after them was in no pack, so a late one is delivered as late. 0: not
+    known (positions from before this field, other positions): such data is skipped
+    until the channel's first tick above ``timestamp``."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "channel": self.channel,
             "msg_id": base64.b64encode(self.msg_id).decode("ascii"),
             "msg_group": self.msg_group,
             "timestamp": self.timestamp,
         }
+        if self.examined:
+            data["examined"] = self.examined
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> MsgPosition:
@@ -82,7 +92,12 @@ class MsgPosition(NamedTuple):
             )
         if not isinstance(group, str):
             raise InvalidPositionError(f"position 'msg_group' must be a string: {brief(group)}")
-        return cls(channel=channel, msg_id=msg_id, msg_group=group, timestamp=timestamp)
+        examined = data.get("examined", 0)
+        if not isinstance(examined, int) or isinstance(examined, bool) or examined < 0:
+            raise InvalidPositionError(
+                f"position 'examined' of channel {channel!r} must be an int >= 0: {brief(examined)}"
+            )
+        return cls(channel, msg_id, group, timestamp, examined)
 
     def to_json(self) -> str:
         return orjson.dumps(self.to_dict()).decode()

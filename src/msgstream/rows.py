@@ -105,7 +105,7 @@ class Rows:
         """Where row ``index`` stands (its message's ``position``)."""
         where = self.ids[index]
         if type(where) is bytes:
-            return _new_tuple(MsgPosition, (self.channel, where, self.group, self.stamps[index]))
+            return _new_tuple(MsgPosition, (self.channel, where, self.group, self.stamps[index], 0))
         return where  # type: ignore[no-any-return]
 
     def extend(self, other: Rows, lo: int, hi: int) -> None:

@@ -9,7 +9,10 @@ above ``t``. On that promise:
 - a data message stamped at or below the last tick read on its channel is *late*: it is
   delivered with the next cut (or rejected, by a barrier's choice);
 - after a seek to a boundary ``b`` (where an earlier cut ended), data stamped at or below
-  ``b`` read before a tick above ``b`` was delivered before the boundary: it is *skipped*;
+  ``b`` read before a tick above ``b`` was delivered before the boundary: it is *skipped*
+  -- but only among the messages that cut had read, when the boundary says how many
+  (``MsgPosition.examined``): what came after them was not delivered, so a late message
+  there is delivered as late, never skipped;
 - within one cut, an Insert or Delete repeating an earlier ``(source_id, msg_id)`` is a
   producer's retry: only the first is delivered (:class:`FirstSeen`).
 
@@ -45,22 +48,53 @@ class Arrival(IntEnum):
 
 @dataclass(slots=True)
 class ChannelClock:
-    """A channel's last tick and, after a seek, the boundary it resumed from."""
+    """A channel's last tick and, after a seek, the boundary it resumed from.
+
+    Call :meth:`tick` or :meth:`arrival` once for each message read, in order: after a
+    seek they count the messages read against the boundary's ``examined``.
+    """
 
     last_tick: int | None = None
     resume_ts: int | None = None
-    """After a seek: data stamped at or below this is skipped until a tick above it."""
+    """After a seek: data stamped at or below this is skipped until a tick above it (or
+    until ``resume_left`` messages have been read)."""
+    resume_left: int | None = None
+    """After a seek to a boundary that says how many messages its cut had read: how many
+    of them are still to be read; None: not known (the tick alone ends the skipping)."""
+
+    def resume(self, ts: int, examined: int = 0) -> None:
+        """Messages are read from a boundary ``ts`` next; ``examined`` (0: not known) of
+        them, from the first, had been read by the cut that ended there."""
+        self.resume_ts = ts
+        self.resume_left = examined or None
+
+    def _resume_bound(self) -> int | None:
+        """The boundary the message being read is still skipped against, if any (and
+        count it as read)."""
+        left = self.resume_left
+        if left is not None:
+            if left == 0:  # past what the cut had read: nothing here was delivered
+                self.resume_ts = self.resume_left = None
+            else:
+                self.resume_left = left - 1
+        return self.resume_ts
+
+    def passed(self) -> None:
+        """A message the rules do not judge (an unreadable one) was read."""
+        self._resume_bound()
 
     def tick(self, ts: int) -> None:
         """A time tick ``ts`` was read (a stale one, below the last, changes nothing)."""
-        if self.resume_ts is not None and ts > self.resume_ts:
-            self.resume_ts = None
+        bound = self._resume_bound()
+        if bound is not None and ts > bound:
+            self.resume_ts = self.resume_left = None
         if self.last_tick is None or ts > self.last_tick:
             self.last_tick = ts
 
     def arrival(self, ts: int) -> Arrival:
-        """How a data message stamped ``ts`` read now stands."""
-        if self.resume_ts is not None and ts <= self.resume_ts:
+        """How a data message stamped ``ts``, read now, stands."""
+        bound = self._resume_bound()
+        if bound is not None and ts <= bound:
             return Arrival.SKIPPED
         if self.last_tick is not None and ts <= self.last_tick:
             return Arrival.LATE
@@ -148,12 +182,18 @@ class SliceCut:
 
     __slots__ = ("_first", "clock", "closed", "duplicates", "end", "late", "later", "skipped")
 
-    def __init__(self, begin: int, end: int) -> None:
+    def __init__(self, begin: int, end: int, examined: int = 0) -> None:
         self.end = end
-        self.clock = ChannelClock(resume_ts=begin)
+        self.clock = ChannelClock()
+        self.clock.resume(begin, examined)
         self.closed = False
         self._first = FirstSeen()
         self.skipped = self.late = self.later = self.duplicates = 0
+
+    def unreadable(self) -> None:
+        """A message whose header could not be read was read: it counts against the
+        boundary's ``examined`` (the planner that counted them read it too)."""
+        self.clock.passed()
 
     def take(self, kind: int, ts: int, source_id: int, msg_id: int) -> Verdict:
         """The verdict on the next message read: its row kind (``msgstream.plans``),

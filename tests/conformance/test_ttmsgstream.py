@@ -158,6 +158,35 @@ async def test_late_message_is_delivered_and_counted(backend: BackendHarness) ->
     ]
 
 
+@pytest.mark.parametrize("after_tick", [[], [Event(0, False, 15, 2)]], ids=["tick", "data"])
+async def test_a_late_message_after_a_checkpoint_is_delivered_on_resume(
+    backend: BackendHarness, after_tick: list[Event]
+) -> None:
+    """A message stamped below the tick that closed a checkpointed pack, written after the
+    pack was cut, is in no pack yet: a stream resumed from the checkpoint delivers it (as
+    late), as the live stream does -- whether the end position is the closing tick itself
+    or data read after it."""
+    channels = backend.channels(1)
+    await produce_script(backend, channels, [Event(0, True, 10, 1), *after_tick])
+    async with tt_stream(backend) as live:
+        await live.as_consumer(channels, "live", SubscriptionPosition.EARLIEST)
+        first = await asyncio.wait_for(anext(live), TIMEOUT)
+        assert (first.begin_ts, first.end_ts, first.msgs) == (0, 10, [])
+        checkpoint = positions_to_json(first.end_positions)
+        await produce_script(backend, channels, [Event(0, False, 7, 3), Event(0, True, 20, 4)])
+        expected = sorted([3, *(e.msg_id for e in after_tick)])
+        rest = await read_until(live, len(expected))
+        assert sorted(m.msg_id for p in rest for m in p.msgs) == expected
+    async with tt_stream(backend) as resumed:
+        await resumed.as_consumer(channels, "resumed", SubscriptionPosition.UNKNOWN)
+        await resumed.seek(positions_from_json(checkpoint))
+        again = await read_until(resumed, len(expected))
+        assert again[0].begin_ts == 10 and again[-1].end_ts == 20
+        assert sorted(m.msg_id for p in again for m in p.msgs) == expected
+        assert resumed.barrier.stats.late_delivered == 1
+        assert resumed.barrier.stats.resume_skipped == 0
+
+
 async def test_late_message_rejected_by_policy(backend: BackendHarness) -> None:
     channels = backend.channels(1)
     script = [
