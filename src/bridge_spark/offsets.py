@@ -1,12 +1,19 @@
 """Slice offsets: a common time tick plus, per channel, where reading resumes after it.
 
-A :class:`SliceOffset` ``(tick, positions)`` marks the boundary between two time slices
-across all channels: every row with timestamp ``<= tick`` lies before it, every row with a
-larger timestamp after it. ``positions[c]`` is the MessageID (bytes) of the first message
-of channel ``c`` whose timestamp is above ``tick`` -- or an earlier one, since readers drop
-what is at or below ``tick`` -- and ``None`` for the channel's very beginning. This is the
-resume contract of a :class:`~msgstream.TtMsgStream` pack's ``end_positions``, so the two
-convert into each other (:meth:`SliceOffset.from_positions`, :meth:`SliceOffset.to_positions`).
+A :class:`SliceOffset` ``(tick, positions, examined)`` marks the boundary between two time
+slices across all channels: every row with timestamp ``<= tick`` lies before it, every row
+with a larger timestamp after it. ``positions[c]`` is the MessageID (bytes) of the first
+message of channel ``c`` whose timestamp is above ``tick`` -- or an earlier one, since
+readers drop what is at or below ``tick`` -- and ``None`` for the channel's very beginning.
+``examined[c]`` says how many messages from that position on the slice ending at ``tick``
+had read: readers drop data at or below ``tick`` only among those, so a late message
+written after them is delivered, not dropped (absent or 0: not known; dropped until the
+channel's first tick above ``tick``, the rule before this was recorded). This is the
+resume contract of a :class:`~msgstream.TtMsgStream` pack's ``end_positions``
+(``MsgPosition.examined``), so the two convert into each other
+(:meth:`SliceOffset.from_positions`, :meth:`SliceOffset.to_positions`). Both count the
+messages their reader passes to the tick rules; a damaged message, which a slice reader
+counts and a TtMsgStream's reader drops before its barrier, makes a converted count one off.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -32,6 +39,9 @@ LATEST = "latest"
 class SliceOffset:
     tick: int
     positions: Mapping[str, bytes | None]
+    examined: Mapping[str, int] = field(default_factory=dict)
+    """Per channel, messages from its position on that the slice ending here had read
+    (absent: not known)."""
 
     @classmethod
     def earliest(cls, channels: Sequence[str]) -> SliceOffset:
@@ -44,20 +54,29 @@ class SliceOffset:
     # --- Spark's offset JSON --------------------------------------------------------------
     def to_spark(self) -> dict[str, Any]:
         """A JSON-friendly dict; equal offsets give equal JSON (Spark compares the text)."""
-        return {
+        data: dict[str, Any] = {
             "tick": self.tick,
             "positions": {
                 c: None if p is None else base64.b64encode(p).decode("ascii")
                 for c, p in self.positions.items()
             },
         }
+        examined = {c: self.examined[c] for c in self.positions if self.examined.get(c)}
+        if examined:
+            data["examined"] = examined
+        return data
 
     @classmethod
     def from_spark(cls, data: Any, channels: Sequence[str], what: str = "offset") -> SliceOffset:
         """Parse :meth:`to_spark`'s output; its channels must be exactly ``channels``."""
-        if not isinstance(data, Mapping) or set(data) != {"tick", "positions"}:
+        if not isinstance(data, Mapping) or not {"tick", "positions"} <= set(data) <= {
+            "tick",
+            "positions",
+            "examined",
+        }:
             raise InvalidPositionError(
-                f"{what} must be an object with 'tick' and 'positions', got {data!r}"
+                f"{what} must be an object with 'tick', 'positions' and optionally "
+                f"'examined', got {data!r}"
             )
         tick, raw = data["tick"], data["positions"]
         if not isinstance(tick, int) or isinstance(tick, bool) or tick < 0:
@@ -81,7 +100,7 @@ class SliceOffset:
                 raise InvalidPositionError(
                     f"{what}: position of channel {channel!r} is not valid base64: {value!r}"
                 ) from None
-        return cls(tick, positions)
+        return cls(tick, positions, _examined(data.get("examined", {}), channels, what))
 
     # --- TtMsgStream positions --------------------------------------------------------------
     @classmethod
@@ -96,8 +115,12 @@ class SliceOffset:
             raise InvalidPositionError(
                 f"{what} must all stand at one common time tick, got {detail}"
             )
-        by_channel = {p.channel: p.msg_id for p in positions}
-        return cls(ticks.pop(), {c: by_channel[c] for c in channels})
+        by_channel = {p.channel: p for p in positions}
+        return cls(
+            ticks.pop(),
+            {c: by_channel[c].msg_id for c in channels},
+            {c: by_channel[c].examined for c in channels if by_channel[c].examined},
+        )
 
     def to_positions(self, subscription: str = "") -> list[MsgPosition] | None:
         """As ``MsgPosition``s for ``TtMsgStream.seek``; None while a channel is at its
@@ -105,10 +128,29 @@ class SliceOffset:
         if any(p is None for p in self.positions.values()):
             return None
         return [
-            MsgPosition(c, p, subscription, self.tick)
+            MsgPosition(c, p, subscription, self.tick, self.examined.get(c, 0))
             for c, p in self.positions.items()
             if p is not None
         ]
+
+
+def _examined(raw: Any, channels: Sequence[str], what: str) -> dict[str, int]:
+    """The ``examined`` counts of an offset's JSON: ints >= 0 for some of ``channels``."""
+    if not isinstance(raw, Mapping):
+        raise InvalidPositionError(f"{what}: 'examined' must be an object, got {raw!r}")
+    out: dict[str, int] = {}
+    for channel, count in raw.items():
+        if channel not in channels:
+            raise InvalidPositionError(
+                f"{what}: 'examined' names channel {channel!r}, which the job does not read"
+            )
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise InvalidPositionError(
+                f"{what}: 'examined' of channel {channel!r} must be an int >= 0, got {count!r}"
+            )
+        if count:
+            out[channel] = count
+    return out
 
 
 def _same_channels(given: list[str], channels: Sequence[str], what: str) -> None:

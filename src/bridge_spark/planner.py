@@ -48,20 +48,34 @@ MAX_SCAN_MESSAGES = 1_000_000
 class _ChannelScan:
     ticks: list[int] = field(default_factory=list)
     """Tick values above the start tick, increasing."""
+    tick_ids: list[bytes] = field(default_factory=list)
+    tick_at: list[int] = field(default_factory=list)
+    """Each of ``ticks``' MessageID and number in the scan: the first tick at or above
+    ``e`` is the tick that closes a slice ending at ``e``."""
     record_ids: list[bytes] = field(default_factory=list)
     record_ts: list[int] = field(default_factory=list)
+    record_at: list[int] = field(default_factory=list)
     """The messages where the running maximum of end timestamps (above the start tick)
-    rises: the first message above a tick ``e`` is the first record above ``e``."""
+    rises, and their numbers in the scan: the first message above a tick ``e`` is the
+    first record above ``e``."""
     row_ts: list[int] = field(default_factory=list)
     row_counts: list[int] = field(default_factory=list)
-    last_id: bytes | None = None
     scanned: int = 0
     running: int = 0
     """The largest end timestamp above the start tick seen so far."""
 
-    def first_above(self, tick: int) -> bytes | None:
-        index = bisect.bisect_right(self.record_ts, tick)
-        return self.record_ids[index] if index < len(self.record_ids) else None
+    def boundary(self, end: int) -> tuple[bytes, int]:
+        """Where the slice after ``end`` starts reading this channel, and how many
+        messages from there on the slice ending at ``end`` reads (its share of them at or
+        below ``end`` is delivered, so the next slice skips those): the first message
+        above ``end``, or the tick closing the slice if that comes first. Starting no later
+        than that tick, a late message written after it is read by the next slice."""
+        closing = bisect.bisect_left(self.ticks, end)
+        tick_id, tick_at = self.tick_ids[closing], self.tick_at[closing]
+        index = bisect.bisect_right(self.record_ts, end)
+        if index < len(self.record_ids) and self.record_at[index] < tick_at:
+            return self.record_ids[index], tick_at - self.record_at[index] + 1
+        return tick_id, 1
 
 
 @dataclass
@@ -174,16 +188,10 @@ class SlicePlanner:
         if max_rows is not None:
             end = _limit_end(scans, end, max_rows)
         positions: dict[str, bytes | None] = {}
+        examined: dict[str, int] = {}
         for channel, scan in zip(self.channels, scans, strict=True):
-            first_above = scan.first_above(end)
-            positions[channel] = (
-                first_above
-                if first_above is not None
-                else scan.last_id
-                if scan.last_id is not None
-                else start.positions[channel]
-            )
-        return SliceOffset(end, positions)
+            positions[channel], examined[channel] = scan.boundary(end)
+        return SliceOffset(end, positions, examined)
 
     async def _scan_all(
         self,
@@ -235,7 +243,6 @@ class SlicePlanner:
                 return False
             scan.scanned += 1
             msg_id = raw.msg_id.to_bytes()
-            scan.last_id = msg_id
             try:
                 msg_type, _, end_ts = peek_time_range(raw.payload)
             except CodecError as exc:
@@ -244,6 +251,8 @@ class SlicePlanner:
             if msg_type == _TICK:
                 if end_ts > begin and (not scan.ticks or end_ts > scan.ticks[-1]):
                     scan.ticks.append(end_ts)
+                    scan.tick_ids.append(msg_id)
+                    scan.tick_at.append(scan.scanned)
                     if scan.scanned >= self.max_scan:
                         return False
                 continue
@@ -253,6 +262,7 @@ class SlicePlanner:
                 scan.running = end_ts
                 scan.record_ids.append(msg_id)
                 scan.record_ts.append(end_ts)
+                scan.record_at.append(scan.scanned)
             if count_rows and msg_type in (_INSERT, _DELETE):
                 try:
                     rows = self.rows.rows(raw.payload, msg_type)

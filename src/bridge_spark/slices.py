@@ -51,6 +51,9 @@ class ChannelSlice:
     """First MessageID to read (inclusive); None: the channel's beginning."""
     begin: int
     end: int
+    examined: int = 0
+    """Messages from ``start`` on that the slice ending at ``begin`` had read (0: not
+    known): only among them is data at or below ``begin`` an earlier slice's."""
 
 
 async def read_slice(
@@ -73,7 +76,7 @@ async def read_slice(
         lambda raw: decode(raw.payload),
         lambda raw, exc: log_undecodable(channel, raw, exc, stats),
     )
-    cut = SliceCut(part.begin, part.end)
+    cut = SliceCut(part.begin, part.end, part.examined)
     try:
         async for raws in cursor.read(part.start):
             for raw in raws:
@@ -82,6 +85,7 @@ async def read_slice(
                     _, _, end_ts = peek_time_range(raw.payload)
                 except CodecError as exc:
                     log_undecodable(channel, raw, exc, stats)
+                    cut.unreadable()
                     continue
                 kind = kind_of(msg_type)
                 verdict = cut.take(kind, end_ts, source_id, msg_id)

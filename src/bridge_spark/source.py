@@ -274,7 +274,11 @@ class MsgStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if finish.tick <= begin.tick:
             return []
         return [
-            ChannelSlicePartition(ChannelSlice(c, begin.positions[c], begin.tick, finish.tick))
+            ChannelSlicePartition(
+                ChannelSlice(
+                    c, begin.positions[c], begin.tick, finish.tick, begin.examined.get(c, 0)
+                )
+            )
             for c in self.spec.channels
         ]
 

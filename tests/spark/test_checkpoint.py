@@ -100,6 +100,31 @@ def test_slice_offsets_round_trip_through_spark_and_positions() -> None:
         SliceOffset.from_positions(uneven, CHANNELS)
 
 
+def test_examined_counts_travel_with_offsets_and_positions() -> None:
+    """What a slice had read past its position goes into Spark's offset JSON (only when
+    known, so older offsets keep their text) and to and from a TtMsgStream's positions."""
+    offset = SliceOffset(7, {"a": b"\x05", "b": b"\x06"}, {"a": 3})
+    data = json.loads(json.dumps(offset.to_spark()))
+    assert data == {"tick": 7, "positions": {"a": "BQ==", "b": "Bg=="}, "examined": {"a": 3}}
+    assert SliceOffset.from_spark(data, CHANNELS) == offset
+    positions = offset.to_positions("sub")
+    assert positions == [
+        MsgPosition("a", b"\x05", "sub", 7, examined=3),
+        MsgPosition("b", b"\x06", "sub", 7),
+    ]
+    assert SliceOffset.from_positions(positions, CHANNELS) == offset
+    for bad, needle in (
+        ([], "'examined' must be an object"),
+        ({"c": 1}, "'examined' names channel 'c', which the job does not read"),
+        ({"a": -1}, "'examined' of channel 'a' must be an int >= 0, got -1"),
+        ({"a": True}, "'examined' of channel 'a' must be an int >= 0, got True"),
+    ):
+        with pytest.raises(InvalidPositionError, match=needle):
+            SliceOffset.from_spark({**data, "examined": bad}, CHANNELS)
+    with pytest.raises(InvalidPositionError, match="optionally 'examined'"):
+        SliceOffset.from_spark({**data, "extra": 1}, CHANNELS)
+
+
 def test_starting_positions_parse(tmp_path: Path) -> None:
     assert parse_start(" Earliest ", CHANNELS) == "earliest"
     assert parse_start("latest", CHANNELS) == "latest"

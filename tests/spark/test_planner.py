@@ -56,7 +56,13 @@ class Harness:
         """(key, ts, channel) of every delete row in the slice, channel by channel."""
         out = []
         for channel in self.channels:
-            part = ChannelSlice(channel, start.positions[channel], start.tick, end.tick)
+            part = ChannelSlice(
+                channel,
+                start.positions[channel],
+                start.tick,
+                end.tick,
+                start.examined.get(channel, 0),
+            )
             async for table in read_slice(self.reader.client, part, self.frame, "test-read"):
                 out.extend(
                     zip(
@@ -299,3 +305,29 @@ async def test_a_late_message_is_delivered_once_with_the_slice_it_is_read_in(
     assert [o.tick for o in offsets] == [0, 10, 20, 30]
     slices = [await h.rows(a, b) for a, b in itertools.pairwise(offsets)]
     assert slices == [[], [(2, 8, "late-0")], [(1, 25, "late-0")]]
+
+
+@pytest.mark.parametrize("above", [False, True], ids=["tick-first", "data-above-first"])
+async def test_a_late_message_written_after_its_slice_was_planned_is_not_lost(
+    tmp_path: Path, harness: object, above: bool
+) -> None:
+    """Key 2, stamped 7, is written after the slice (0, 10] was planned and read (after
+    the tick 10 that closed it): it is in no slice yet, so the next slice delivers it
+    (late) -- whether that slice starts at the closing tick or at data above 10 read
+    before it (key 3, delivered with it)."""
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("after", 2)
+    before = [data(0, 15, 3)] if above else []
+    await produce_script(config, channels, [data(0, 5, 1), *before, tick(0, 10), tick(1, 10)])
+    h = await harness(channels)  # type: ignore[operator]
+    start = SliceOffset.earliest(channels)
+    first = await h.next(start)
+    assert first.tick == 10
+    assert first.examined == {channels[0]: 2 if above else 1, channels[1]: 1}
+    assert await h.rows(start, first) == [(1, 5, "after-0")]
+    await produce_script(config, channels, [data(0, 7, 2), tick(0, 20), tick(1, 20)])
+    second = await h.next(first)
+    expected = [(3, 15, "after-0")] if above else []
+    assert await h.rows(first, second) == [*expected, (2, 7, "after-0")]
+    again = SliceOffset.from_spark(first.to_spark(), channels)  # as Spark hands it back
+    assert again == first and await h.rows(again, second) == [*expected, (2, 7, "after-0")]
