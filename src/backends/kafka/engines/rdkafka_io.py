@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import socket
 from typing import Any
 
@@ -37,8 +38,9 @@ _PRODUCER = 0
 """``RD_KAFKA_PRODUCER``."""
 
 
+@functools.cache
 def _library() -> Any:
-    """librdkafka as confluent-kafka's extension module loaded it."""
+    """librdkafka as confluent-kafka's extension module loaded it (looked up once)."""
     from confluent_kafka import cimpl
 
     lib = ctypes.CDLL(cimpl.__file__)
