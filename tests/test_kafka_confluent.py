@@ -84,3 +84,21 @@ async def test_confluent_delivery_thread_when_the_loop_cannot_be_signalled(
         "kafka confluent engine: delivery reports served by a thread: not here"
     ]
     assert _delivery_threads() == []  # stopped with the client
+
+
+def test_a_moving_coordinator_is_asked_again_on_both_engines() -> None:
+    """librdkafka reports NOT_COORDINATOR on ``committed()`` (a broker that just started
+    moves its group coordinator) as not retriable; the confluent engine asks again, as the
+    aiokafka engine does, and still fails at once on other broker errors."""
+    from confluent_kafka import KafkaError
+
+    from msgstream.backends.kafka.engines.confluent import _worth_retrying
+
+    for code in (
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    ):
+        assert _worth_retrying(KafkaError(code))
+    assert not _worth_retrying(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED))
+    assert not _worth_retrying(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))

@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from aiokafka import errors as kafka_errors
+
 if TYPE_CHECKING:
     import asyncio
 
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from ..settings import KafkaConfig
 
 __all__ = [
+    "COORDINATOR_MOVING",
     "Engine",
     "Fetched",
     "Headers",
@@ -38,6 +41,14 @@ __all__ = [
     "ReaderEngine",
     "load",
 ]
+
+COORDINATOR_MOVING: tuple[type[Exception], ...] = (
+    kafka_errors.NotCoordinatorForGroupError,
+    kafka_errors.CoordinatorNotAvailableError,
+    kafka_errors.CoordinatorLoadInProgressError,
+)
+"""A consumer group's coordinator is moving or loading (a broker just started or lost
+leadership): both engines ask again, within the caller's deadline, instead of failing."""
 
 Headers = list[tuple[str, bytes]] | None
 """A record's headers: message properties as ``(key, UTF-8 value)`` pairs; None for none."""

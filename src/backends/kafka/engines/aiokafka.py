@@ -15,7 +15,7 @@ from ...broker_errors import BrokerCalls
 from .. import connect
 from ..deadlines import PendingSend
 from ..settings import KafkaConfig, consumer_kwargs, producer_kwargs
-from . import Engine, Fetched, Headers, ProducerBase
+from . import COORDINATOR_MOVING, Engine, Fetched, Headers, ProducerBase
 
 _T = TypeVar("_T")
 
@@ -157,11 +157,6 @@ class AiokafkaReader:
         await asyncio.wait_for(self._inner.stop(), self._calls.deadline_s)
 
 
-_COORDINATOR_MOVING = (
-    kafka_errors.NotCoordinatorForGroupError,
-    kafka_errors.CoordinatorNotAvailableError,
-    kafka_errors.CoordinatorLoadInProgressError,
-)
 RETRY_S = 0.1
 """Pause before asking again while a group's coordinator moves."""
 
@@ -173,7 +168,7 @@ async def _while_coordinator_moves(call: Callable[[], Awaitable[_T]]) -> _T:
     while True:
         try:
             return await call()
-        except _COORDINATOR_MOVING:
+        except COORDINATOR_MOVING:
             await asyncio.sleep(RETRY_S)
 
 

@@ -52,7 +52,7 @@ from msgstream.errors import ConfigError
 from ...broker_errors import BrokerCalls
 from ..deadlines import PendingSend
 from ..settings import KafkaConfig, librdkafka_consumer, librdkafka_producer
-from . import Engine, Fetched, Headers, ProducerBase
+from . import COORDINATOR_MOVING, Engine, Fetched, Headers, ProducerBase
 from .rdkafka_io import QueueEvents, attach
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,12 @@ def library_error(error: KafkaError, about: str = "") -> kafka_errors.KafkaError
     if code in _AUTHENTICATION:
         return kafka_errors.AuthenticationFailedError(text)
     return kafka_errors.KafkaError(text)
+
+
+def _worth_retrying(error: KafkaError) -> bool:
+    """librdkafka calls it retriable, or the group's coordinator is moving (which it
+    reports as a plain failure of the call: asked again, as the aiokafka engine does)."""
+    return bool(error.retriable()) or isinstance(library_error(error), COORDINATOR_MOVING)
 
 
 def raised(exc: KafkaException, about: str = "") -> kafka_errors.KafkaError:
@@ -407,13 +413,13 @@ class ConfluentReader:
     async def _blocking(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``call`` in a worker thread; librdkafka's failures as aiokafka's. A retriable
         failure (a group coordinator moving or loading, as when the broker makes its
-        offsets topic) is retried, as aiokafka does, until the caller's deadline."""
+        offsets topic) is retried every :data:`RETRY_S` until the caller's deadline."""
         while True:
             try:
                 result = await asyncio.to_thread(call, *args, **kwargs)
             except KafkaException as exc:
                 error = exc.args[0] if exc.args else None
-                if isinstance(error, KafkaError) and error.retriable():
+                if isinstance(error, KafkaError) and _worth_retrying(error):
                     await asyncio.sleep(RETRY_S)
                     continue
                 raise raised(exc, self._group) from exc
@@ -421,7 +427,7 @@ class ConfluentReader:
             error = next((p.error for p in partitions if p.error is not None), None)
             if error is None:
                 return result
-            if not error.retriable():
+            if not _worth_retrying(error):
                 raise library_error(error, self._group)
             await asyncio.sleep(RETRY_S)
 
