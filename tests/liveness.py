@@ -130,8 +130,15 @@ class LoopWatch:
             f"{self.longest_wall_gap * 1000:.0f} ms (limit {STALLED_S * 1000:.0f} ms){where}"
         )
 
+    @property
+    def stack_sampled(self) -> bool:
+        """The sampler has recorded the loop thread's stack in the current gap."""
+        return bool(self._gap_stack)
+
     def start(self) -> None:
         self._loop_thread = threading.get_ident()
+        # Before the sampler starts: it measures from here until the first beat.
+        self._gap_cpu_start = time.thread_time()
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGALRM, self._alarm)
             self._armed = True

@@ -11,10 +11,15 @@ import liveness
 from liveness import LoopWatch
 
 
-def _spin_for(seconds: float) -> None:
-    """Hold the loop's thread on the CPU (what a busy loop in a callback does)."""
+def _spin_for(seconds: float, watch: LoopWatch | None = None) -> None:
+    """Hold the loop's thread on the CPU (what a busy loop in a callback does) for
+    ``seconds``, and, given a ``watch``, until its sampler has recorded the stack: on a
+    loaded machine the sampler thread may not be scheduled inside a short gap."""
     started = time.thread_time()
-    while time.thread_time() - started < seconds:
+    deadline = time.monotonic() + 5
+    while time.thread_time() - started < seconds or (
+        watch is not None and not watch.stack_sampled and time.monotonic() < deadline
+    ):
         pass
 
 
@@ -22,7 +27,7 @@ async def test_a_callback_that_holds_the_cpu_is_caught_with_its_stack() -> None:
     watch = LoopWatch()
     watch.start()
     await asyncio.sleep(0.05)
-    _spin_for(liveness.BLOCKED_S * 2)
+    _spin_for(liveness.BLOCKED_S * 2, watch)
     await asyncio.sleep(0.05)
     await watch.stop()
     assert watch.blocked
