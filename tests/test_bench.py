@@ -173,6 +173,46 @@ async def test_every_send_error_is_counted_by_kind(tmp_path: Path) -> None:
     assert side.recorder.error_kinds == {"ConnectionError": side.recorder.errors}
 
 
+class Recording(Wrapped):
+    """Counts the packs prepared and records which prepared pack each send carried."""
+
+    def __init__(self, inner: Target) -> None:
+        super().__init__(inner, lambda n: 0.0)
+        self.prepared = 0
+        self.sent: list[tuple[int, tuple[int, ...]]] = []
+
+    def prepare(self, channel: int, msgs: list[TsMsg]) -> Any:
+        self.prepared += 1
+        return super().prepare(channel, msgs)
+
+    async def send(self, channel: int, prepared: Any) -> None:
+        self.sent.append((channel, tuple(msg.msg_id for msg in prepared)))
+        await super().send(channel, prepared)
+
+
+async def test_prebuilt_packs_are_built_before_the_run_and_sent_in_turn(tmp_path: Path) -> None:
+    target = Recording(MsgStreamTarget(memory_config(tmp_path)))
+    workload = Workload(size=400, pack_size=5, channels=2, rate=None, warmup_s=0,
+                        duration_s=None, messages=60, prebuilt=3)  # fmt: skip
+    await run_sides([Side(target, "recording", "memory")], workload, ["pb-0", "pb-1"])
+    assert target.prepared == 2 * 3  # three packs per channel, none built while measuring
+    assert len(target.sent) == 12
+    for channel in (0, 1):
+        packs = [ids for ch, ids in target.sent if ch == channel]
+        assert len(packs) == 6 and len(set(packs)) == 3
+        assert packs[3:] == packs[:3]  # the same three, in the same turn
+        assert all(len(ids) == 5 for ids in packs)
+
+
+async def test_without_prebuilt_every_pack_is_new(tmp_path: Path) -> None:
+    target = Recording(MsgStreamTarget(memory_config(tmp_path)))
+    workload = Workload(size=400, pack_size=5, channels=2, rate=None, warmup_s=0,
+                        duration_s=None, messages=60)  # fmt: skip
+    await run_sides([Side(target, "recording", "memory")], workload, ["np-0", "np-1"])
+    assert target.prepared == 12
+    assert len({ids for _, ids in target.sent}) == 12
+
+
 def test_recorder_percentiles_are_hdr_histograms() -> None:
     recorder = Recorder()
     for value_us in range(1, 10_001):
@@ -198,13 +238,14 @@ def test_produce_on_memory_json_and_interval_log(cli: Cli, tmp_path: Path) -> No
     run, log = tmp_path / "run.json", tmp_path / "run.hlog"
     out = cli.ok("produce", "--backend", "memory", "--messages", "400", "--warmup", "0.2",
                  "--size", "512", "--channels", "4", "--producers", "2", "--pack-size", "5",
-                 "--json", str(run), "--hdr-log", str(log))  # fmt: skip
+                 "--prebuilt", "2", "--json", str(run), "--hdr-log", str(log))  # fmt: skip
     (line,) = summaries(out)
     assert SUMMARY.match(line) and line.startswith("400 records sent,")
     assert out.strip().splitlines()[-1] == line
     doc = validate(run)
     assert doc["kind"] == "produce" and doc["stopped"] == "completed"
     assert doc["message_bytes"] == 512
+    assert doc["workload"]["prebuilt"] == 2
     (ours,) = doc["runs"]
     assert (ours["name"], ours["sent"], ours["errors"], ours["bytes"]) == (
         "msgstream", 400, 0, 400 * 512,
@@ -270,6 +311,16 @@ def test_plot_writes_png_and_offline_html(cli: Cli, tmp_path: Path) -> None:
 def test_bad_input_exits_2_with_one_line(cli: Cli, argv: list[str], line: str) -> None:
     code, out, err = cli("produce", "--messages", "10", *argv)
     assert (code, out, err.strip()) == (2, "", line)
+
+
+def test_a_negative_prebuilt_is_refused_by_the_parser(cli: Cli) -> None:
+    code, out, err = cli("produce", "--messages", "10", "--prebuilt", "-1")
+    assert (code, out) == (2, "")
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .endswith("error: argument --prebuilt: expected an integer >= 0, got -1")
+    )
 
 
 def test_an_unreachable_broker_exits_1_with_one_line(cli: Cli) -> None:

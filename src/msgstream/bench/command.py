@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..cli.command import Command
-from ..cli.common import positive_float, positive_int
+from ..cli.common import non_negative_int, positive_float, positive_int
 
 _Container = argparse._ActionsContainer
 
@@ -64,7 +64,9 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
                type=positive_float, default=1.0)  # fmt: skip
 
 
-def _add_workload(parser: argparse.ArgumentParser, *, channels: bool = True) -> None:
+def _add_workload(
+    parser: argparse.ArgumentParser, *, channels: bool = True, prebuilt: bool = True
+) -> None:
     group = parser.add_argument_group("workload")
     size = group.add_mutually_exclusive_group()
     _opt(size, "--size", "BYTES", "encoded bytes per message (default 1024)",
@@ -84,6 +86,14 @@ def _add_workload(parser: argparse.ArgumentParser, *, channels: bool = True) -> 
     )  # fmt: skip
     _opt(group, "--warmup", "SECONDS", "unmeasured sending first (default 1)",
                default="1")  # fmt: skip
+    if prebuilt:
+        _opt(
+            group, "--prebuilt", "N",
+            "build N packs per channel before measuring and send them over and over (the "
+            "same msg_ids and timestamps again): measures the client, not the building of "
+            "messages; 0 (default): each pack is built as it is sent, inside the measured time",
+            type=non_negative_int, default=0,
+        )  # fmt: skip
     length = group.add_mutually_exclusive_group()
     _opt(length, "--duration", "SECONDS", "measure this long (default 10)")
     _opt(length, "--messages", "N", "measure this many messages instead",
@@ -128,7 +138,7 @@ def _e2e(parser: argparse.ArgumentParser) -> None:
     intended send time to its delivery in a pack, the pack latency from the time tick that
     closed it to its delivery, and the consumer's msgs/s draining a backlog."""
     _add_target(parser)
-    _add_workload(parser, channels=False)
+    _add_workload(parser, channels=False, prebuilt=False)
     _opt(parser, "--channel-counts", "N,N,...", "channel counts to run (default 1,4,16,64)",
                default="1,4,16,64")  # fmt: skip
     _opt(parser, "--tick-interval", "SECONDS", "time-tick interval (default 0.01)",

@@ -102,6 +102,7 @@ def workload_from_args(args: argparse.Namespace, *, channels: int | None = None)
         duration_s=duration,
         messages=args.messages,
         interval_s=float(args.interval),
+        prebuilt=int(getattr(args, "prebuilt", 0)),
     )
     MessageFactory(workload)  # a --size below the smallest message fails here
     return workload

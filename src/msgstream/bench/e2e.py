@@ -44,7 +44,7 @@ from .common import (
 )
 from .recorder import Recorder, Stats
 from .runner import RunControl, Side
-from .scheduler import Phase, run_phase
+from .scheduler import Packs, Phase, run_phase
 from .targets import MsgStreamTarget
 from .workload import MessageFactory, Workload
 
@@ -226,20 +226,21 @@ async def run_one(
     messages = MessageFactory(workload)
     target = E2ETarget(config, messages, tick_s)
     side = Side(target, f"e2e {workload.channels} ch", resolve_backend(config))
+    packs = Packs(target, messages, workload)  # never prebuilt: the consumer counts msg_ids
     consumed = 0.0
     try:
         await target.open(channels)
         if workload.warmup_s > 0 and not control.stopping.is_set():
-            await run_phase(Phase(target, workload, messages, Recorder(), workload.warmup_s,
-                                  None, control.stopping, fail_fast=True))  # fmt: skip
+            await run_phase(Phase(packs, Recorder(), workload.warmup_s, None, control.stopping,
+                                  fail_fast=True))  # fmt: skip
         target.measuring = True
         target.e2e = side.recorder = Recorder()
         target.packs = Recorder()
         began = time.perf_counter_ns()
         if not control.stopping.is_set():
             produce = Recorder()
-            await run_phase(Phase(target, workload, messages, produce, workload.duration_s,
-                                  workload.messages, control.stopping))  # fmt: skip
+            await run_phase(Phase(packs, produce, workload.duration_s, workload.messages,
+                                  control.stopping))  # fmt: skip
             side.extra["produce_errors"] = produce.errors
         side.measured_s = (time.perf_counter_ns() - began) / 1e9
         await target.drain()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .recorder import Recorder, Stats
-from .scheduler import Phase, run_phase
+from .scheduler import Packs, Phase, run_phase
 from .targets import Target
 from .workload import MessageFactory, Workload
 
@@ -92,18 +92,20 @@ async def run_sides(
     """Open every side, warm each up, measure them in alternating slices, close them."""
     control = control or RunControl()
     messages = MessageFactory(workload, source_id=source_id)
+    packs = {id(side): Packs(side.target, messages, workload) for side in sides}
     opened: list[Side] = []
     try:
         for side in sides:
             await side.target.open(channels)
             opened.append(side)
+            packs[id(side)].build()
         if workload.warmup_s > 0:
             for side in sides:
                 if control.stopping.is_set():
                     return
                 await run_phase(
-                    Phase(side.target, workload, messages, Recorder(), workload.warmup_s, None,
-                          control.stopping, fail_fast=True)
+                    Phase(packs[id(side)], Recorder(), workload.warmup_s, None, control.stopping,
+                          fail_fast=True)
                 )  # fmt: skip
         started_ns = time.perf_counter_ns()
         epoch = time.time()
@@ -115,7 +117,7 @@ async def run_sides(
             for side in order:
                 if control.stopping.is_set():
                     break
-                await _measure(side, workload, messages, duration, budget, control, progress)
+                await _measure(side, packs[id(side)], duration, budget, control, progress)
             if control.stopping.is_set():
                 break
     finally:
@@ -127,8 +129,7 @@ async def run_sides(
 
 async def _measure(
     side: Side,
-    workload: Workload,
-    messages: MessageFactory,
+    packs: Packs,
     duration: float | None,
     budget: int | None,
     control: RunControl,
@@ -136,6 +137,7 @@ async def _measure(
 ) -> None:
     """One measured slice of ``side``, its recorder's intervals rolled on a ticker."""
     recorder = side.recorder
+    workload = packs.workload
     recorder.roll()  # the time since its last slice is not this side's: an empty interval
     if recorder.intervals and recorder.intervals[-1].sent == 0:
         recorder.intervals.pop()
@@ -153,9 +155,7 @@ async def _measure(
 
     ticker = asyncio.create_task(tick())
     try:
-        await run_phase(
-            Phase(side.target, workload, messages, recorder, duration, budget, control.stopping)
-        )
+        await run_phase(Phase(packs, recorder, duration, budget, control.stopping))
     finally:
         ticker.cancel()
         await asyncio.gather(ticker, return_exceptions=True)

@@ -31,13 +31,46 @@ from .targets import Target
 from .workload import MessageFactory, Workload
 
 
+class Packs:
+    """Where a target's packs come from: built as they are sent, or, with
+    ``workload.prebuilt``, a pool of prepared packs per channel sent in turn.
+
+    The pool belongs to one target for the whole run (its warm-up and every slice), and is
+    built by :meth:`build` before anything is measured."""
+
+    def __init__(self, target: Target, messages: MessageFactory, workload: Workload) -> None:
+        self.target = target
+        self.messages = messages
+        self.workload = workload
+        self._pools: dict[int, list[Any]] = {}
+        self._turns: dict[int, int] = {}
+
+    def build(self) -> None:
+        """Prepare ``workload.prebuilt`` full packs for every channel (nothing without)."""
+        for channel in range(self.workload.channels):
+            self._pools[channel] = [
+                self._fresh(channel, self.workload.pack_size) for _ in range(self.workload.prebuilt)
+            ]
+
+    def _fresh(self, channel: int, count: int) -> Any:
+        return self.target.prepare(channel, self.messages.pack(channel, count))
+
+    def take(self, channel: int, count: int) -> Any:
+        """A prepared pack of ``count`` messages for ``channel`` (a short last pack of a
+        budget is always built fresh)."""
+        pool = self._pools.get(channel)
+        if not pool or count != self.workload.pack_size:
+            return self._fresh(channel, count)
+        turn = self._turns.get(channel, 0)
+        self._turns[channel] = turn + 1
+        return pool[turn % len(pool)]
+
+
 @dataclass
 class Phase:
     """One stretch of sending on one target: a warm-up, or a (slice of a) measurement."""
 
-    target: Target
-    workload: Workload
-    messages: MessageFactory
+    packs: Packs
     recorder: Recorder
     duration_s: float | None
     budget: int | None
@@ -56,7 +89,7 @@ async def run_phase(phase: Phase) -> None:
     """Send the phase's messages from ``workload.producers`` concurrent tasks; returns when
     every task is done (its duration or budget reached, or ``stopping`` set; sends in flight
     complete and are recorded)."""
-    workload = phase.workload
+    workload = phase.packs.workload
     producers = workload.producers
     budgets: list[int | None] = [None] * producers
     if phase.budget is not None:
@@ -101,9 +134,10 @@ async def _produce(
     budget: int | None,
     sleeping: dict[int, bool],
 ) -> None:
-    workload = phase.workload
+    packs = phase.packs
+    workload = packs.workload
     recorder = phase.recorder
-    target = phase.target
+    target = packs.target
     channels = workload.channels_of(k)
     clock = time.perf_counter_ns
     if workload.rate is not None:
@@ -121,8 +155,8 @@ async def _produce(
             return
         channel = channels[turn % len(channels)]
         turn += 1
-        prepared = target.prepare(channel, phase.messages.pack(channel, count))
-        nbytes = count * phase.messages.message_bytes
+        prepared = packs.take(channel, count)
+        nbytes = count * packs.messages.message_bytes
         if period:
             if end is not None and due >= end:
                 return

@@ -45,6 +45,10 @@ class Workload:
     """Stop after this many measured messages instead of ``duration_s``."""
     interval_s: float = 1.0
     """Length of the intervals of the progress display, the interval log and the charts."""
+    prebuilt: int = 0
+    """Packs built per channel before the run and sent over and over (their msg_ids and
+    timestamps repeat), so that what is measured is the client, not the building of
+    messages; 0: each pack is built right before it is sent (inside the measured time)."""
 
     def __post_init__(self) -> None:
         for name in ("size", "channels", "producers", "pack_size"):
@@ -62,6 +66,8 @@ class Workload:
             raise WorkloadError("--duration must be > 0 seconds")
         if not self.interval_s > 0:
             raise WorkloadError("the reporting interval must be > 0 seconds")
+        if self.prebuilt < 0:
+            raise WorkloadError("--prebuilt must be >= 0")
 
     def channels_of(self, producer: int) -> list[int]:
         """The indexes of the channels producer ``producer`` sends to, in turn."""
