@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from msgstream.messages import (
     TimeTickMsg,
     TsMsg,
 )
-from msgstream.packed import PackedKind, PackedValues, pack, unpack
+from msgstream.packed import SMALL_COLUMN, PackedKind, PackedValues, pack, unpack, wire_parts
 from msgstream.position import MsgPosition
 from msgstream.schema import CollectionSchema, DataType, FieldData, FieldSchema
 
@@ -607,6 +608,53 @@ def test_packed_json_round_trips() -> None:
     packed = pack(PackedKind.JSON, values)
     column = unpack(PackedKind.JSON, packed.offsets, memoryview(packed.data), None, "f")
     assert column == values
+
+
+_WIRE_VALUES = {
+    PackedKind.BINARY: st.one_of(st.none(), st.binary(max_size=12)),
+    PackedKind.TEXT: st.one_of(st.none(), st.text(max_size=6)),
+    PackedKind.JSON: st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), st.text(max_size=4)),
+}
+
+
+@given(data=st.data(), kind=st.sampled_from(list(PackedKind)),
+       rows=st.sampled_from([0, 1, 2, 5, SMALL_COLUMN - 1, SMALL_COLUMN, SMALL_COLUMN + 3]),
+       as_tuple=st.booleans())  # fmt: skip
+@settings(max_examples=150, deadline=None)
+def test_wire_parts_are_the_packed_columns_bytes(
+    data: st.DataObject, kind: PackedKind, rows: int, as_tuple: bool
+) -> None:
+    """The encoder's path for small columns (no arrays) writes what ``pack`` packs, on
+    both sides of the size limit, with and without nulls, from a list or a tuple."""
+    values: Any = data.draw(st.lists(_WIRE_VALUES[kind], min_size=rows, max_size=rows))
+    if as_tuple:
+        values = tuple(values)
+    offsets, body, nulls = wire_parts(kind, values)
+    packed = pack(kind, values)
+    assert bytes(offsets) == packed.offsets.astype("<i8").tobytes()
+    assert bytes(body) == bytes(packed.data)
+    if packed.nulls is None:
+        assert nulls is None
+    else:
+        assert nulls is not None and nulls.tolist() == packed.nulls.tolist()
+    again = unpack(kind, np.frombuffer(bytes(offsets), "<i8"), memoryview(bytes(body)), nulls, "f")
+    assert again == list(values)
+
+
+@pytest.mark.parametrize("rows", [1, 3, SMALL_COLUMN + 1])
+def test_text_that_is_not_utf8_encodable_is_named_whatever_the_columns_size(rows: int) -> None:
+    column = FieldData("f", DataType.VARCHAR, ["ok", "\ud800"] * rows)
+    msg = InsertMsg(
+        msg_id=1,
+        timestamp=1,
+        source_id=1,
+        hash_keys=[0] * 2 * rows,
+        collection_name="c",
+        row_ids=list(range(2 * rows)),
+        fields=[column],
+    )
+    with pytest.raises(CodecError, match=re.escape("field 'f': 'utf-8' codec can't encode")):
+        encode(msg)
 
 
 def test_binary_lengths_that_overflow_are_rejected() -> None:

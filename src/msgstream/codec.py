@@ -129,7 +129,6 @@ def encode(msg: TsMsg, registry: MessageRegistry = default_registry) -> bytes:
     except orjson.JSONEncodeError as exc:
         raise CodecError(f"{_where(msg)}: body is not JSON-serialisable: {exc}") from exc
     chunks = writer.chunks()
-    tail = b"".join([body, *chunks]) if chunks else body
     begin_ts, end_ts = msg.time_range()
     try:
         prefix = _COVERED.pack(  # in envelope.FIELDS order
@@ -150,8 +149,10 @@ def encode(msg: TsMsg, registry: MessageRegistry = default_registry) -> bytes:
             f"source_id int64; timestamp={msg.timestamp!r}, source_id={msg.source_id!r}): "
             f"{exc}"
         ) from exc
-    crc = zlib.crc32(tail, zlib.crc32(prefix))
-    data = b"".join((prefix, crc.to_bytes(4, "little"), tail))
+    crc = zlib.crc32(body, zlib.crc32(prefix))
+    for chunk in chunks:  # the checksum runs over the pieces: the payload is joined once
+        crc = zlib.crc32(chunk, crc)
+    data = b"".join((prefix, crc.to_bytes(4, "little"), body, *chunks))
     msg.size = len(data)
     return data
 

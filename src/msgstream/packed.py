@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import struct
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
@@ -138,6 +139,22 @@ def _null_mask(values: Sequence[Any]) -> BoolArray | None:
     return np.fromiter((v is None for v in values), np.bool_, len(values))
 
 
+def _joined(
+    kind: PackedKind, values: Sequence[Any]
+) -> tuple[bytes, Iterator[int], BoolArray | None]:
+    """A text or binary column's bytes joined, the byte length of each value (an
+    iterator, in row order) and its null mask."""
+    nulls = _null_mask(values)
+    items: Sequence[Any] = values if nulls is None else [v or _EMPTY[kind] for v in values]
+    if kind is PackedKind.TEXT:
+        joined = "".join(items)
+        data = joined.encode()
+        if len(data) == len(joined):  # ASCII: a character is a byte
+            return data, map(len, items), nulls
+        return data, map(len, [s.encode() for s in items]), nulls
+    return b"".join(items), map(len, items), nulls
+
+
 def pack(kind: PackedKind, values: Sequence[Any]) -> PackedValues:
     """Pack a column's values (str, JSON-able or bytes, or None). Raises ``ValueError``
     for text that is not encodable as UTF-8 and ``TypeError`` for JSON-unable values."""
@@ -145,20 +162,44 @@ def pack(kind: PackedKind, values: Sequence[Any]) -> PackedValues:
         return values
     if kind is PackedKind.JSON:
         return _pack_json(values)
-    nulls = _null_mask(values)
-    items: list[Any] = list(values) if nulls is None else [v or _EMPTY[kind] for v in values]
-    if kind is PackedKind.TEXT:
-        joined = "".join(items)
-        data = joined.encode()
-        if len(data) == len(joined):  # ASCII: a character is a byte
-            lengths = np.fromiter(map(len, items), np.int64, len(items))
-        else:
-            encoded = [s.encode() for s in items]
-            lengths = np.fromiter(map(len, encoded), np.int64, len(items))
+    data, lengths, nulls = _joined(kind, values)
+    return PackedValues(kind, _offsets(np.fromiter(lengths, np.int64, len(values))), data, nulls)
+
+
+SMALL_COLUMN = 64
+"""Below this many rows a column's offsets are packed without numpy: an array costs more
+to make than a one-row message takes to encode."""
+
+_OFFSET_STRUCTS: dict[int, struct.Struct] = {}
+_PLAIN = (list, tuple)
+_ONE_ROW = struct.Struct("<2q")
+
+
+def wire_parts(
+    kind: PackedKind, values: Sequence[Any]
+) -> tuple[bytes | memoryview, bytes | memoryview, BoolArray | None]:
+    """What the wire carries of a column (see the module doc): its offsets as
+    little-endian int64 bytes, its data and its null mask. Same values and errors as
+    :func:`pack`, without the arrays for a small column."""
+    rows = len(values)
+    # A type check, not isinstance: PackedValues is a Sequence, and an ABC's isinstance
+    # costs as much as packing a one-row column.
+    if type(values) not in _PLAIN or kind is PackedKind.JSON or rows >= SMALL_COLUMN:
+        packed = pack(kind, values)
+        offsets = np.ascontiguousarray(packed.offsets, "<i8")
+        return offsets.data.cast("B"), packed.data, packed.nulls
+    lengths: Iterator[int]
+    nulls: BoolArray | None
+    if kind is PackedKind.BINARY and None not in values:  # the common case, inline
+        data, lengths, nulls = b"".join(values), map(len, values), None
     else:
-        data = b"".join(items)
-        lengths = np.fromiter(map(len, items), np.int64, len(items))
-    return PackedValues(kind, _offsets(lengths), data, nulls)
+        data, lengths, nulls = _joined(kind, values)
+    if rows == 1:  # its one value ends where the data does
+        return _ONE_ROW.pack(0, len(data)), data, nulls
+    layout = _OFFSET_STRUCTS.get(rows)
+    if layout is None:
+        layout = _OFFSET_STRUCTS[rows] = struct.Struct(f"<{rows + 1}q")
+    return layout.pack(0, *itertools.accumulate(lengths)), data, nulls
 
 
 _EMPTY = {PackedKind.TEXT: "", PackedKind.BINARY: b""}

@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from .buffers import BodyReader, BodyWriter
 from .errors import CodecError, DecodeError
-from .packed import PackedKind, PackedValues, pack, unpack
+from .packed import PackedKind, PackedValues, unpack, wire_parts
 
 
 class DataType(enum.Enum):
@@ -235,23 +235,23 @@ class FieldData:
         return column
 
     def encode(self, writer: BodyWriter) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "dtype": self.dtype.value, "rows": len(self)}
+        dtype, values = self.dtype, self.values
+        out: dict[str, Any] = {"name": self.name, "dtype": dtype._value_, "rows": len(values)}
         if self.dim is not None:
             out["dim"] = self.dim
-        numpy_dtype = self.dtype.numpy_dtype
-        if numpy_dtype is not None:
-            out["buf"] = writer.add_array(np.asarray(self.values), numpy_dtype)
+        kind = _PACKED_KINDS.get(dtype)
+        if kind is None:
+            out["buf"] = writer.add_array(np.asarray(values), _NUMPY_DTYPES[dtype])
         else:
-            values = self.values
             assert not isinstance(values, np.ndarray)  # numeric types are the arrays
             try:
-                packed = pack(_PACKED_KINDS[self.dtype], values)
+                offsets, data, nulls = wire_parts(kind, values)
             except (TypeError, ValueError) as exc:  # not UTF-8 encodable, not JSON-able
                 raise CodecError(f"field {self.name!r}: {exc}") from exc
-            out["offs"] = writer.add_array(packed.offsets, "<i8")
-            out["data"] = writer.add_bytes(packed.data)
-            if packed.nulls is not None:
-                out["nulls"] = writer.add_array(packed.nulls, "|b1")
+            out["offs"] = writer.add_bytes(offsets)
+            out["data"] = writer.add_bytes(data)
+            if nulls is not None:
+                out["nulls"] = writer.add_array(nulls, "|b1")
         if self.valid is not None:
             out["valid"] = writer.add_array(self.valid, "|b1")
         return out
