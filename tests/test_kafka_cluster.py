@@ -1,10 +1,11 @@
 """Leader failover on a real 3-node Kafka cluster (KRaft, replication 3, min ISR 2).
 
-Each test writes to fresh channels, SIGKILLs the node leading a channel's partition while
-messages are in flight, and checks what the contract promises: every acknowledged message
-is delivered, in order, and a TtMsgStream delivers each message exactly once. What the
-producer saw (acknowledged, failed, lost, duplicated, the longest wait) is printed as a
-``failover:`` line for the chaos table.
+Each failover test runs on both engines (aiokafka and confluent-kafka, each with its
+idempotent producer), writes to fresh channels, SIGKILLs the node leading a channel's
+partition while messages are in flight, and checks what the contract promises: every
+acknowledged message is delivered, in order, and a TtMsgStream delivers each message
+exactly once. What the producer saw (acknowledged, failed, lost, duplicated, the longest
+wait) is printed as a ``failover:`` line for the chaos table.
 """
 
 from __future__ import annotations
@@ -40,9 +41,13 @@ SENTINEL = 1_000_000_000
 """The id of the message sent last, once the cluster is whole again: reading up to it
 means every earlier record of the channel was read."""
 
-PRODUCER = {"enable_idempotence": True}
-"""aiokafka's idempotent producer, through the ``kafka.producer`` pass-through: a batch it
-retries after the leader died is written once, not twice."""
+IDEMPOTENT = {
+    "aiokafka": {"producer": {"enable_idempotence": True}},
+    "confluent": {"confluent": {"enable.idempotence": True}},
+}
+"""Each engine's idempotent producer, through its pass-through section (``kafka.producer``
+for aiokafka, ``kafka.confluent`` for librdkafka): a batch it retries after the leader
+died is written once, not twice."""
 
 WAIT = 60.0
 """Longest wait for anything in a test (a failover takes seconds; this is a backstop)."""
@@ -72,15 +77,20 @@ async def cluster(kafka_cluster: LocalKafkaCluster) -> AsyncIterator[LocalKafkaC
     await asyncio.to_thread(kafka_cluster.start)
 
 
-def cluster_client(cluster: LocalKafkaCluster, deadline_s: float, **kafka: Any) -> Any:
+@pytest.fixture(params=list(IDEMPOTENT))
+def engine(request: pytest.FixtureRequest) -> str:
+    """The engine of the failover tests' clients (each test runs on both)."""
+    return str(request.param)
+
+
+def cluster_client(cluster: LocalKafkaCluster, deadline_s: float, engine: str) -> Any:
     return client_for(
         cluster.bootstrap,
         operation_timeout_s=deadline_s,
-        client="aiokafka",  # PRODUCER is aiokafka's pass-through (idempotence)
+        client=engine,
         replication_factor=3,
         topic_config={"min.insync.replicas": 2},
-        producer=dict(PRODUCER),
-        **kafka,
+        **IDEMPOTENT[engine],
     )
 
 
@@ -247,30 +257,32 @@ def check_every_acknowledged_in_order(failover: Failover, received: list[int]) -
     assert set(received) <= {*failover.acked, *failover.failed}
 
 
-async def test_acknowledged_sends_survive_a_leader_kill(cluster: LocalKafkaCluster) -> None:
+async def test_acknowledged_sends_survive_a_leader_kill(
+    cluster: LocalKafkaCluster, engine: str
+) -> None:
     channel = channel_name("failover")
     # A short deadline, so sends the failover holds up fail (typed) rather than wait.
-    async with MsgStream(cluster_client(cluster, 3.0)) as producer:
+    async with MsgStream(cluster_client(cluster, 3.0, engine)) as producer:
         await producer.as_producer([channel])
         failover = await produce_through_failover(cluster, producer, channel)
         restart = asyncio.create_task(asyncio.to_thread(cluster.restart_node, failover.leader))
         await producer.produce(MsgPack.of(delete_msg(SENTINEL)))
-    async with MsgStream(cluster_client(cluster, 20.0)) as consumer:
+    async with MsgStream(cluster_client(cluster, 20.0, engine)) as consumer:
         await consumer.as_consumer([channel], "after", EARLIEST)
         received = await read_until_sentinel(consumer)
     await restart
-    print(failover.report("produce, idempotent, 3 s deadline", received))
+    print(failover.report(f"produce, idempotent, 3 s deadline, {engine}", received))
     check_every_acknowledged_in_order(failover, received)
     assert len(received) == len(set(received))  # the idempotent producer wrote each once
 
 
 async def test_a_reading_consumer_carries_on_through_a_leader_kill(
-    cluster: LocalKafkaCluster,
+    cluster: LocalKafkaCluster, engine: str
 ) -> None:
     channel = channel_name("failover-read")
     async with (
-        MsgStream(cluster_client(cluster, 20.0)) as producer,
-        MsgStream(cluster_client(cluster, 20.0)) as consumer,
+        MsgStream(cluster_client(cluster, 20.0, engine)) as producer,
+        MsgStream(cluster_client(cluster, 20.0, engine)) as consumer,
     ):
         await producer.as_producer([channel])
         await consumer.as_consumer([channel], "during", EARLIEST)
@@ -282,13 +294,15 @@ async def test_a_reading_consumer_carries_on_through_a_leader_kill(
         await producer.produce(MsgPack.of(delete_msg(SENTINEL)))
         received = await asyncio.wait_for(reader, WAIT)
     await restart
-    print(failover.report("consume while producing packs of 10, 20 s deadline", received))
+    print(
+        failover.report(f"consume while producing packs of 10, 20 s deadline, {engine}", received)
+    )
     check_every_acknowledged_in_order(failover, received)
     assert received == failover.acked  # nothing failed, nothing twice, nothing skipped
 
 
 async def test_ttmsgstream_delivers_each_message_once_across_a_leader_kill(
-    cluster: LocalKafkaCluster,
+    cluster: LocalKafkaCluster, engine: str
 ) -> None:
     """Producers stamp each message from a :class:`TimeTickEmitter` and retry a failed
     send under the same timestamp, so every copy a retry may leave lands in one pack,
@@ -298,7 +312,7 @@ async def test_ttmsgstream_delivers_each_message_once_across_a_leader_kill(
     sent: list[tuple[str, int]] = []
     retries = 0
     halfway = asyncio.Event()
-    producer = MsgStream(cluster_client(cluster, 3.0), repack=repack_by_first_key)
+    producer = MsgStream(cluster_client(cluster, 3.0, engine), repack=repack_by_first_key)
     await producer.as_producer(channels)
     for channel in channels:
         await asyncio.to_thread(cluster.wait_fully_replicated, channel)
@@ -323,7 +337,7 @@ async def test_ttmsgstream_delivers_each_message_once_across_a_leader_kill(
         await halfway.wait()
         await asyncio.to_thread(cluster.kill_node, leader)
 
-    async with TtMsgStream(cluster_client(cluster, 20.0), pursuit_lag_s=0) as consumer:
+    async with TtMsgStream(cluster_client(cluster, 20.0, engine), pursuit_lag_s=0) as consumer:
         await consumer.as_consumer(channels, "tt", EARLIEST)
         async with TimeTickEmitter(producer, interval_s=0.05) as emitter:
             await asyncio.wait_for(
@@ -342,7 +356,7 @@ async def test_ttmsgstream_delivers_each_message_once_across_a_leader_kill(
     await producer.close()
     await restart
     print(
-        f"failover: TtMsgStream over {len(channels)} channels: leader node {leader} "
+        f"failover: TtMsgStream over {len(channels)} channels, {engine}: leader node {leader} "
         f"SIGKILLed; sent {len(sent)}, send retries {retries}, delivered {len(got)}, "
         f"duplicates dropped by the TtMsgStream {dropped}"
     )
