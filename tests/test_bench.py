@@ -409,6 +409,22 @@ def test_short_run_on_kafka_beside_aiokafka(cli: Cli, tmp_path: Path, kafka_brok
     assert doc["brokers"]["kafka"]["address"] == kafka_broker.bootstrap
 
 
+@pytest.mark.kafka
+def test_prebuilt_pipelined_run_on_the_confluent_engine_beside_confluent_kafka(
+    cli: Cli, tmp_path: Path, kafka_broker: Any
+) -> None:
+    run = tmp_path / "confluent.json"
+    out = cli.ok("produce", "--backend", "kafka", "--address", kafka_broker.bootstrap,
+                 "--set", "kafka.client=confluent", "--messages", "2000", "--pack-size", "100",
+                 "--prebuilt", "2", "--warmup", "0.2", "--baseline", "raw",
+                 "--json", str(run))  # fmt: skip
+    assert [line.split(":")[0] for line in summaries(out)] == ["msgstream", "raw confluent-kafka"]
+    doc = validate(run)
+    assert [r["sent"] for r in doc["runs"]] == [2000, 2000]
+    assert [r["errors"] for r in doc["runs"]] == [0, 0]
+    assert doc["workload"]["prebuilt"] == 2
+
+
 @pytest.mark.pulsar
 def test_short_run_on_pulsar_beside_pulsar_asyncio(
     cli: Cli, tmp_path: Path, pulsar_broker: Any
