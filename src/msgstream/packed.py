@@ -188,12 +188,7 @@ def wire_parts(
         packed = pack(kind, values)
         offsets = np.ascontiguousarray(packed.offsets, "<i8")
         return offsets.data.cast("B"), packed.data, packed.nulls
-    lengths: Iterator[int]
-    nulls: BoolArray | None
-    if kind is PackedKind.BINARY and None not in values:  # the common case, inline
-        data, lengths, nulls = b"".join(values), map(len, values), None
-    else:
-        data, lengths, nulls = _joined(kind, values)
+    data, lengths, nulls = _joined(kind, values)
     if rows == 1:  # its one value ends where the data does
         return _ONE_ROW.pack(0, len(data)), data, nulls
     layout = _OFFSET_STRUCTS.get(rows)

@@ -21,8 +21,9 @@ lag*, the harness's own share.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,15 +43,16 @@ class Packs:
         self.target = target
         self.messages = messages
         self.workload = workload
-        self._pools: dict[int, list[Any]] = {}
-        self._turns: dict[int, int] = {}
+        self._pools: dict[int, Iterator[Any]] = {}
 
     def build(self) -> None:
         """Prepare ``workload.prebuilt`` full packs for every channel (nothing without)."""
+        if not self.workload.prebuilt:
+            return
         for channel in range(self.workload.channels):
-            self._pools[channel] = [
-                self._fresh(channel, self.workload.pack_size) for _ in range(self.workload.prebuilt)
-            ]
+            pool = [self._fresh(channel, self.workload.pack_size)
+                    for _ in range(self.workload.prebuilt)]  # fmt: skip
+            self._pools[channel] = itertools.cycle(pool)
 
     def _fresh(self, channel: int, count: int) -> Any:
         return self.target.prepare(channel, self.messages.pack(channel, count))
@@ -59,11 +61,9 @@ class Packs:
         """A prepared pack of ``count`` messages for ``channel`` (a short last pack of a
         budget is always built fresh)."""
         pool = self._pools.get(channel)
-        if not pool or count != self.workload.pack_size:
+        if pool is None or count != self.workload.pack_size:
             return self._fresh(channel, count)
-        turn = self._turns.get(channel, 0)
-        self._turns[channel] = turn + 1
-        return pool[turn % len(pool)]
+        return next(pool)
 
 
 @dataclass
