@@ -6,6 +6,7 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import ssl
 import urllib.error
 
@@ -145,3 +146,29 @@ def test_refusals_and_untrusted_certificates_are_named() -> None:
     assert _is_refused_permission(403, "Forbidden")
     assert not _is_refused_permission(401, "Authentication required")
     assert not _is_refused_permission(404, "Topic not found")
+
+
+def test_library_log_lines_keep_their_level_source_and_message(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from msgstream.backends.pulsar.library_log import forward
+
+    name = "msgstream.backends.pulsar.library"
+    lines = [
+        b"2026-11-25 10:00:00.123 INFO  [1403] ProducerImpl:222 | Created producer\n",
+        b"2026-11-25 10:00:00.124 WARN  [1403] ClientConnection:9 | two\n",
+        b"lines, the second without a prefix\n",
+        b"2026-11-25 10:00:00.125 ERROR [77] ClientImpl:275 | bad \xff byte\n",
+        b"2026-11-25 10:00:00.126 DEBUG [77] HandlerBase:1 | detail\n",
+    ]
+    with caplog.at_level(logging.DEBUG, logger=name):
+        level = logging.ERROR
+        for line in lines:
+            level = forward(line, level)
+    assert [(r.name, r.levelname, r.getMessage(), r.backend) for r in caplog.records] == [
+        (name, "INFO", "ProducerImpl:222 | Created producer", "pulsar"),
+        (name, "WARNING", "ClientConnection:9 | two", "pulsar"),
+        (name, "WARNING", "lines, the second without a prefix", "pulsar"),
+        (name, "ERROR", "ClientImpl:275 | bad \ufffd byte", "pulsar"),
+        (name, "DEBUG", "HandlerBase:1 | detail", "pulsar"),
+    ]

@@ -22,6 +22,7 @@ from msgstream.codec import encode
 from msgstream.config import Config
 from msgstream.messages import TsMsg
 
+from .client import close_library_client
 from .settings import (
     PulsarConfig,
     admin_token,
@@ -68,7 +69,7 @@ class RawPulsarAsyncio(Target):
         if self.pulsar is not None:
             client, self.pulsar = self.pulsar, None
             self.producers = []
-            await client.close()
+            await close_library_client(client, self.shared.operation_timeout_s)
 
     def client_settings(self) -> dict[str, Any]:
         settings = producer_kwargs(self.section, self.shared)

@@ -212,4 +212,14 @@ class PulsarClient(BrokerClient):
         if not await self._state.close_after(self._consumers, self._producers):
             return
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._inner.close(), self.deadline_s)
+            await close_library_client(self._inner, self.deadline_s)
+
+
+async def close_library_client(inner: pulsar_asyncio.Client, timeout_s: float) -> None:
+    """Close a library client with its blocking ``close()`` on a worker thread.
+
+    ``pulsar_asyncio.Client.close`` hands the library a Python callback, which the thread
+    that shuts the client down still holds after reporting the close: a program that ends
+    right then has that thread let go of it while the interpreter finalizes, and aborts
+    (see ``library_log``). The blocking close waits on a C++ promise instead."""
+    await asyncio.wait_for(asyncio.to_thread(inner._client.close), timeout_s)

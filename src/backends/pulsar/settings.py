@@ -3,7 +3,6 @@ admin API (the library is imported only when a client is made)."""
 
 from __future__ import annotations
 
-import logging
 import math
 import ssl
 from typing import Annotated, Any, ClassVar, Literal, Self
@@ -128,12 +127,6 @@ _SUBSCRIPTION_TYPES = {"exclusive": "Exclusive", "failover": "Failover"}
 MAX_PENDING_SENDS = 1000
 """Sends a producer keeps in flight; ``send_many`` waits for a window before the next."""
 
-library_log = logging.getLogger("msgstream.backends.pulsar.library")
-"""Where the Pulsar C++ client's own log lines go. ERROR and above unless configured: the
-library logs every reconnection attempt, and msgstream reports failures as typed errors."""
-if library_log.level == logging.NOTSET:
-    library_log.setLevel(logging.ERROR)
-
 
 def service_url(section: PulsarConfig) -> str:
     """``pulsar.address`` as a service URL: a full URL as is, a bare host with ``pulsar.port``."""
@@ -213,6 +206,8 @@ def tls_context(section: PulsarConfig) -> ssl.SSLContext:
 
 def client_kwargs(section: PulsarConfig, shared: MsgStreamConfig) -> dict[str, Any]:
     """Arguments of ``pulsar_asyncio.Client`` (the service URL aside)."""
+    from .library_log import library_logger
+
     kwargs: dict[str, Any] = {
         # The library retries lookups and connections until this; msgstream's own deadline
         # bounds each call as a whole (the library takes whole seconds).
@@ -220,7 +215,7 @@ def client_kwargs(section: PulsarConfig, shared: MsgStreamConfig) -> dict[str, A
         "connection_timeout_ms": int(section.connection_timeout_s * 1000),
         "tls_allow_insecure_connection": section.tls_allow_insecure_connection,
         "tls_validate_hostname": section.tls_validate_hostname,
-        "logger": library_log,
+        "logger": library_logger(),
     }
     if section.tls_trust_certs_file is not None:
         kwargs["tls_trust_certs_file_path"] = section.tls_trust_certs_file
