@@ -70,6 +70,19 @@ async def main():
 asyncio.run(main())
 """
 
+UNREACHABLE = """
+from msgstream import BackendUnavailableError
+
+async def main():
+    async with new_msgstream(config()) as stream:
+        try:
+            await stream.as_producer(["nowhere"])
+        except BackendUnavailableError:
+            print("unavailable")
+
+asyncio.run(main())
+"""
+
 
 def run_program(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProcess[str]:
     script = tmp_path / f"program-{abs(hash(args))}.py"
@@ -118,3 +131,15 @@ def test_library_lines_reach_python_logging_at_the_configured_level(
     created = f"[persistent://public/default/{channel}, ] Created producer on broker"
     assert any(line.startswith(prefix + "ProducerImpl:") and created in line for line in lines)
     assert any("Closing Pulsar client" in line for line in lines)
+
+
+def test_library_errors_are_logged_and_nothing_else_by_default(tmp_path: Path) -> None:
+    address = f"pulsar://127.0.0.1:{free_port()}"
+    done = run_program(tmp_path, UNREACHABLE, address, "http://127.0.0.1:1", "default")
+    assert (done.returncode, done.stdout) == (0, "unavailable\n")
+    lines = done.stderr.splitlines()
+    assert lines, "the refused connections were not logged"
+    error = "msgstream.backends.pulsar.library ERROR pulsar | "
+    assert [line for line in lines if not line.startswith(error)] == []
+    refused = f"ClientConnection:485 | [<none> -> {address}] Failed to establish connection"
+    assert any(line.startswith(error + refused) for line in lines), lines

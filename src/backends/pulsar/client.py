@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Coroutine
 from typing import Any
 
 from msgstream.backend import MessageID, SubscriptionInfo
@@ -90,8 +91,10 @@ class PulsarClient(BrokerClient):
         validate_channel_name(channel)
         await self._check_credentials()
         async with self._call(f"creating a producer on channel {channel!r}", channel, "write"):
-            inner = await self._inner.create_producer(
-                self.topic(channel), **producer_kwargs(self.section, self.shared)
+            inner = await uncancelled(
+                self._inner.create_producer(
+                    self.topic(channel), **producer_kwargs(self.section, self.shared)
+                )
             )
         producer = PulsarProducer(
             channel,
@@ -112,11 +115,13 @@ class PulsarClient(BrokerClient):
         self.check_open()
         await self._check_credentials()
         async with self._call(f"subscribing {subname!r} to channel {channel!r}", channel, "read"):
-            return await self._inner.subscribe(
-                self.topic(channel),
-                subname,
-                initial_position=initial,
-                **consumer_kwargs(self.section),
+            return await uncancelled(
+                self._inner.subscribe(
+                    self.topic(channel),
+                    subname,
+                    initial_position=initial,
+                    **consumer_kwargs(self.section),
+                )
             )
 
     async def subscribe(
@@ -213,6 +218,43 @@ class PulsarClient(BrokerClient):
             return
         with contextlib.suppress(Exception):
             await close_library_client(self._inner, self.deadline_s)
+
+
+_late: set[asyncio.Task[Any]] = set()
+"""Creations given up on, still running (referenced, so they are not collected)."""
+
+
+async def uncancelled(creation: Coroutine[Any, Any, Any]) -> Any:
+    """Await a library creation (a producer or a consumer) that a deadline must not cancel.
+
+    ``pulsar.asyncio`` completes a creation in two loop callbacks: the first checks that its
+    future is still pending, the second sets the result. A deadline that cancels the future
+    between them (both fire at the operation timeout) makes asyncio log an
+    ``InvalidStateError`` traceback. So the creation runs in a task the caller's
+    cancellation does not reach; when the caller gives up, the task runs on to the
+    library's own timeout, and what it then creates is closed."""
+    task = asyncio.ensure_future(creation)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        _late.add(task)
+        task.add_done_callback(_dispose_late)
+        raise
+
+
+def _dispose_late(task: asyncio.Task[Any]) -> None:
+    _late.discard(task)
+    if task.cancelled() or task.exception() is not None:
+        return  # the library's own error, for a call nobody waits for any more
+    closing = asyncio.ensure_future(task.result().close())
+    _late.add(closing)
+    closing.add_done_callback(_forget_closing)
+
+
+def _forget_closing(task: asyncio.Task[Any]) -> None:
+    _late.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: the client may be gone, which is fine
 
 
 async def close_library_client(inner: pulsar_asyncio.Client, timeout_s: float) -> None:
