@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import gc
 import hashlib
 import hmac
 import json
@@ -172,3 +174,48 @@ def test_library_log_lines_keep_their_level_source_and_message(
         (name, "ERROR", "ClientImpl:275 | bad \ufffd byte", "pulsar"),
         (name, "DEBUG", "HandlerBase:1 | detail", "pulsar"),
     ]
+
+
+async def test_a_creation_given_up_on_runs_on_and_what_it_makes_is_closed() -> None:
+    from msgstream.backends.pulsar.client import uncancelled
+
+    release = asyncio.Event()
+    closed = asyncio.Event()
+    events: list[str] = []
+
+    class Made:
+        async def close(self) -> None:
+            events.append("closed")
+            closed.set()
+
+    async def creation() -> Made:
+        await release.wait()
+        events.append("created")
+        return Made()
+
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(uncancelled(creation()), 0.05)
+    assert events == []  # still running: the deadline did not reach it
+    release.set()
+    await asyncio.wait_for(closed.wait(), 5)
+    assert events == ["created", "closed"]
+
+
+async def test_a_creation_given_up_on_that_fails_later_is_quiet(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from msgstream.backends.pulsar.client import uncancelled
+
+    release = asyncio.Event()
+
+    async def creation() -> None:
+        await release.wait()
+        raise RuntimeError("the library's own timeout")
+
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(uncancelled(creation()), 0.05)
+    release.set()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    gc.collect()
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
