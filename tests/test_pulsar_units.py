@@ -10,7 +10,10 @@ import hmac
 import json
 import logging
 import ssl
+import subprocess
+import sys
 import urllib.error
+from pathlib import Path
 
 import pytest
 
@@ -219,3 +222,33 @@ async def test_a_creation_given_up_on_that_fails_later_is_quiet(
         await asyncio.sleep(0)
     gc.collect()
     assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+
+
+FORK_PROGRAM = """
+import os, threading
+from msgstream.backends.pulsar import library_log
+
+library_log.library_logger()
+pid = os.fork()
+if pid == 0:
+    names = [t.name for t in threading.enumerate() if t.is_alive()]
+    os._exit(names.count("msgstream-pulsar-library-log"))
+_, status = os.waitpid(pid, 0)
+print("child readers", os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_forked_child_gets_its_own_reader_of_the_library_pipe(tmp_path: Path) -> None:
+    """The child inherits the pipe the library writes into, not the reader thread: one is
+    started for it (else the child's library would block on a full pipe)."""
+    script = tmp_path / "fork.py"
+    script.write_text(FORK_PROGRAM)
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore::DeprecationWarning", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == "child readers 1\n"
