@@ -63,6 +63,8 @@ class _ChannelScan:
     scanned: int = 0
     running: int = 0
     """The largest end timestamp above the start tick seen so far."""
+    cut: bool = False
+    """The scan stopped at :data:`MAX_SCAN_MESSAGES`, before the channel's end."""
 
     def boundary(self, end: int) -> tuple[bytes, int]:
         """Where the slice after ``end`` starts reading this channel, and how many
@@ -147,6 +149,9 @@ class SlicePlanner:
         self._cursors = [RawCursor(client, c, name, timeout_s) for c in channels]
         self._open = False
         self._count_rows = False
+        self._settled: tuple[SliceOffset, dict[str, bytes | None]] | None = None
+        """An offset from which nothing more is readable under these stop ids: the
+        previous call read every channel up to its stop and ended at the common tick."""
 
     async def open(self) -> None:
         if not self._open:
@@ -177,21 +182,34 @@ class SlicePlanner:
     ) -> SliceOffset:
         """The furthest offset after ``start`` readable now (``start`` itself if time
         has not advanced on every channel). ``stop_ids`` caps each channel's reading at a
-        MessageID (Trigger.AvailableNow: what existed when the query started)."""
+        MessageID (Trigger.AvailableNow: what existed when the query started).
+
+        Under ``stop_ids``, a call from the offset the previous call returned reads
+        nothing when that call read every channel up to its stop and ended at the common
+        tick: the channel that set that tick has none above it before its stop, so the
+        answer is ``start`` again. That is the call ending a Trigger.AvailableNow query;
+        on Kafka, re-reading a channel's tail costs a seek behind the fetch in flight."""
+        stops = None if stop_ids is None else dict(stop_ids)
+        if stops is not None and self._settled == (start, stops):
+            return start
         await self.open()
         scans = [_ChannelScan(running=start.tick) for _ in self._cursors]
         self._count_rows = max_rows is not None
-        await self._scan_all(start, scans, max_rows, stop_ids)
-        end = _common_tick(scans)
-        if end is None:
-            return start
-        if max_rows is not None:
+        complete = await self._scan_all(start, scans, max_rows, stop_ids)
+        common = _common_tick(scans)
+        end = common
+        if end is not None and max_rows is not None:
             end = _limit_end(scans, end, max_rows)
-        positions: dict[str, bytes | None] = {}
-        examined: dict[str, int] = {}
-        for channel, scan in zip(self.channels, scans, strict=True):
-            positions[channel], examined[channel] = scan.boundary(end)
-        return SliceOffset(end, positions, examined)
+        following = start
+        if end is not None:
+            positions: dict[str, bytes | None] = {}
+            examined: dict[str, int] = {}
+            for channel, scan in zip(self.channels, scans, strict=True):
+                positions[channel], examined[channel] = scan.boundary(end)
+            following = SliceOffset(end, positions, examined)
+        settled = complete and end == common and not any(s.cut for s in scans)
+        self._settled = (following, stops) if stops is not None and settled else None
+        return following
 
     async def _scan_all(
         self,
@@ -199,9 +217,10 @@ class SlicePlanner:
         scans: list[_ChannelScan],
         max_rows: int | None,
         stop_ids: Mapping[str, bytes | None] | None,
-    ) -> None:
+    ) -> bool:
         """Read the channels a batch at a time in turn. Under a row limit, stop as soon as
-        the rows up to the common tick exceed it: a later tick only adds rows."""
+        the rows up to the common tick exceed it: a later tick only adds rows. True if
+        every channel was read to its end (or stop)."""
         readers: list[
             tuple[_ChannelScan, RawCursor, AsyncGenerator[list[ConsumedMessage], None], Any]
         ] = []
@@ -223,7 +242,8 @@ class SlicePlanner:
                         readers.remove(entry)
                         await batches.aclose()
                 if max_rows is not None and _rows_due(scans) > max_rows:
-                    break
+                    return not readers
+            return True
         finally:
             for _, _, batches, _ in readers:
                 await batches.aclose()
@@ -254,6 +274,7 @@ class SlicePlanner:
                     scan.tick_ids.append(msg_id)
                     scan.tick_at.append(scan.scanned)
                     if scan.scanned >= self.max_scan:
+                        scan.cut = True
                         return False
                 continue
             if end_ts <= begin:

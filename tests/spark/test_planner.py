@@ -21,6 +21,7 @@ from msgstream import (
     new_ttmsgstream,
 )
 from msgstream.bridge_spark.clients import open_reader
+from msgstream.bridge_spark.cursor import RawCursor
 from msgstream.bridge_spark.errors import SchemaNotFoundError, SliceIncompleteError
 from msgstream.bridge_spark.frames import FrameKind, FrameSchema
 from msgstream.bridge_spark.offsets import SliceOffset
@@ -207,6 +208,45 @@ async def test_stop_ids_cap_what_is_read(tmp_path: Path, harness: object) -> Non
     assert (await h.next(capped)).tick == 9
     empty = {channels[0]: caps[channels[0]], channels[1]: None}
     assert await h.next(start, stop_ids=empty) == start  # an empty channel holds time back
+
+
+async def test_the_call_ending_an_available_now_run_reads_nothing(
+    tmp_path: Path, harness: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a call under stop ids has read every channel to its stop, the call from its
+    answer is answered without reading; any other call still reads."""
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("settle", 2)
+    steps = [data(0, 1, 1), tick(0, 5), tick(1, 5), data(1, 6, 2), tick(0, 9), tick(1, 9)]
+    await produce_script(config, channels, steps)
+    h = await harness(channels)  # type: ignore[operator]
+    caps = await h.planner.latest_ids()
+    await produce_script(config, channels, [data(0, 11, 3), tick(0, 12), tick(1, 12)])
+    reads: list[str] = []
+    read = RawCursor.read
+
+    def counted(cursor: RawCursor, start: bytes | None) -> object:
+        reads.append(cursor.channel)
+        return read(cursor, start)
+
+    monkeypatch.setattr(RawCursor, "read", counted)
+    start = SliceOffset.earliest(channels)
+    limited = [await h.next(start, stop_ids=caps, max_rows=1)]
+    limited.append(await h.next(limited[0], stop_ids=caps, max_rows=1))
+    assert [o.tick for o in limited] == [5, 9]
+    assert len(reads) == 4  # the first call ended below the common tick: the second reads
+    assert await h.next(limited[1], stop_ids=caps, max_rows=1) == limited[1]
+    assert len(reads) == 4  # the second read to the stops and ended at the common tick
+    whole = await h.next(start, stop_ids=caps)
+    assert whole == limited[1]
+    assert len(reads) == 6
+    assert await h.next(whole, stop_ids=caps) == whole
+    assert len(reads) == 6  # settled: nothing read
+    other = {**caps, channels[0]: None}
+    assert await h.next(whole, stop_ids=other) == whole
+    assert len(reads) == 7  # other stop ids: read again (channel 0 empty then)
+    assert (await h.next(whole)).tick == 12  # no stop ids: what came later is seen
+    assert len(reads) == 9
 
 
 async def test_no_progress_while_a_channel_has_no_tick(tmp_path: Path, harness: object) -> None:
