@@ -317,3 +317,50 @@ async def test_a_message_id_from_one_engine_is_valid_on_the_other(kafka_broker: 
         await consumer.close()
     await writer.close()
     await other.close()
+
+
+async def test_a_seek_within_the_fetched_end_asks_the_broker_nothing(kafka_broker: Any) -> None:
+    """A request for the end offset queues behind the fetch in flight on the consumer's
+    connection (up to fetch_max_wait_ms): a seek to an offset the fetches have already
+    shown to exist does without it. A seek beyond what they showed still asks and is
+    still accepted when the offset exists."""
+    client = client_for(kafka_broker.bootstrap)
+    channel = channel_name()
+    producer = await client.create_producer(channel)
+    first = await producer.send_many([b"0", b"1", b"2"])
+    consumer = await client.subscribe(channel, "sub", EARLIEST)
+    assert [(await consumer.receive()).payload for _ in range(3)] == [b"0", b"1", b"2"]
+    inner = consumer._inner  # type: ignore[attr-defined]
+    asked: list[int] = []
+    end_offset = inner.end_offset
+
+    async def counted() -> int:
+        asked.append(await end_offset())
+        return asked[-1]
+
+    inner.end_offset = counted
+    await consumer.seek(first[1], inclusive=True)
+    assert asked == []
+    assert (await consumer.receive()).payload == b"1"
+    later = await producer.send_many([b"3", b"4", b"5"])
+    await consumer.seek(later[2], inclusive=True)
+    assert asked in ([], [6])  # [] once a fetch has shown offsets 3-5
+    assert (await consumer.receive()).payload == b"5"
+    await client.close()
+
+
+async def test_the_first_offsets_of_a_channel_wait_for_no_retry_backoff(
+    kafka_broker: Any,
+) -> None:
+    """aiokafka answers an offsets request for a topic its metadata does not cover yet by
+    sleeping ``retry_backoff_ms``; the client asks for the topic's metadata first. With
+    the backoff made longer than the deadline, the call would otherwise time out."""
+    client = client_for(kafka_broker.bootstrap, operation_timeout_s=5.0)
+    channels = [channel_name(), channel_name()]
+    for channel in channels:
+        await (await client.create_producer(channel)).send(b"x")
+    reader = await client._offsets_reader()  # type: ignore[attr-defined]
+    reader._fetcher._retry_backoff = 60.0
+    for channel in channels:
+        assert (await client.get_latest_msg_id(channel)).offset == 0  # type: ignore[union-attr]
+    await client.close()

@@ -121,6 +121,7 @@ class KafkaClient(BrokerClient):
         reader = await self._offsets_reader()
         partition = TopicPartition(channel, 0)
         async with self._call(f"reading the offsets of channel {channel!r}", channel, "describe"):
+            await _tracked(reader, channel)
             first = (await reader.beginning_offsets([partition]))[partition]
             end = (await reader.end_offsets([partition]))[partition]
         return first, end
@@ -190,3 +191,15 @@ class KafkaClient(BrokerClient):
                 await asyncio.wait_for(offsets.stop(), self.deadline_s)
         self.deadlines.close()
         await self.admin.close()
+
+
+async def _tracked(reader: AIOKafkaConsumer, topic: str) -> None:
+    """Make ``reader``'s metadata cover ``topic`` (a no-op once it does).
+
+    An offsets request for a topic its metadata does not cover yet fails inside aiokafka
+    with a stale-metadata error, which it answers by sleeping ``retry_backoff_ms`` (100
+    ms) before asking again: a tenth of a second on the first offsets of every channel.
+    Asking for the topic's metadata first costs one round trip instead. aiokafka has no
+    public call for it; ``add_topic`` of its client is what its own offset lookups use.
+    """
+    await reader._client.add_topic(topic)

@@ -190,7 +190,11 @@ class KafkaConsumer(ConsumerBase):
         """Read from offset ``target`` next. A ``requested`` position (a user's seek) past
         the end is refused: the consumer would silently skip the next messages sent."""
         async with self._call("seeking"):
-            end = await self._inner.end_offset()
+            # The end a fetch reported spares a request that would queue behind the fetch
+            # in flight on the same connection (up to fetch_max_wait_ms).
+            end = self._inner.end_seen()
+            if end is None or target > end:
+                end = await self._inner.end_offset()
             if requested is not None and target > end:
                 raise InvalidPositionError(
                     f"cannot seek channel {self.channel!r} to offset {requested}: past the "

@@ -102,6 +102,12 @@ class ReaderEngine(Protocol):
         """One past the partition's last offset."""
         ...
 
+    def end_seen(self) -> int | None:
+        """The end offset as the last fetch response reported it (the high watermark),
+        without asking the broker; None if no fetch has reported one. Ends only grow, so
+        an offset at or below it is inside the partition."""
+        ...
+
     async def position(self, offset: int) -> None:
         """Read from ``offset`` next (anything fetched before is dropped)."""
         ...

@@ -132,6 +132,10 @@ class AiokafkaReader:
         found: int = (await self._inner.end_offsets([partition]))[partition]
         return found
 
+    def end_seen(self) -> int | None:
+        found: int | None = self._inner.highwater(self._partition)
+        return found
+
     async def position(self, offset: int) -> None:
         self._inner.seek(self._partition, offset)
 

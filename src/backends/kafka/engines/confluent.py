@@ -453,6 +453,13 @@ class ConfluentReader:
     async def end_offset(self) -> int:
         return (await self._watermarks())[1]
 
+    def end_seen(self) -> int | None:
+        found = self._consumer.get_watermark_offsets(self._partition, cached=True)
+        if found is None or found[1] < 0:  # librdkafka's OFFSET_INVALID: none fetched yet
+            return None
+        end: int = found[1]
+        return end
+
     async def _drop_inflight(self) -> None:
         inflight, self._inflight = self._inflight, None
         if inflight is not None:
