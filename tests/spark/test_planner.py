@@ -249,6 +249,34 @@ async def test_the_call_ending_an_available_now_run_reads_nothing(
     assert len(reads) == 9
 
 
+async def test_a_scan_cut_at_its_message_bound_is_continued_by_the_next_call(
+    tmp_path: Path, harness: object
+) -> None:
+    """A scan stops at the first tick after ``max_scan`` messages; under stop ids the
+    next call goes on from there (it is not taken for the end of what is available)."""
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("bound", 2)
+    steps = [step for t in (5, 10, 15) for step in (data(0, t - 1, t), tick(0, t), tick(1, t))]
+    await produce_script(config, channels, steps)
+    h = await harness(channels)  # type: ignore[operator]
+    planner = SlicePlanner(
+        h.reader.client, channels, "test-bound", RowFilter("demo", FrameKind.DELETES), max_scan=2
+    )
+    try:
+        caps = await planner.latest_ids()
+        offsets = [SliceOffset.earliest(channels)]
+        while len(offsets) < 10:
+            following = await planner.next_offset(offsets[-1], stop_ids=caps)
+            if following == offsets[-1]:
+                break
+            offsets.append(following)
+        assert [o.tick for o in offsets[1:]] == [5, 10, 15]
+        keys = [k for a, b in itertools.pairwise(offsets) for k, _, _ in await h.rows(a, b)]
+        assert keys == [5, 10, 15]
+    finally:
+        await planner.close()
+
+
 async def test_no_progress_while_a_channel_has_no_tick(tmp_path: Path, harness: object) -> None:
     config = rocksmq_config(tmp_path / "store")
     channels = channel_names("still", 2)
