@@ -21,7 +21,10 @@ Both are measured by the ``msgstream bench`` harness (``msgstream bench produce
   4. TtMsgStream reading 16 channels on the confluent engine (>= 200k msgs/s), beside the
      same on aiokafka                                                  [tt_read_confluent]
   5. reference: the raw clients vs Kafka's Java producer (ProducerPerformance) on the
-     same broker, to show how much of the ceiling is the Python client
+     same broker, to show how much of the ceiling is the Python client; and, when a Go
+     toolchain is on PATH, raw librdkafka from Go (benchmarks/librdkafka_go) in
+     1,000-record packs (the harness's pipelining) and with nothing awaited, beside raw
+     aiokafka: what ">= 3x raw aiokafka" asks of any client
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -100,6 +104,34 @@ def java_producer_rate(bootstrap: str, total: int, record_size: int) -> float | 
     )
     rates = re.findall(r"([\d.]+) records/sec", result.stdout)
     return float(rates[-1]) if rates else None
+
+
+GO_REFERENCE = Path(__file__).parent / "librdkafka_go"
+"""The Go program measuring raw librdkafka (confluent-kafka-go, its own librdkafka)."""
+
+
+def librdkafka_go_rates(bootstrap: str, total: int, record_size: int) -> dict[int, float]:
+    """Raw librdkafka's records/s from Go, by pack size (0: nothing awaited); empty
+    without a Go toolchain, or if the program fails (its error is printed)."""
+    go = shutil.which("go")
+    if go is None:
+        print("no Go toolchain on PATH: the librdkafka reference is not run", file=sys.stderr)
+        return {}
+    rates: dict[int, float] = {}
+    for pack in (1000, 0):
+        topic = f"bench-go-{time.monotonic_ns()}"
+        asyncio.run(_create_topic(bootstrap, topic))
+        result = subprocess.run(
+            [go, "run", ".", "-b", bootstrap, "-t", topic, "-n", str(total),
+             "-s", str(record_size), "-pack", str(pack)],
+            cwd=GO_REFERENCE, capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        found = re.findall(r"([\d.]+) records/s", result.stdout)
+        if not found:
+            print(f"librdkafka reference failed: {result.stderr.strip()[-500:]}", file=sys.stderr)
+            return rates
+        rates[pack] = float(found[-1])
+    return rates
 
 
 async def _create_topic(bootstrap: str, topic: str) -> None:
@@ -218,6 +250,14 @@ def main() -> int:
                         f"raw {engine} vs Java client, {BROKER_RECORD} B records",
                         f"java_vs_raw_{engine}")
                 )  # fmt: skip
+        raw_aiokafka = by_id["pipelined_aiokafka"].baseline
+        for pack, rate in librdkafka_go_rates(bootstrap, total * 5, BROKER_RECORD).items():
+            what = f"{pack:,}-record packs" if pack else "nothing awaited"
+            rows.append(
+                Row(f"reference: librdkafka (Go), {what}", rate, raw_aiokafka, "msgs/s",
+                    "vs raw aiokafka (>= 3x is the confluent engine's goal)",
+                    f"librdkafka_go_{'packs' if pack else 'free'}")
+            )  # fmt: skip
     import aiokafka
     import confluent_kafka
 
