@@ -61,6 +61,12 @@ POLL_S = 0.2
 """How long a delivery or fetch thread blocks in librdkafka per call when nothing happens
 (it returns at once when something does): the bound on closing and repositioning."""
 
+FETCH_WAIT_S = 1.0
+"""How long a fetch served on the loop waits for a record before returning none."""
+
+TAKE_BATCH = 1024
+"""Records taken at most per look into the queue before a fetch has said how many."""
+
 RETRY_S = 0.1
 """Pause before retrying a blocking call that failed with a retriable error."""
 
@@ -391,8 +397,10 @@ class ConfluentProducer(ProducerBase):
 
 
 class ConfluentReader:
-    """A librdkafka consumer of one partition, assigned explicitly, read by its own
-    fetch thread."""
+    """A librdkafka consumer of one partition, assigned explicitly. The loop waits for its
+    records on librdkafka's queue signal and takes them without blocking (see
+    :mod:`.rdkafka_io`); where that cannot be attached, a fetch thread blocks in
+    ``poll()`` instead."""
 
     def __init__(self, section: KafkaConfig, channel: str, subname: str, calls: BrokerCalls):
         self._conf = librdkafka_consumer(section, subname)
@@ -401,14 +409,30 @@ class ConfluentReader:
         self._partition = TopicPartition(channel, 0)
         self._timeout = calls.deadline_s
         self._consumer: Any = None
+        self._events: QueueEvents | None = None
+        """The consumer queue's signal; None: records come through the fetch thread."""
+        self._signal: asyncio.Future[None] | None = None
+        """Set when the queue signals; a watch is on while it is pending."""
         self._fetcher = ThreadPoolExecutor(1, thread_name_prefix="msgstream-kafka-fetch")
         self._inflight: asyncio.Future[list[Any]] | None = None
-        self._batch = 1
+        self._batch = TAKE_BATCH
         self._failed: KafkaError | None = None
         """An error record met in a fetch: raised by the next one."""
 
     async def start(self) -> None:
         self._consumer = _construct(Consumer, self._conf)
+        events = attach(self._consumer, self._conf["client.id"], "consumer")
+        if isinstance(events, QueueEvents):
+            loop = asyncio.get_running_loop()
+            try:  # a loop without add_reader (Windows' proactor) cannot watch it
+                loop.add_reader(events.fileno(), _nothing)
+                loop.remove_reader(events.fileno())
+                self._events = events
+                return
+            except NotImplementedError:
+                events.close()
+                events = "the event loop cannot watch a socket (no add_reader)"
+        log.info("kafka confluent engine: records fetched by a thread: %s", events)
 
     async def _blocking(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``call`` in a worker thread; librdkafka's failures as aiokafka's. A retriable
@@ -520,11 +544,53 @@ class ConfluentReader:
         if self._failed is not None:
             failed, self._failed = self._failed, None
             raise library_error(failed)
+        if self._events is not None:
+            self._batch = max_records
+            return await self._signalled(self._events, max_records)
         inflight = self._inflight or self._start_fetch(max_records)
         await asyncio.shield(inflight)  # cancelled: the fetch goes on, kept for next time
         return self._took(inflight)
 
+    def _take(self, events: QueueEvents, max_records: int) -> Fetched | None:
+        """What librdkafka holds now (at most ``max_records``), without waiting."""
+        events.drained()  # first: a signal sent while consume() runs stays for next time
+        try:
+            msgs = self._consumer.consume(max_records, 0)
+        except KafkaException as exc:
+            raise raised(exc) from exc
+        return self._columns(msgs) if msgs else None
+
+    async def _signalled(self, events: QueueEvents, max_records: int) -> Fetched:
+        """Records as soon as librdkafka signals them, or none after :data:`FETCH_WAIT_S`
+        (or once the reader stops). Nothing is lost when cancelled: unread records stay
+        in librdkafka's queue."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FETCH_WAIT_S
+        while self._events is events:
+            found = self._take(events, max_records)
+            if found is not None:
+                return found
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            signal = self._signal
+            if signal is None or signal.done():  # one watch, shared by every waiter
+                signal = self._signal = loop.create_future()
+                loop.add_reader(events.fileno(), self._wake)
+            await asyncio.wait([signal], timeout=remaining)
+        return Fetched([], [], [])
+
+    def _wake(self) -> None:
+        """The queue signalled (or the reader stops): end the watch, wake the waiters."""
+        events, signal = self._events, self._signal
+        if events is not None:
+            asyncio.get_running_loop().remove_reader(events.fileno())
+        if signal is not None and not signal.done():
+            signal.set_result(None)
+
     def ready(self) -> Fetched | None:
+        if self._events is not None:
+            return None if self._failed is not None else self._take(self._events, self._batch)
         inflight = self._inflight
         if inflight is None or not inflight.done() or self._failed is not None:
             return None
@@ -541,12 +607,20 @@ class ConfluentReader:
 
     async def stop(self) -> None:
         await self._drop_inflight()
+        if self._events is not None:  # before the consumer goes: the queue is its own
+            self._wake()
+            events, self._events = self._events, None
+            events.close()
         consumer, self._consumer = self._consumer, None
         try:
             if consumer is not None:
                 await asyncio.wait_for(self._blocking(consumer.close), self._timeout)
         finally:
             self._fetcher.shutdown(wait=False)
+
+
+def _nothing() -> None:
+    """A reader callback that is never called (probing that the loop can watch a socket)."""
 
 
 ENGINE = Engine("confluent", ConfluentProducer, ConfluentReader)

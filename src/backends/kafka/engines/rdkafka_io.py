@@ -1,12 +1,17 @@
-"""librdkafka's queue IO events for a confluent-kafka ``Producer``: the event loop itself
-waits for delivery reports.
+"""librdkafka's queue IO events for confluent-kafka handles: the event loop itself waits
+for what librdkafka hands over.
 
-librdkafka can write a byte to a file descriptor whenever its main queue (where delivery
-reports arrive) goes from empty to non-empty -- ``rd_kafka_queue_io_event_enable``, the
-API librdkafka offers for event loops. With it the loop watches the descriptor and serves
-the reports with ``Producer.poll(0)``: one wake-up from librdkafka's broker thread to the
-loop. Without it a thread must block in ``poll()`` and then wake the loop in turn: a second
-wake-up, ~40 µs of a ~120 µs acknowledgement on a local broker.
+librdkafka can write a byte to a file descriptor whenever a queue goes from empty to
+non-empty -- ``rd_kafka_queue_io_event_enable``, the API librdkafka offers for event
+loops. With it the loop watches the descriptor and serves the queue without blocking:
+
+- a ``Producer``'s main queue, where delivery reports arrive, served with ``poll(0)``: one
+  wake-up from librdkafka's broker thread to the loop. Without it a thread must block in
+  ``poll()`` and then wake the loop in turn: a second wake-up, ~40 µs of a ~120 µs
+  acknowledgement on a local broker;
+- a ``Consumer``'s consumer queue, where fetched records arrive, served with
+  ``consume(n, 0)``: no fetch thread blocked in ``poll()``, so a seek or a close never
+  waits for one to come back.
 
 confluent-kafka does not expose that call, so it is reached through :mod:`ctypes` (no
 maintained package offers it either):
@@ -18,9 +23,9 @@ maintained package offers it either):
 
 Both are checked before anything is enabled: the binding's major version must be one
 whose layout is known (:data:`KNOWN_MAJORS`), the library found must report the version
-confluent-kafka reports, and ``rd_kafka_name`` of the pointer must be the producer's name
-(``<client.id>#producer-<n>``). On any mismatch :func:`attach` returns None with the reason,
-and the engine keeps its delivery thread.
+confluent-kafka reports, and ``rd_kafka_name`` of the pointer must be the handle's own
+name (``<client.id>#producer-<n>`` or ``#consumer-<n>``) with the matching type. On any
+mismatch :func:`attach` returns the reason instead, and the engine keeps its thread.
 """
 
 from __future__ import annotations
@@ -34,8 +39,8 @@ from typing import Any
 KNOWN_MAJORS = frozenset({"2"})
 """confluent-kafka major versions whose ``Handle`` struct starts with ``rk``."""
 
-_PRODUCER = 0
-"""``RD_KAFKA_PRODUCER``."""
+_TYPES = {"producer": 0, "consumer": 1}
+"""``RD_KAFKA_PRODUCER`` and ``RD_KAFKA_CONSUMER``."""
 
 
 @functools.cache
@@ -50,8 +55,9 @@ def _library() -> Any:
     lib.rd_kafka_name.argtypes = [ctypes.c_void_p]
     lib.rd_kafka_type.restype = ctypes.c_int
     lib.rd_kafka_type.argtypes = [ctypes.c_void_p]
-    lib.rd_kafka_queue_get_main.restype = ctypes.c_void_p
-    lib.rd_kafka_queue_get_main.argtypes = [ctypes.c_void_p]
+    for getter in (lib.rd_kafka_queue_get_main, lib.rd_kafka_queue_get_consumer):
+        getter.restype = ctypes.c_void_p
+        getter.argtypes = [ctypes.c_void_p]
     lib.rd_kafka_queue_io_event_enable.restype = None
     lib.rd_kafka_queue_io_event_enable.argtypes = [
         ctypes.c_void_p,
@@ -65,17 +71,17 @@ def _library() -> Any:
 
 
 class QueueEvents:
-    """A producer's main queue signalling through a socket pair: :attr:`fileno` becomes
-    readable when reports are waiting. Call :meth:`drained` before serving them with
-    ``poll(0)`` (serving re-arms the signal), and :meth:`close` before the producer is
-    flushed or dropped."""
+    """A handle's queue signalling through a socket pair: :attr:`fileno` becomes readable
+    when something is waiting in it. Call :meth:`drained` before serving the queue
+    (``poll(0)``, ``consume(n, 0)``: serving re-arms the signal), and :meth:`close`
+    before the handle is flushed, closed or dropped."""
 
-    def __init__(self, lib: Any, rk: int) -> None:
+    def __init__(self, lib: Any, queue: int) -> None:
         self._lib = lib
         self._receiver, self._sender = socket.socketpair()
         self._receiver.setblocking(False)
         self._sender.setblocking(False)
-        self._queue: int | None = lib.rd_kafka_queue_get_main(rk)
+        self._queue: int | None = queue
         self._payload = ctypes.create_string_buffer(b"!", 1)
         lib.rd_kafka_queue_io_event_enable(self._queue, self._sender.fileno(), self._payload, 1)
 
@@ -100,10 +106,11 @@ class QueueEvents:
         self._sender.close()
 
 
-def attach(producer: Any, client_id: str) -> QueueEvents | str:
-    """Signal ``producer``'s delivery reports through a descriptor, or the reason it
-    cannot be done safely with this confluent-kafka build (the caller then polls from a
-    thread)."""
+def attach(handle: Any, client_id: str, role: str = "producer") -> QueueEvents | str:
+    """Signal the queue of ``handle`` -- a ``Producer``'s main queue (its delivery
+    reports), or with ``role="consumer"`` a ``Consumer``'s consumer queue (its records)
+    -- through a descriptor, or the reason it cannot be done safely with this
+    confluent-kafka build (the caller then polls from a thread)."""
     try:
         import confluent_kafka
 
@@ -114,12 +121,18 @@ def attach(producer: Any, client_id: str) -> QueueEvents | str:
         expected = confluent_kafka.libversion()[1]
         if lib.rd_kafka_version() != expected:
             return "the librdkafka found is not the one confluent-kafka loaded"
-        rk = ctypes.c_void_p.from_address(id(producer) + object.__basicsize__).value
+        rk = ctypes.c_void_p.from_address(id(handle) + object.__basicsize__).value
         if not rk:
-            return "the producer has no librdkafka handle"
+            return f"the {role} has no librdkafka handle"
         name = (lib.rd_kafka_name(rk) or b"").decode(errors="replace")
-        if not name.startswith(f"{client_id}#producer-") or lib.rd_kafka_type(rk) != _PRODUCER:
-            return f"the handle found is not this producer's ({name!r})"
-        return QueueEvents(lib, rk)
-    except (OSError, AttributeError, ImportError, ValueError) as exc:
+        if not name.startswith(f"{client_id}#{role}-") or lib.rd_kafka_type(rk) != _TYPES[role]:
+            return f"the handle found is not this {role}'s ({name!r})"
+        getter = (
+            lib.rd_kafka_queue_get_main if role == "producer" else lib.rd_kafka_queue_get_consumer
+        )
+        queue = getter(rk)
+        if not queue:
+            return f"the {role} has no such queue"
+        return QueueEvents(lib, queue)
+    except (OSError, AttributeError, ImportError, ValueError, KeyError) as exc:
         return f"librdkafka's queue events are not reachable: {exc}"
