@@ -73,16 +73,18 @@ async def test_confluent_delivery_thread_when_the_loop_cannot_be_signalled(
     kafka_broker: Any, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
     """Where librdkafka's queue events cannot be reached, a delivery thread serves the
-    reports: same offsets, same reads, said once at INFO."""
+    reports and fetch threads the records: same offsets, same reads, said at INFO (the
+    producer's once, each reader's as it starts)."""
     from msgstream.backends.kafka.engines import confluent
 
-    monkeypatch.setattr(confluent, "attach", lambda producer, client_id: "not here")
+    monkeypatch.setattr(confluent, "attach", lambda handle, client_id, role="producer": "not here")
     caplog.set_level("INFO", logger=confluent.__name__)
     client = client_for(kafka_broker.bootstrap, client="confluent")
     await _sends_and_reads(client)
-    assert [r.getMessage() for r in caplog.records if r.name == confluent.__name__] == [
-        "kafka confluent engine: delivery reports served by a thread: not here"
-    ]
+    said = [r.getMessage() for r in caplog.records if r.name == confluent.__name__]
+    delivery = "kafka confluent engine: delivery reports served by a thread: not here"
+    assert said.count(delivery) == 1
+    assert set(said) == {delivery, "kafka confluent engine: records fetched by a thread: not here"}
     assert _delivery_threads() == []  # stopped with the client
 
 

@@ -89,6 +89,17 @@ class KafkaAdmin:
         self._known_topics.add(topic)
         await self._wait_until_visible(topic)
 
+    async def _wait_until_gone(self, topic: str) -> None:
+        """A deleted topic takes a moment to leave the brokers' metadata; until it has,
+        listing the channels or checking this one would still find it."""
+        admin = await self._admin()
+        async with self._call(f"waiting for topic {topic!r} to be deleted", topic):
+            while True:
+                described = await admin.describe_topics([topic])
+                if all(t["error_code"] == _UNKNOWN_TOPIC for t in described):
+                    return
+                await asyncio.sleep(0.05)
+
     async def _wait_until_visible(self, topic: str) -> None:
         """A created topic takes a moment to reach every broker's metadata."""
         admin = await self._admin()
@@ -113,6 +124,7 @@ class KafkaAdmin:
                 raise BackendUnavailableError(
                     f"kafka at {self._brokers}: deleting topic {name!r} failed: error code {code}"
                 )
+        await self._wait_until_gone(topic)
 
     async def _replication_factor(self) -> int:
         """``kafka.replication_factor``, where -1 means the brokers' own
