@@ -25,7 +25,6 @@ from msgstream import (
     MessageTooLargeError,
     MsgPack,
     MsgStream,
-    StreamClosedError,
     SubscriptionPosition,
     TopicNotFoundError,
     config_from_dict,
@@ -364,64 +363,4 @@ async def test_the_first_offsets_of_a_channel_wait_for_no_retry_backoff(
     reader._fetcher._retry_backoff = 60.0
     for channel in channels:
         assert (await client.get_latest_msg_id(channel)).offset == 0  # type: ignore[union-attr]
-    await client.close()
-
-
-async def test_a_confluent_reader_seeks_and_closes_while_a_receive_waits(
-    kafka_broker: Any, engine: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The confluent reader waits for records on librdkafka's queue signal, with no fetch
-    thread blocked in ``poll()``: a seek or a close during a long wait happens at once
-    (with a thread, both wait for its poll to come back; both waits are made 30 s here)."""
-    if engine != "confluent":
-        pytest.skip("the confluent engine's reader")
-    from msgstream.backends.kafka.engines import confluent
-
-    monkeypatch.setattr(confluent, "FETCH_WAIT_S", 30.0)
-    monkeypatch.setattr(confluent, "POLL_S", 30.0)
-    client = client_for(kafka_broker.bootstrap)
-    channel = channel_name()
-    producer = await client.create_producer(channel)
-    ids = await producer.send_many([b"0", b"1"])
-    consumer = await client.subscribe(channel, "sub", EARLIEST)
-    assert [(await consumer.receive()).payload for _ in range(2)] == [b"0", b"1"]
-    waiting = asyncio.ensure_future(consumer.receive())
-    await asyncio.sleep(0.2)  # the receive now waits for a record that is not there
-    await asyncio.wait_for(consumer.seek(ids[1], inclusive=True), 5.0)
-    assert (await asyncio.wait_for(waiting, 5.0)).payload == b"1"
-    for value in (b"2", b"3", b"4"):  # each record sent while a receive waits wakes it
-        waiting = asyncio.ensure_future(consumer.receive())
-        await asyncio.sleep(0.1)
-        await producer.send(value)
-        assert (await asyncio.wait_for(waiting, 5.0)).payload == value
-    waiting = asyncio.ensure_future(consumer.receive())
-    await asyncio.sleep(0.2)
-    await asyncio.wait_for(consumer.close(), 5.0)
-    with pytest.raises(StreamClosedError):
-        await asyncio.wait_for(waiting, 5.0)
-    await client.close()
-
-
-async def test_a_confluent_reader_without_queue_signals_reads_through_a_thread(
-    kafka_broker: Any, engine: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Where librdkafka's queue signal cannot be attached (an unknown confluent-kafka
-    layout), records come through a fetch thread: same records, seeks and close."""
-    if engine != "confluent":
-        pytest.skip("the confluent engine's reader")
-    from msgstream.backends.kafka.engines import confluent
-
-    monkeypatch.setattr(confluent, "attach", lambda *args: "not attached in this test")
-    client = client_for(kafka_broker.bootstrap)
-    channel = channel_name()
-    producer = await client.create_producer(channel)
-    ids = await producer.send_many([b"0", b"1", b"2"])
-    consumer = await client.subscribe(channel, "sub", EARLIEST)
-    assert consumer._inner._events is None  # type: ignore[attr-defined]
-    assert [(await consumer.receive()).payload for _ in range(3)] == [b"0", b"1", b"2"]
-    await consumer.seek(ids[0], inclusive=False)
-    assert [(await consumer.receive()).payload for _ in range(2)] == [b"1", b"2"]
-    await producer.send(b"3")
-    assert (await consumer.receive()).payload == b"3"
-    await consumer.close()
     await client.close()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from msgstream import SubscriptionPosition
+from msgstream import StreamClosedError, SubscriptionPosition
 from msgstream.backend import Client
 from test_kafka_backend import TIMEOUT, channel_name, client_for
 
@@ -104,3 +104,59 @@ def test_a_moving_coordinator_is_asked_again_on_both_engines() -> None:
         assert _worth_retrying(KafkaError(code))
     assert not _worth_retrying(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED))
     assert not _worth_retrying(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+
+
+async def test_a_confluent_reader_seeks_and_closes_while_a_receive_waits(
+    kafka_broker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The confluent reader waits for records on librdkafka's queue signal, with no fetch
+    thread blocked in ``poll()``: a seek or a close during a long wait happens at once
+    (with a thread, both wait for its poll to come back; both waits are made 30 s here)."""
+    from msgstream.backends.kafka.engines import confluent
+
+    monkeypatch.setattr(confluent, "FETCH_WAIT_S", 30.0)
+    monkeypatch.setattr(confluent, "POLL_S", 30.0)
+    client = client_for(kafka_broker.bootstrap, client="confluent")
+    channel = channel_name()
+    producer = await client.create_producer(channel)
+    ids = await producer.send_many([b"0", b"1"])
+    consumer = await client.subscribe(channel, "sub", SubscriptionPosition.EARLIEST)
+    assert [(await consumer.receive()).payload for _ in range(2)] == [b"0", b"1"]
+    waiting = asyncio.ensure_future(consumer.receive())
+    await asyncio.sleep(0.2)  # the receive now waits for a record that is not there
+    await asyncio.wait_for(consumer.seek(ids[1], inclusive=True), 5.0)
+    assert (await asyncio.wait_for(waiting, 5.0)).payload == b"1"
+    for value in (b"2", b"3", b"4"):  # each record sent while a receive waits wakes it
+        waiting = asyncio.ensure_future(consumer.receive())
+        await asyncio.sleep(0.1)
+        await producer.send(value)
+        assert (await asyncio.wait_for(waiting, 5.0)).payload == value
+    waiting = asyncio.ensure_future(consumer.receive())
+    await asyncio.sleep(0.2)
+    await asyncio.wait_for(consumer.close(), 5.0)
+    with pytest.raises(StreamClosedError):
+        await asyncio.wait_for(waiting, 5.0)
+    await client.close()
+
+
+async def test_a_confluent_reader_without_queue_signals_reads_through_a_thread(
+    kafka_broker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where librdkafka's queue signal cannot be attached (an unknown confluent-kafka
+    layout), records come through a fetch thread: same records, seeks and close."""
+    from msgstream.backends.kafka.engines import confluent
+
+    monkeypatch.setattr(confluent, "attach", lambda *args: "not attached in this test")
+    client = client_for(kafka_broker.bootstrap, client="confluent")
+    channel = channel_name()
+    producer = await client.create_producer(channel)
+    ids = await producer.send_many([b"0", b"1", b"2"])
+    consumer = await client.subscribe(channel, "sub", SubscriptionPosition.EARLIEST)
+    assert consumer._inner._events is None  # type: ignore[attr-defined]
+    assert [(await consumer.receive()).payload for _ in range(3)] == [b"0", b"1", b"2"]
+    await consumer.seek(ids[0], inclusive=False)
+    assert [(await consumer.receive()).payload for _ in range(2)] == [b"1", b"2"]
+    await producer.send(b"3")
+    assert (await consumer.receive()).payload == b"3"
+    await consumer.close()
+    await client.close()
