@@ -8,6 +8,7 @@ create it on a broker with ``auto.create.topics.enable``.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from aiokafka import TopicPartition
@@ -92,23 +93,23 @@ class KafkaAdmin:
     async def _wait_until_gone(self, topic: str) -> None:
         """A deleted topic takes a moment to leave the brokers' metadata; until it has,
         listing the channels or checking this one would still find it."""
-        admin = await self._admin()
-        async with self._call(f"waiting for topic {topic!r} to be deleted", topic):
-            while True:
-                described = await admin.describe_topics([topic])
-                if all(t["error_code"] == _UNKNOWN_TOPIC for t in described):
-                    return
-                await asyncio.sleep(0.05)
+        await self._wait_for(topic, "to be deleted", _absent)
 
     async def _wait_until_visible(self, topic: str) -> None:
         """A created topic takes a moment to reach every broker's metadata."""
+        await self._wait_for(topic, "to appear", _present)
+
+    async def _wait_for(
+        self, topic: str, what: str, seen: Callable[[list[dict[str, Any]]], bool]
+    ) -> None:
+        """Describe ``topic`` every 50 ms until ``seen`` holds of the answer (the call's
+        deadline bounds it)."""
         admin = await self._admin()
-        async with self._call(f"waiting for topic {topic!r}", topic):
+        async with self._call(f"waiting for topic {topic!r} {what}", topic):
             while True:
-                described = await admin.describe_topics([topic])
-                if any(t["error_code"] == 0 and t["partitions"] for t in described):
+                if seen(await admin.describe_topics([topic])):
                     return
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # metadata has no change notification to wait on
 
     async def delete_topic(self, topic: str) -> None:
         admin = await self._admin()
@@ -213,3 +214,11 @@ class KafkaAdmin:
         client, self._client = self._client, None
         if client is not None:
             await client.close()
+
+
+def _present(described: list[dict[str, Any]]) -> bool:
+    return any(t["error_code"] == 0 and t["partitions"] for t in described)
+
+
+def _absent(described: list[dict[str, Any]]) -> bool:
+    return all(t["error_code"] == _UNKNOWN_TOPIC for t in described)

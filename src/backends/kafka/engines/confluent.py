@@ -234,6 +234,22 @@ class _DeliveryThread(threading.Thread):
         await asyncio.to_thread(self.join)
 
 
+def _loop_signal(
+    handle: Any, client_id: str, role: str, loop: asyncio.AbstractEventLoop
+) -> QueueEvents | str:
+    """librdkafka's queue signal for ``handle`` (:func:`.rdkafka_io.attach`), if ``loop``
+    can watch its socket; else why not (the caller falls back to a thread)."""
+    events = attach(handle, client_id, role)
+    if isinstance(events, QueueEvents):
+        try:
+            loop.add_reader(events.fileno(), _nothing)
+            loop.remove_reader(events.fileno())
+        except NotImplementedError:  # a loop without add_reader (Windows' proactor)
+            events.close()
+            return "the event loop cannot watch a socket (no add_reader)"
+    return events
+
+
 def _deliveries(
     producer: Any,
     client_id: str,
@@ -241,15 +257,11 @@ def _deliveries(
     settle: Callable[[list[Any]], None],
 ) -> _Deliveries:
     """Reports served on the loop where librdkafka can signal it, else a delivery thread."""
-    events = attach(producer, client_id)
+    events = _loop_signal(producer, client_id, "producer", loop)
     if isinstance(events, QueueEvents):
         deliveries = _LoopDeliveries(producer, loop, settle, events)
-        try:
-            deliveries.start()
-            return deliveries
-        except NotImplementedError:  # a loop without add_reader (Windows' proactor)
-            events.close()
-            events = "the event loop cannot watch a socket (no add_reader)"
+        deliveries.start()
+        return deliveries
     log.info("kafka confluent engine: delivery reports served by a thread: %s", events)
     thread = _DeliveryThread(producer, loop, settle)
     thread.start()
@@ -421,17 +433,11 @@ class ConfluentReader:
 
     async def start(self) -> None:
         self._consumer = _construct(Consumer, self._conf)
-        events = attach(self._consumer, self._conf["client.id"], "consumer")
+        loop = asyncio.get_running_loop()
+        events = _loop_signal(self._consumer, self._conf["client.id"], "consumer", loop)
         if isinstance(events, QueueEvents):
-            loop = asyncio.get_running_loop()
-            try:  # a loop without add_reader (Windows' proactor) cannot watch it
-                loop.add_reader(events.fileno(), _nothing)
-                loop.remove_reader(events.fileno())
-                self._events = events
-                return
-            except NotImplementedError:
-                events.close()
-                events = "the event loop cannot watch a socket (no add_reader)"
+            self._events = events
+            return
         log.info("kafka confluent engine: records fetched by a thread: %s", events)
 
     async def _blocking(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
