@@ -3,8 +3,9 @@
 A :class:`MicroBatcher` reads a :class:`~msgstream.TtMsgStream` (pursuit merging off, so
 packs are one per tick advance) and cuts batches only at pack boundaries: when a batch
 holds ``max_rows`` rows, when ``max_interval_s`` passed since its first row, or at the
-end tick of the run. Each batch becomes one Arrow table (column-wise), then
-``spark.createDataFrame(table)``, then ``fn(df, batch_id)``.
+end tick of the run. Each batch becomes one Arrow table (column-wise), then a DataFrame
+over its record batches (:func:`~bridge_spark.arrow_frames.arrow_dataframe`), then
+``fn(df, batch_id)``.
 
 Exactly-once bookkeeping (see :mod:`msgstream.bridge_spark.checkpoint`): before ``fn`` runs, the
 batch is recorded as *pending* (id and end tick); after it returned, as *committed* with
@@ -43,6 +44,7 @@ from msgstream.schema import CollectionSchema
 from msgstream.scope import cancel_and_wait
 from msgstream.ttstream import TtMsgStream
 
+from .arrow_frames import arrow_dataframe
 from .checkpoint import BatchMark, CheckpointState, check_matches, load_checkpoint, save_checkpoint
 from .clients import ReaderClient, open_reader, resolved_config
 from .dml_rows import DmlRows
@@ -133,6 +135,10 @@ class MicroBatcher:
     ``schema`` (or the first ``CreateCollectionMsg`` of ``collection`` in the channels)
     decides the frame's columns; ``start`` (``"earliest"``, ``"latest"`` or a pack's
     ``end_positions``) applies only when ``checkpoint`` does not exist yet.
+    ``local_relation``: let Spark convert a batch smaller than
+    ``spark.sql.execution.arrow.localRelationThreshold`` to rows on the driver, as
+    ``createDataFrame`` does; by default every batch's DataFrame stays Arrow record
+    batches, converted by the executors (:mod:`~bridge_spark.arrow_frames`).
     """
 
     def __init__(
@@ -151,6 +157,7 @@ class MicroBatcher:
         subscription: str = "msgstream-spark-batcher",
         on_batch: Callable[[BatchInfo], None] | None = None,
         pipeline: bool = True,
+        local_relation: bool = False,
         instruments: Instruments | Literal["default"] | None = "default",
     ) -> None:
         if max_rows < 1:
@@ -170,6 +177,7 @@ class MicroBatcher:
         self.subscription = subscription
         self.on_batch = on_batch
         self.pipeline = pipeline
+        self.local_relation = local_relation
         self.progress = BatcherProgress()
         self._state: CheckpointState | None = None
         self._spark_schema: StructType | None = None
@@ -467,7 +475,9 @@ class MicroBatcher:
 
     def _process(self, fn: UserFunction, table: pa.Table, batch_id: int) -> None:
         assert self._spark_schema is not None
-        df = self.spark.createDataFrame(table, schema=self._spark_schema)
+        df = arrow_dataframe(
+            self.spark, table, self._spark_schema, local_relation=self.local_relation
+        )
         fn(df, batch_id)
 
 

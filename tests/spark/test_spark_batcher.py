@@ -35,6 +35,7 @@ from msgstream.bridge_spark import (
     SchemaMismatchError,
     load_checkpoint,
 )
+from msgstream.bridge_spark.arrow_frames import LOCAL_RELATION_THRESHOLD
 from msgstream.bridge_spark.workload import SampleProducer, sample_schema
 from msgstream.metrics import PrometheusInstruments
 from spark.data import channel_names, memory_config, produce_sample, rocksmq_config
@@ -381,3 +382,46 @@ async def test_an_insert_with_a_bad_body_is_skipped_logged_and_counted(
         f"skipping undecodable message on channel {channels[0]!r} at MessageID {bad_id!r}: "
     )
     assert "UTF-8" in warnings[0]
+
+
+class PlanKinds(Collect):
+    """:class:`Collect`, also noting the kind of each batch's logical plan."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kinds: set[str] = set()
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        self.kinds.add(df._jdf.queryExecution().logical().getClass().getSimpleName())
+        super().__call__(df, batch_id)
+
+
+async def test_batches_stay_arrow_record_batches_and_the_session_keeps_its_setting(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("arrow", 2)
+    produced = await produce_sample(config, channels, 240)
+    expected = Counter(
+        [("insert", int(k)) for k in produced.inserted]
+        + [("delete", int(k)) for k in produced.deleted]
+    )
+    spark.conf.set(LOCAL_RELATION_THRESHOLD, "7654321")  # the user's own setting
+    try:
+        kept = PlanKinds()
+        await MicroBatcher(spark, config, channels, tmp_path / "a.json", max_rows=100).run(kept)
+        # a small batch would be a LocalRelation (rows converted on the driver); it stays
+        # Arrow record batches in an RDD, and the session's setting is back as it was
+        assert kept.kinds == {"LogicalRDD"}
+        assert spark.conf.get(LOCAL_RELATION_THRESHOLD) == "7654321"
+        assert Counter(r for rows in kept.batches.values() for r in rows) == expected
+
+        spark_own = PlanKinds()
+        await MicroBatcher(
+            spark, config, channels, tmp_path / "b.json", max_rows=100, local_relation=True
+        ).run(spark_own)
+        assert spark_own.kinds == {"LocalRelation"}
+        assert spark_own.batches == kept.batches
+        assert spark.conf.get(LOCAL_RELATION_THRESHOLD) == "7654321"
+    finally:
+        spark.conf.unset(LOCAL_RELATION_THRESHOLD)
