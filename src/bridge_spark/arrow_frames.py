@@ -7,7 +7,7 @@
 the executors convert, in parallel, when an action runs. The micro-batcher's batches are
 of the first kind (50,000 sample rows are ~12 MiB), and the row conversion made
 ``createDataFrame`` cost 1.4 µs a row against 0.5 µs as record batches; with a ``noop``
-write in the user function the whole batcher ran 1.3-1.5x faster as record batches
+write in the user function the whole batcher ran 1.2-1.5x faster as record batches
 (``benchmarks/bench_spark.py`` figures in the README).
 
 Spark has no per-call choice, so :func:`arrow_dataframe` sets the session's threshold to
