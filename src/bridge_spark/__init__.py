@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         SliceIncompleteError,
     )
     from .frames import FrameKind, FrameSchema
+    from .launcher import worker_python
     from .offsets import SliceOffset
     from .options import bridge_config
     from .session import local_spark
@@ -68,6 +69,7 @@ _MODULE_OF = {
     "register": "source",
     "save_checkpoint": "checkpoint",
     "table_from_packs": "convert",
+    "worker_python": "launcher",
 }
 
 __all__ = [
@@ -97,6 +99,7 @@ __all__ = [
     "register",
     "save_checkpoint",
     "table_from_packs",
+    "worker_python",
 ]
 
 

@@ -7,6 +7,8 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from .launcher import worker_python
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -31,11 +33,14 @@ def local_spark(
 ) -> SparkSession:
     """Get (or create) a Spark session with the ``msgstream`` source registered.
 
-    Spark's Python workers run this interpreter (``PYSPARK_PYTHON``), so they can import
-    the bridge. An already running session is returned as is (settings that only apply
-    at start-up are then ignored).
+    Spark's Python workers run this interpreter (``PYSPARK_PYTHON``, unless it is set),
+    so they can import the bridge, through :func:`~bridge_spark.launcher.worker_python`'s
+    launcher: they import the installed PySpark rather than compiling its zip again. An
+    already running session is returned as is (settings that only apply at start-up are
+    then ignored).
     """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if "PYSPARK_PYTHON" not in os.environ:
+        os.environ["PYSPARK_PYTHON"] = worker_python()
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 

@@ -1,0 +1,123 @@
+"""A Python for Spark's Python workers that imports PySpark compiled, not from its zip.
+
+Spark starts every Python worker process with ``PYTHONPATH`` beginning with
+``$SPARK_HOME/python/lib/pyspark.zip`` (its ``PythonWorkerFactory``), and nothing a user
+sets comes before it. Python keeps no compiled bytecode for modules imported from a zip,
+so every new worker compiles PySpark's modules again. Most workers are forked from a
+daemon that did that once, but the driver-side runner of a Python *streaming* source is a
+new process for every query: importing the runner's module took 1.35-1.5 s from the zip
+and 0.4 s from site-packages on this project's test machine (2 shared cores), most of a
+short query's fixed cost.
+
+When PySpark is pip-installed, ``SPARK_HOME`` is the installed package itself and the zip
+is a copy of the modules beside it (the same release, checked here by comparing their
+``version.py``). :func:`worker_python` then writes a small POSIX shell launcher that drops
+exactly that zip from ``PYTHONPATH`` and runs this interpreter, which finds the very same
+PySpark in site-packages with its bytecode cached. Pointing ``PYSPARK_PYTHON`` at the
+launcher (what :func:`~bridge_spark.session.local_spark` does unless it is set) is all it
+takes; any other Spark installation gets the interpreter unchanged.
+
+The launcher lives in the user's cache directory (``$XDG_CACHE_HOME`` or ``~/.cache``,
+under ``msgstream/worker-python/``), named by a digest of what it contains, and is
+rewritten only when missing or different. It exists on this host only: on a cluster,
+leave ``PYSPARK_PYTHON`` to the cluster's own Python (see the README).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import sys
+import zipfile
+from importlib.util import find_spec
+from pathlib import Path
+
+from msgstream.logs import get_logger
+
+log = get_logger(__name__)
+
+__all__ = ["installed_pyspark_zip", "launcher_script", "worker_python"]
+
+_ZIP_IN_PACKAGE = Path("python", "lib", "pyspark.zip")
+"""Where a pip-installed PySpark keeps the zip Spark puts on its workers' path."""
+
+
+def installed_pyspark_zip() -> Path | None:
+    """The zip Spark would put first on a worker's path, when it only repeats the PySpark
+    this interpreter has installed; None when there is no such zip or it differs."""
+    spec = find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        return None
+    package = Path(spec.origin).parent
+    archive = package / _ZIP_IN_PACKAGE
+    try:
+        with zipfile.ZipFile(archive) as opened:
+            zipped_version = opened.read("pyspark/version.py")
+        installed_version = (package / "version.py").read_bytes()
+    except (OSError, KeyError, zipfile.BadZipFile) as exc:
+        log.debug("no PySpark zip to leave out of workers' path: %s", exc)
+        return None
+    if zipped_version != installed_version:
+        log.debug("%s is another PySpark release than %s; workers keep it", archive, package)
+        return None
+    return archive
+
+
+def launcher_script(python: str, archive: Path) -> str:
+    """The launcher's text: run ``python`` with ``archive`` (compared as a file, so any
+    path that reaches it counts) left out of ``PYTHONPATH``, every other entry kept in
+    order."""
+    return f"""#!/bin/sh
+# Written by msgstream.bridge_spark.launcher: a Spark Python worker's interpreter.
+# Spark puts PySpark's zip first on PYTHONPATH; the same PySpark is installed beside it
+# with compiled bytecode, so the zip is left out and nothing is compiled again.
+archive={shlex.quote(str(archive))}
+kept=
+some=
+set -f
+IFS=:
+for entry in ${{PYTHONPATH-}}; do
+    if [ "$entry" -ef "$archive" ]; then continue; fi
+    kept="$kept$some$entry"
+    some=:
+done
+unset IFS
+set +f
+if [ -n "$some" ]; then export PYTHONPATH="$kept"; else unset PYTHONPATH; fi
+exec {shlex.quote(python)} "$@"
+"""
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base, "msgstream", "worker-python")
+
+
+def worker_python(python: str | None = None, cache_dir: Path | None = None) -> str:
+    """An executable for ``PYSPARK_PYTHON``: the launcher for ``python`` (default: this
+    interpreter) when a pip-installed PySpark's zip can be left out, else ``python``
+    itself. Never raises for a cache directory it cannot write: it logs why and returns
+    ``python``."""
+    python = python or sys.executable
+    archive = installed_pyspark_zip()
+    if archive is None:
+        return python
+    text = launcher_script(python, archive)
+    folder = cache_dir if cache_dir is not None else _cache_dir()
+    path = folder / f"python-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    try:
+        if not (path.is_file() and os.access(path, os.X_OK) and path.read_text() == text):
+            folder.mkdir(parents=True, exist_ok=True)
+            draft = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            draft.write_text(text)
+            draft.chmod(0o755)
+            draft.replace(path)  # atomic: a concurrent writer writes the same text
+    except OSError as exc:
+        log.warning(
+            "Spark's Python workers will compile PySpark from its zip: no launcher at %s (%s)",
+            path,
+            exc,
+        )
+        return python
+    return str(path)

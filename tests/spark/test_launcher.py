@@ -1,0 +1,212 @@
+"""Spark's Python workers import the installed PySpark, not the zip Spark puts first on
+their path (``bridge_spark.launcher``): the launcher drops exactly that zip, keeps
+every other entry in order, and is used only when the zip repeats the installed release."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from importlib.machinery import ModuleSpec
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from msgstream.bridge_spark import launcher as module
+from msgstream.bridge_spark.launcher import installed_pyspark_zip, worker_python
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ZIP = installed_pyspark_zip()
+
+
+def path_seen_by(launcher: str, pythonpath: str | None) -> str | None:
+    """PYTHONPATH as the interpreter started by ``launcher`` sees it (None: unset)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    probe = "import os; print(repr(os.environ.get('PYTHONPATH')))"
+    done = subprocess.run(
+        [launcher, "-c", probe], env=env, capture_output=True, text=True, check=True, timeout=60
+    )
+    value: str | None = eval(done.stdout)  # repr of a str or None
+    return value
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> str:
+    assert ZIP is not None, "the dev install has PySpark from pip, with its zip"
+    made = worker_python(cache_dir=tmp_path / "cache")
+    assert made != sys.executable
+    assert Path(made).parent == tmp_path / "cache"
+    return made
+
+
+@pytest.mark.parametrize(
+    ("given", "seen"),
+    [
+        ("{zip}:/a b:/c", "/a b:/c"),
+        ("/x:{zip}:/y", "/x:/y"),
+        ("{zip}", None),
+        ("/a::{zip}:/b", "/a::/b"),  # an empty entry (the working directory) is kept
+        ("/only/this", "/only/this"),
+        ("/*", "/*"),  # not globbed
+        ("", None),
+        (None, None),
+    ],
+)
+def test_the_launcher_drops_the_zip_and_keeps_every_other_entry(
+    launcher: str, given: str | None, seen: str | None
+) -> None:
+    assert path_seen_by(launcher, None if given is None else given.format(zip=ZIP)) == seen
+
+
+def test_the_zip_is_recognised_by_any_path_that_reaches_it(launcher: str, tmp_path: Path) -> None:
+    assert ZIP is not None
+    link = tmp_path / "link.zip"
+    link.symlink_to(ZIP)
+    roundabout = f"{ZIP.parent}/../lib/{ZIP.name}"
+    assert path_seen_by(launcher, f"{link}:{roundabout}:/kept") == "/kept"
+
+
+def test_the_launcher_runs_the_given_interpreter_with_its_arguments(launcher: str) -> None:
+    done = subprocess.run(
+        [launcher, "-c", "import sys; print(sys.executable, sys.argv[1:])", "a", "b c"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert done.stdout.strip() == f"{sys.executable} ['a', 'b c']"
+
+
+def test_the_launcher_is_written_once_and_mended_when_changed(tmp_path: Path) -> None:
+    first = Path(worker_python(cache_dir=tmp_path))
+    written = first.stat().st_mtime_ns
+    assert Path(worker_python(cache_dir=tmp_path)).stat().st_mtime_ns == written
+    first.write_text("#!/bin/sh\nexit 3\n")
+    again = Path(worker_python(cache_dir=tmp_path))
+    assert again == first
+    assert again.read_text().startswith("#!/bin/sh\n# Written by msgstream")
+    assert os.access(again, os.X_OK)
+    assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no draft left behind
+
+
+def test_a_path_name_with_quotes_and_spaces_survives(tmp_path: Path) -> None:
+    odd = tmp_path / "it's a dir"
+    odd.mkdir()
+    python = odd / "python"
+    python.symlink_to(sys.executable)
+    made = worker_python(str(python), cache_dir=tmp_path / "cache")
+    done = subprocess.run(
+        [made, "-c", "print('ran')"], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout == "ran\n"
+
+
+@pytest.fixture
+def fake_pyspark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A PySpark package at ``tmp_path/pyspark`` that ``find_spec`` returns."""
+    package = tmp_path / "pyspark"
+    (package / "python" / "lib").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "version.py").write_text('__version__: str = "4.3.0"\n')
+    spec = ModuleSpec("pyspark", None, origin=str(package / "__init__.py"))
+    monkeypatch.setattr(module, "find_spec", lambda name: spec if name == "pyspark" else None)
+    return package
+
+
+def zip_with_version(package: Path, text: str) -> None:
+    with zipfile.ZipFile(package / "python" / "lib" / "pyspark.zip", "w") as archive:
+        archive.writestr("pyspark/version.py", text)
+
+
+def test_a_zip_of_another_release_is_left_alone(fake_pyspark: Path, tmp_path: Path) -> None:
+    zip_with_version(fake_pyspark, '__version__: str = "4.2.0"\n')
+    assert installed_pyspark_zip() is None
+    assert worker_python("/usr/bin/python3", cache_dir=tmp_path / "cache") == "/usr/bin/python3"
+    assert not (tmp_path / "cache").exists()
+
+
+def test_the_same_release_is_left_out(fake_pyspark: Path) -> None:
+    zip_with_version(fake_pyspark, '__version__: str = "4.3.0"\n')
+    assert installed_pyspark_zip() == fake_pyspark / "python" / "lib" / "pyspark.zip"
+
+
+def test_a_pyspark_without_its_zip_keeps_the_interpreter(
+    fake_pyspark: Path, tmp_path: Path
+) -> None:
+    assert installed_pyspark_zip() is None  # a PySpark without python/lib/pyspark.zip
+    assert worker_python("/usr/bin/python3", cache_dir=tmp_path / "c") == "/usr/bin/python3"
+
+
+def test_an_unwritable_cache_keeps_the_interpreter_and_says_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with caplog.at_level(logging.WARNING, logger="msgstream.bridge_spark.launcher"):
+        assert worker_python("/usr/bin/python3", cache_dir=blocker / "cache") == (
+            "/usr/bin/python3"
+        )
+    [record] = caplog.records
+    assert "compile PySpark from its zip" in record.getMessage()
+    assert str(blocker / "cache") in record.getMessage()
+
+
+@pytest.mark.spark
+def test_a_streaming_query_runner_and_its_workers_import_the_installed_pyspark(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The runner of a Python streaming source (a new process per query) and the
+    executors' workers report where they imported PySpark from: not the zip."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    def origin() -> str:
+        import pyspark
+
+        return str(pyspark.__file__)
+
+    class Reader(DataSourceStreamReader):
+        def initialOffset(self) -> dict[str, Any]:
+            return {"n": 0, "runner": origin()}
+
+        def latestOffset(self) -> dict[str, Any]:
+            return {"n": 1, "runner": origin()}
+
+        def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+            return [InputPartition(end["runner"])] if start["n"] < end["n"] else []
+
+        def read(self, partition: InputPartition) -> Iterator[tuple[str, str]]:
+            yield partition.value, origin()
+
+    class Where(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "pyspark_origin"
+
+        def schema(self) -> str:
+            return "runner string, worker string"
+
+        def streamReader(self, schema: Any) -> Reader:
+            return Reader()
+
+    spark.dataSource.register(Where)
+    query = (
+        spark.readStream.format("pyspark_origin")
+        .load()
+        .writeStream.format("memory")
+        .queryName("pyspark_origin")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    [row] = spark.table("pyspark_origin").collect()
+    installed = str(Path(origin()))
+    assert (row["runner"], row["worker"]) == (installed, installed)
