@@ -37,6 +37,7 @@ from msgstream.messages import MsgType
 from msgstream.packed import check_json  # unpack()'s own JSON check, on many messages
 from msgstream.schema import DataType, FieldSchema
 
+from .arrays import numeric_array
 from .frames import CHANNEL, MSG_ID, OP, OP_INSERT, PARTITION, ROW_ID, TS, FrameSchema
 from .varlen import null_texts
 
@@ -54,9 +55,8 @@ class BatchRefused(Exception):
     """A whole-batch check failed: decode the batch's payloads one by one instead."""
 
 
-_view = cast(Callable[[bytes], memoryview], memoryview)
-_cut = cast(Callable[[memoryview, slice], memoryview], getitem)
-"""``view[a:b]`` and ``memoryview(payload)``, for C-level maps."""
+_cut = cast(Callable[[bytes, slice], bytes], getitem)
+"""``payload[a:b]``, for C-level maps."""
 _NONE = -1
 """The start of a buffer a message does not have (an optional mask)."""
 
@@ -82,9 +82,14 @@ class _Spans:
         self.sizes.clear()
 
     def join(self, payloads: list[bytes]) -> bytes:
-        """The buffers, one per payload, joined (``payloads`` in the order collected)."""
+        """The buffers, one per payload, joined (``payloads`` in the order collected).
+
+        Each buffer is cut as a bytes copy, not a memoryview: ``join`` holds every piece
+        at once, and memoryviews are objects the garbage collector tracks (tens of
+        thousands per batch set off 160-250 young collections per 200 k rows; bytes
+        set off none), while copying a piece twice costs less."""
         slices = map(slice, self.starts, map(add, self.starts, self.sizes))
-        return b"".join(map(_cut, map(_view, payloads), slices))
+        return b"".join(map(_cut, payloads, slices))
 
 
 @dataclass(slots=True)
@@ -343,7 +348,7 @@ class InsertColumns:
             dim = spec.dim or 0
             offsets = pa.array(np.arange(0, (total + 1) * dim, dim, dtype=np.int32))
             return pa.ListArray.from_arrays(offsets, pa.array(values), type=arrow_type, mask=mask)
-        return pa.array(values, type=arrow_type, mask=null)
+        return numeric_array(values, arrow_type, null)
 
     def _packed_array(
         self,
@@ -424,7 +429,7 @@ def _joined_mask(
         return None
     filler = b"\x01" if invert else b"\x00"
     joined = b"".join(
-        filler * n if at == _NONE else memoryview(payload)[at : at + n]
+        filler * n if at == _NONE else payload[at : at + n]  # bytes: see _Spans.join
         for payload, at, n in zip(payloads, starts, counts.tolist(), strict=True)
     )
     raw = np.frombuffer(joined, np.uint8)

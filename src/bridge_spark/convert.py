@@ -23,6 +23,7 @@ from msgstream.pack import MsgPack
 from msgstream.packed import PackedKind, PackedValues
 from msgstream.schema import DataType, FieldData, FieldSchema
 
+from .arrays import numeric_array
 from .errors import SchemaMismatchError
 from .frames import (
     CHANNEL,
@@ -365,7 +366,7 @@ def _field_array(
                 for p, n in zip(pieces, counts.tolist(), strict=True)
             ]
         )
-        return pa.array(values, type=column.type, mask=mask)
+        return numeric_array(values, column.type, mask)
     parts: list[Sequence[Any] | int] = []
     for piece, rows in zip(pieces, counts.tolist(), strict=True):
         if piece is None:
