@@ -90,7 +90,11 @@ exec {shlex.quote(python)} "$@"
 
 
 def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    """``$XDG_CACHE_HOME`` or ``~/.cache``, under ``msgstream/worker-python``; an
+    ``OSError`` when neither names an absolute directory (no home to write to)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    if not os.path.isabs(base):
+        raise NotADirectoryError(f"no cache directory: {base!r} is not an absolute path")
     return Path(base, "msgstream", "worker-python")
 
 
@@ -104,9 +108,10 @@ def worker_python(python: str | None = None, cache_dir: Path | None = None) -> s
     if archive is None:
         return python
     text = launcher_script(python, archive)
-    folder = cache_dir if cache_dir is not None else _cache_dir()
-    path = folder / f"python-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    name = f"python-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
     try:
+        folder = cache_dir if cache_dir is not None else _cache_dir()
+        path = folder / name
         if not (path.is_file() and os.access(path, os.X_OK) and path.read_text() == text):
             folder.mkdir(parents=True, exist_ok=True)
             draft = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -115,9 +120,7 @@ def worker_python(python: str | None = None, cache_dir: Path | None = None) -> s
             draft.replace(path)  # atomic: a concurrent writer writes the same text
     except OSError as exc:
         log.warning(
-            "Spark's Python workers will compile PySpark from its zip: no launcher at %s (%s)",
-            path,
-            exc,
+            "Spark's Python workers will compile PySpark from its zip: no launcher (%s)", exc
         )
         return python
     return str(path)

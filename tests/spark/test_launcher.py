@@ -159,6 +159,23 @@ def test_an_unwritable_cache_keeps_the_interpreter_and_says_why(
     assert str(blocker / "cache") in record.getMessage()
 
 
+def test_no_home_directory_keeps_the_interpreter(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", "not-absolute")
+    with caplog.at_level(logging.WARNING, logger="msgstream.bridge_spark.launcher"):
+        assert worker_python("/usr/bin/python3") == "/usr/bin/python3"
+    [record] = caplog.records
+    assert "'not-absolute/.cache' is not an absolute path" in record.getMessage()
+
+
+def test_the_cache_follows_xdg_cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    made = Path(worker_python())
+    assert made.parent == tmp_path / "msgstream" / "worker-python"
+
+
 @pytest.mark.spark
 def test_a_streaming_query_runner_and_its_workers_import_the_installed_pyspark(
     spark: SparkSession, tmp_path: Path
