@@ -18,14 +18,23 @@ subscription when closed.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import secrets
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
 
-from msgstream.backend import AdminClient, Client, ConsumedMessage, Consumer, MessageID
+from msgstream.backend import (
+    AdminClient,
+    Client,
+    ConsumedBatch,
+    ConsumedMessage,
+    Consumer,
+    MessageID,
+)
 from msgstream.errors import CodecError
 from msgstream.logs import fields, get_logger
 from msgstream.position import SubscriptionPosition
+from msgstream.reader import batch_reader
 
 from .clients import read_only_store
 from .errors import SliceIncompleteError
@@ -89,9 +98,10 @@ class RawCursor:
     async def latest(self) -> MessageID | None:
         return await self.client.get_latest_msg_id(self.channel)
 
-    async def read(self, start: bytes | None) -> AsyncGenerator[list[ConsumedMessage], None]:
+    async def read(self, start: bytes | None) -> AsyncGenerator[ConsumedBatch, None]:
         """Batches of raw messages from ``start`` (inclusive; None: the beginning) up to
-        and including the newest message that existed when the read began."""
+        and including the newest message that existed when the read began, as columns
+        (payloads and MessageID bytes; ``message(i)`` rebuilds one in full)."""
         consumer = self._require()
         last = await self.latest()
         if last is None:
@@ -103,22 +113,41 @@ class RawCursor:
             if last < first:
                 return
             await consumer.seek(first, inclusive=True)
+        receive_batch = batch_reader(consumer)  # columns, no object per message, if it can
         while True:
-            raws = consumer.receive_nowait(READ_BATCH)
-            if not raws:
+            if receive_batch is not None:
+                batch = receive_batch(READ_BATCH)
+            else:
+                batch = ConsumedBatch.of(self.channel, consumer.receive_nowait(READ_BATCH))
+            if not len(batch):
                 try:
                     async with asyncio.timeout(self.timeout_s):
-                        raws = [await consumer.receive()]
+                        batch = ConsumedBatch.of(self.channel, [await consumer.receive()])
                 except TimeoutError:
                     raise SliceIncompleteError(
                         f"channel {self.channel!r}: messages up to MessageID {last!r} exist "
                         f"but none arrived within {self.timeout_s:g} s"
                     ) from None
-            if last <= raws[-1].msg_id:
-                cut = next(i for i, raw in enumerate(raws) if last <= raw.msg_id)
-                yield raws[: cut + 1]
+            ids = batch.id_bytes
+            if last <= self.client.message_id_from_bytes(ids[-1]):
+                cut = bisect.bisect_left(ids, last, key=self.client.message_id_from_bytes)
+                yield first_of(batch, cut + 1)
                 return
-            yield raws
+            yield batch
+
+
+def first_of(batch: ConsumedBatch, count: int) -> ConsumedBatch:
+    """The first ``count`` messages of ``batch``."""
+    if count >= len(batch):
+        return batch
+    return ConsumedBatch(
+        batch.channel, batch.payloads[:count], batch.id_bytes[:count], batch.message
+    )
+
+
+def messages(batch: ConsumedBatch) -> Iterator[ConsumedMessage]:
+    """Each message of ``batch`` in full, in order."""
+    return map(batch.message, range(len(batch)))
 
 
 def planner_subscription(query: str) -> str:

@@ -12,22 +12,35 @@ Insert/Delete bodies decoded.
 from __future__ import annotations
 
 import bisect
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import orjson
 
-from msgstream.backend import Client, ConsumedMessage, MessageID
-from msgstream.codec import ENVELOPE_SIZE, decode, intact_envelope, peek_time_range
+from msgstream.backend import Client, ConsumedBatch, ConsumedMessage, MessageID
+from msgstream.codec import (
+    ENVELOPE_SIZE,
+    decode,
+    intact_envelope,
+    peek_envelopes,
+    peek_time_range,
+)
 from msgstream.errors import CodecError
 from msgstream.logs import get_logger
 from msgstream.messages import CreateCollectionMsg, DeleteMsg, InsertMsg, MsgType
 from msgstream.schema import CollectionSchema
 from msgstream.tick_rules import common_tick
 
-from .cursor import RawCursor, SkipStats, log_undecodable, planner_subscription
+from .cursor import (
+    RawCursor,
+    SkipStats,
+    first_of,
+    log_undecodable,
+    messages,
+    planner_subscription,
+)
 from .errors import SchemaNotFoundError
 from .frames import FrameKind
 from .offsets import SliceOffset
@@ -221,9 +234,7 @@ class SlicePlanner:
         """Read the channels a batch at a time in turn. Under a row limit, stop as soon as
         the rows up to the common tick exceed it: a later tick only adds rows. True if
         every channel was read to its end (or stop)."""
-        readers: list[
-            tuple[_ChannelScan, RawCursor, AsyncGenerator[list[ConsumedMessage], None], Any]
-        ] = []
+        readers: list[tuple[_ChannelScan, RawCursor, AsyncGenerator[ConsumedBatch, None], Any]] = []
         for scan, cursor in zip(scans, self._cursors, strict=True):
             stop = None
             if stop_ids is not None:
@@ -237,8 +248,8 @@ class SlicePlanner:
             while readers:
                 for entry in list(readers):
                     scan, cursor, batches, stop_id = entry
-                    raws = await anext(batches, None)
-                    if raws is None or not self._feed(cursor, scan, raws, start.tick, stop_id):
+                    batch = await anext(batches, None)
+                    if batch is None or not self._feed(cursor, scan, batch, start.tick, stop_id):
                         readers.remove(entry)
                         await batches.aclose()
                 if max_rows is not None and _rows_due(scans) > max_rows:
@@ -252,15 +263,77 @@ class SlicePlanner:
         self,
         cursor: RawCursor,
         scan: _ChannelScan,
-        raws: list[ConsumedMessage],
+        batch: ConsumedBatch,
         begin: int,
         stop_id: MessageID | None,
     ) -> bool:
-        """Note the headers of ``raws``; False once the channel needs no more reading."""
-        count_rows = self._count_rows
+        """Note the headers of ``batch``; False once the channel needs no more reading.
+
+        The envelopes of a batch are read as one numpy record array and the ticks and
+        records found with whole-array passes (:meth:`_feed_columns`); a batch with an
+        unreadable envelope goes message by message (:meth:`_feed_each`), which logs it.
+        Both note exactly the same."""
+        more = True
+        if stop_id is not None and len(batch):
+            within = bisect.bisect_right(
+                batch.id_bytes, stop_id, key=cursor.client.message_id_from_bytes
+            )
+            if within < len(batch):
+                batch, more = first_of(batch, within), False
+        envelopes = peek_envelopes(batch.payloads)
+        if envelopes is None:
+            return self._feed_each(cursor, scan, messages(batch), begin) and more
+        return self._feed_columns(cursor, scan, batch, envelopes, begin) and more
+
+    def _feed_columns(
+        self,
+        cursor: RawCursor,
+        scan: _ChannelScan,
+        batch: ConsumedBatch,
+        envelopes: Any,
+        begin: int,
+    ) -> bool:
+        """:meth:`_feed_each` for a batch whose envelopes are all readable."""
+        count = len(batch)
+        if not count:
+            return True
+        types, ends = envelopes["msg_type"], envelopes["end_ts"]
+        at = np.arange(scan.scanned + 1, scan.scanned + count + 1)
+        is_tick = types == _TICK
+        above = ends > np.uint64(begin)
+        more = True
+        ticks = _rising(np.flatnonzero(is_tick & above), ends, scan.ticks[-1] if scan.ticks else 0)
+        past = np.flatnonzero(at[ticks] >= self.max_scan)
+        if len(past):  # stop at the first tick past the bound, as the message loop does
+            ticks = ticks[: past[0] + 1]
+            count = int(ticks[-1]) + 1
+            scan.cut, more = True, False
+        ids = batch.id_bytes
+        scan.ticks.extend(ends[ticks].tolist())
+        scan.tick_ids.extend(map(ids.__getitem__, ticks.tolist()))
+        scan.tick_at.extend(at[ticks].tolist())
+        data = np.flatnonzero(~is_tick[:count] & above[:count])
+        records = _rising(data, ends, scan.running)
+        if len(records):
+            scan.record_ids.extend(map(ids.__getitem__, records.tolist()))
+            scan.record_ts.extend(ends[records].tolist())
+            scan.record_at.extend(at[records].tolist())
+            scan.running = scan.record_ts[-1]
+        scan.scanned += count
+        if self._count_rows:
+            dml = data[np.isin(types[data], (_INSERT, _DELETE))]
+            for index, msg_type, end_ts in zip(
+                dml.tolist(), types[dml].tolist(), ends[dml].tolist(), strict=True
+            ):
+                self._count(cursor, scan, batch.payloads[index], msg_type, end_ts, batch, index)
+        return more
+
+    def _feed_each(
+        self, cursor: RawCursor, scan: _ChannelScan, raws: Iterable[ConsumedMessage], begin: int
+    ) -> bool:
+        """Note the headers of ``raws`` one by one; False once the channel needs no more
+        reading (a scan cut at its bound)."""
         for raw in raws:
-            if stop_id is not None and stop_id < raw.msg_id:
-                return False
             scan.scanned += 1
             msg_id = raw.msg_id.to_bytes()
             try:
@@ -284,24 +357,39 @@ class SlicePlanner:
                 scan.record_ids.append(msg_id)
                 scan.record_ts.append(end_ts)
                 scan.record_at.append(scan.scanned)
-            if count_rows and msg_type in (_INSERT, _DELETE):
-                try:
-                    rows = self.rows.rows(raw.payload, msg_type)
-                except CodecError as exc:
-                    log_undecodable(cursor.channel, raw, exc, self.skipped)
-                    continue
-                if rows:
-                    scan.row_ts.append(end_ts)
-                    scan.row_counts.append(rows)
+            if self._count_rows and msg_type in (_INSERT, _DELETE):
+                self._count(cursor, scan, raw.payload, msg_type, end_ts, raw)
         return True
+
+    def _count(
+        self,
+        cursor: RawCursor,
+        scan: _ChannelScan,
+        payload: bytes,
+        msg_type: int,
+        end_ts: int,
+        source: ConsumedMessage | ConsumedBatch,
+        index: int = 0,
+    ) -> None:
+        """Note the rows of a DML message for a row limit (a bad body is logged, with the
+        message rebuilt from ``source``: itself, or ``index`` of a batch)."""
+        try:
+            rows = self.rows.rows(payload, msg_type)
+        except CodecError as exc:
+            raw = source.message(index) if isinstance(source, ConsumedBatch) else source
+            log_undecodable(cursor.channel, raw, exc, self.skipped)
+            return
+        if rows:
+            scan.row_ts.append(end_ts)
+            scan.row_counts.append(rows)
 
     async def find_schema(self, collection: str | None) -> CollectionSchema:
         """The schema of the first ``CreateCollectionMsg`` (of ``collection``, if given)
         in the channels, read from their beginning."""
         await self.open()
         for cursor in self._cursors:
-            async for raws in cursor.read(None):
-                for raw in raws:
+            async for batch in cursor.read(None):
+                for raw in messages(batch):
                     try:
                         msg_type, _, _ = peek_time_range(raw.payload)
                         if msg_type != _CREATE:
@@ -319,6 +407,18 @@ class SlicePlanner:
             f"no CreateCollectionMsg for {which} in channels {self.channels}; "
             "give the collection schema explicitly"
         )
+
+
+def _rising(candidates: Any, values: Any, floor: int) -> Any:
+    """The ``candidates`` (indexes into ``values``, increasing) whose value is above
+    ``floor`` and above every earlier candidate's: where a running maximum rises."""
+    if not len(candidates):
+        return candidates
+    found = values[candidates]
+    before = np.maximum.accumulate(found)
+    before[1:] = before[:-1].copy()
+    before[0] = 0
+    return candidates[(found > before) & (found > np.uint64(floor))]
 
 
 def _common_tick(scans: Sequence[_ChannelScan]) -> int | None:

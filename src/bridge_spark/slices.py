@@ -32,6 +32,7 @@ from .cursor import (
     RawCursor,
     SkipStats,
     log_undecodable,
+    messages,
     reader_subscription,
 )
 from .dml_rows import DmlRows
@@ -78,8 +79,8 @@ async def read_slice(
     )
     cut = SliceCut(part.begin, part.end, part.examined)
     try:
-        async for raws in cursor.read(part.start):
-            for raw in raws:
+        async for batch in cursor.read(part.start):
+            for raw in messages(batch):
                 try:
                     msg_type, msg_id, _, source_id = peek_header(raw.payload)
                     _, _, end_ts = peek_time_range(raw.payload)

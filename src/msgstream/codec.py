@@ -216,6 +216,27 @@ def peek_time_range(data: bytes) -> tuple[int, int, int]:
     return found
 
 
+_ENVELOPE_PART = slice(0, ENVELOPE_SIZE)
+_part = cast(Callable[[bytes, slice], bytes], getitem)
+"""``payload[a:b]``, for C-level maps."""
+
+
+def peek_envelopes(payloads: Sequence[bytes]) -> Any | None:
+    """Every payload's envelope as one numpy record array (:data:`msgstream.envelope.DTYPE`,
+    a row per payload, fields by name), when each passes the checks of
+    :func:`peek_time_range` (long enough, magic, a readable version); None when any does
+    not -- ask those one by one for their error. Makes no Python object per payload."""
+    count = len(payloads)
+    if not count:
+        return np.zeros(0, envelope.DTYPE)
+    if min(map(len, payloads)) < ENVELOPE_SIZE:
+        return None
+    env = np.frombuffer(b"".join(map(_part, payloads, repeat(_ENVELOPE_PART))), envelope.DTYPE)
+    if not ((env["magic"] == MAGIC).all() and np.isin(env["version"], READABLE_VERSIONS).all()):
+        return None
+    return env
+
+
 def decode(
     data: bytes,
     registry: MessageRegistry = default_registry,
@@ -324,9 +345,6 @@ _body_end = ENVELOPE_SIZE.__add__
 _BYTES_ONLY = {bytes}
 _COPY_LIMIT = 4096
 """Payload size up to which the checksummed part is sliced (copied) rather than viewed."""
-_ENVELOPE_PART = slice(0, ENVELOPE_SIZE)
-_part = cast(Callable[[bytes, slice], bytes], getitem)
-"""``payload[a:b]``, for C-level maps."""
 
 
 def decode_batch(
@@ -368,10 +386,10 @@ def _decode_known(
     if set(map(type, payloads)) != _BYTES_ONLY:  # plans are keyed by (hashable) bytes
         return None
     sizes = np.fromiter(map(len, payloads), np.int64, count)
-    if sizes.max() > max_bytes or sizes.min() < ENVELOPE_SIZE:
+    if sizes.max() > max_bytes:
         return None
-    env = np.frombuffer(b"".join(map(_part, payloads, repeat(_ENVELOPE_PART))), envelope.DTYPE)
-    if not ((env["magic"] == MAGIC).all() and np.isin(env["version"], READABLE_VERSIONS).all()):
+    env = peek_envelopes(payloads)
+    if env is None:
         return None
     body_ends = env["json_len"] + np.int64(ENVELOPE_SIZE)
     if not (body_ends <= sizes).all():

@@ -32,6 +32,17 @@ log = get_logger(__name__)
 BadMessageHandler = Callable[[ConsumedMessage, CodecError], None]
 
 
+def batch_reader(consumer: Consumer) -> Callable[[int], ConsumedBatch] | None:
+    """``consumer``'s batch read (:class:`~msgstream.backend.BatchConsumer`), unless it has
+    none or its ``receive_nowait`` was replaced on the object itself (a wrapper for
+    metrics, tracing or fault injection): the batch read would bypass that wrapper, so
+    a reader then goes through ``receive_nowait``."""
+    if "receive_nowait" in getattr(consumer, "__dict__", ()):
+        return None
+    found: Callable[[int], ConsumedBatch] | None = getattr(consumer, "receive_batch_nowait", None)
+    return found
+
+
 @dataclass(slots=True)
 class ReadStats:
     received: int = 0
@@ -96,7 +107,7 @@ class ChannelReader:
     def start(self) -> None:
         """Start reading (again, after a stop or after the reading task failed)."""
         if self._task is None or self._task.done():
-            self._receive_batch = self._batch_reader()
+            self._receive_batch = batch_reader(self.consumer)
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"msgstream-reader-{self.channel}"
             )
@@ -137,14 +148,6 @@ class ChannelReader:
         """Whether the buffer is at its message or byte limit (the reader waits)."""
         buffer = self.buffer
         return len(buffer) >= self._capacity or buffer.nbytes >= self._byte_limit
-
-    def _batch_reader(self) -> Callable[[int], ConsumedBatch] | None:
-        """The consumer's batch read, unless its ``receive_nowait`` was replaced on the
-        object itself (a wrapper for metrics, tracing or fault injection): the batch
-        read would bypass that wrapper, so the reader then goes through it."""
-        if "receive_nowait" in getattr(self.consumer, "__dict__", ()):
-            return None
-        return getattr(self.consumer, "receive_batch_nowait", None)
 
     def _receive_nowait(self, room: int) -> ConsumedBatch:
         if self._receive_batch is not None:

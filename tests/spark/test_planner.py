@@ -10,24 +10,34 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from msgstream import (
     Config,
+    CreateCollectionMsg,
+    DeleteMsg,
     InsertMsg,
+    MessageID,
     SubscriptionPosition,
+    TimeTickMsg,
     TopicNotFoundError,
+    encode,
     new_ttmsgstream,
 )
+from msgstream.backend import ConsumedBatch, ConsumedMessage
 from msgstream.bridge_spark.clients import open_reader
-from msgstream.bridge_spark.cursor import RawCursor
+from msgstream.bridge_spark.cursor import RawCursor, SkipStats
 from msgstream.bridge_spark.errors import SchemaNotFoundError, SliceIncompleteError
 from msgstream.bridge_spark.frames import FrameKind, FrameSchema
 from msgstream.bridge_spark.offsets import SliceOffset
-from msgstream.bridge_spark.planner import RowFilter, SlicePlanner
+from msgstream.bridge_spark.planner import RowFilter, SlicePlanner, _ChannelScan
 from msgstream.bridge_spark.slices import ChannelSlice, read_slice
 from msgstream.bridge_spark.workload import sample_schema
+from msgstream.codec import peek_envelopes
 from spark.data import Step, channel_names, produce_sample, produce_script, rocksmq_config
 
 DELETES = FrameSchema(sample_schema(), FrameKind.DELETES)
@@ -399,3 +409,106 @@ async def test_a_late_message_written_after_its_slice_was_planned_is_not_lost(
     assert await h.rows(first, second) == [*expected, (2, 7, "after-0")]
     again = SliceOffset.from_spark(first.to_spark(), channels)  # as Spark hands it back
     assert again == first and await h.rows(again, second) == [*expected, (2, 7, "after-0")]
+
+
+# --- the column-wise scan notes exactly what the message loop notes ---------------------
+
+_KINDS = st.sampled_from(["tick", "insert", "delete", "create", "broken"])
+
+
+def _payload(kind: str, ts: int, key: int) -> bytes:
+    if kind == "tick":
+        return encode(TimeTickMsg(msg_id=key + 1, timestamp=ts))
+    if kind == "delete":
+        return encode(
+            DeleteMsg(
+                msg_id=key + 1,
+                timestamp=ts,
+                collection_name="demo",
+                primary_keys=[key],
+                row_timestamps=[ts],
+            )
+        )
+    if kind == "insert":
+        return encode(InsertMsg(
+            msg_id=key + 1, timestamp=ts, collection_name="demo", partition_name="_default",
+            row_ids=[key, key + 1], row_timestamps=[ts - 1, ts], fields=[],
+        ))  # fmt: skip
+    if kind == "create":
+        return encode(
+            CreateCollectionMsg(
+                msg_id=key + 1, timestamp=ts, collection_name="demo", schema=sample_schema()
+            )
+        )
+    return b"not a msgstream payload at all, long enough for an envelope: " + bytes(8)
+
+
+class _Cursor:
+    channel = "c"
+
+
+def _scan_fields(scan: _ChannelScan) -> tuple[object, ...]:
+    return (
+        scan.ticks, scan.tick_ids, scan.tick_at, scan.record_ids, scan.record_ts,
+        scan.record_at, scan.row_ts, scan.row_counts, scan.scanned, scan.running, scan.cut,
+    )  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    steps=st.lists(st.tuples(_KINDS, st.integers(1, 60)), max_size=60),
+    begin=st.integers(0, 30),
+    batch=st.integers(1, 17),
+    max_scan=st.integers(1, 70),
+    count_rows=st.booleans(),
+)
+def test_the_column_wise_scan_notes_what_the_message_loop_notes(
+    steps: list[tuple[str, int]], begin: int, batch: int, max_scan: int, count_rows: bool
+) -> None:
+    """Ticks, records, row counts, positions and the scan bound, batch by batch, with
+    unreadable payloads in some batches (those go message by message)."""
+    payloads = [_payload(kind, ts, i) for i, (kind, ts) in enumerate(steps)]
+    ids = [i.to_bytes(8, "big") for i in range(len(payloads))]
+    messages = [ConsumedMessage("c", _Id(i), payload, {}) for i, payload in enumerate(payloads)]
+
+    def planner() -> SlicePlanner:
+        made = SlicePlanner.__new__(SlicePlanner)
+        made.rows = RowFilter("demo", FrameKind.CHANGES)
+        made.max_scan = max_scan
+        made.skipped = SkipStats()
+        made._count_rows = count_rows
+        return made
+
+    cursor: Any = _Cursor()
+    by_columns, by_messages = planner(), planner()
+    columns, each = _ChannelScan(running=begin), _ChannelScan(running=begin)
+    for first in range(0, len(payloads), batch):
+        part = ConsumedBatch(
+            "c", payloads[first : first + batch], ids[first : first + batch],
+            messages[first : first + batch].__getitem__,
+        )  # fmt: skip
+        envelopes = peek_envelopes(part.payloads)
+        if envelopes is None:
+            going = by_columns._feed_each(cursor, columns, messages[first : first + batch], begin)
+        else:
+            going = by_columns._feed_columns(cursor, columns, part, envelopes, begin)
+        assert going == by_messages._feed_each(cursor, each, messages[first : first + batch], begin)
+        assert _scan_fields(columns) == _scan_fields(each)
+        if not going:
+            break
+    assert by_columns.skipped == by_messages.skipped
+
+
+class _Id(MessageID):
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def sort_key(self) -> int:
+        return self.value
+
+    def to_bytes(self) -> bytes:
+        return self.value.to_bytes(8, "big")
+
+    @classmethod
+    def parse(cls, data: bytes) -> _Id:
+        return cls(int.from_bytes(data, "big"))
