@@ -3,12 +3,11 @@ conversion gives, for every type the frames use, without its per-row path for in
 
 from __future__ import annotations
 
-import gc
-
 import numpy as np
 import pyarrow as pa
 import pytest
 
+from helpers.gc_runs import collections_during
 from msgstream.bridge_spark.arrays import numeric_array
 
 TYPES = [
@@ -46,18 +45,7 @@ def test_the_same_array_as_pyarrow_converts(
 def test_a_large_nullable_int64_column_makes_no_object_per_row() -> None:
     values = np.arange(300_000, dtype=np.int64)
     null = values % 3 == 0
-    started: list[int] = []
-
-    def count(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            started.append(info["generation"])
-
-    gc.collect()
-    gc.callbacks.append(count)
-    try:
-        built = numeric_array(values, pa.int64(), null)
-    finally:
-        gc.callbacks.remove(count)
+    built, collections = collections_during(lambda: numeric_array(values, pa.int64(), null))
     assert built.null_count == 100_000
     assert built[1].as_py() == 1 and built[3].as_py() is None
-    assert started == []
+    assert collections == []

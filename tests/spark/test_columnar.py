@@ -4,7 +4,6 @@ would fail or the message does not fit the frame (no Spark)."""
 
 from __future__ import annotations
 
-import gc
 import struct
 import zlib
 from pathlib import Path
@@ -15,6 +14,7 @@ import orjson
 import pyarrow as pa
 import pytest
 
+from helpers.gc_runs import collections_during
 from msgstream import (
     CollectionSchema,
     DataType,
@@ -152,20 +152,9 @@ def test_building_a_large_batch_sets_off_no_garbage_collection() -> None:
     columns = InsertColumns(frame)
     for payload in payloads:
         assert columns.offer(payload, "ch")
-    started: list[int] = []
-
-    def count(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            started.append(info["generation"])
-
-    gc.collect()
-    gc.callbacks.append(count)
-    try:
-        table = columns.build()
-    finally:
-        gc.callbacks.remove(count)
+    table, collections = collections_during(columns.build)
     assert table.num_rows == 9000
-    assert len(started) <= 2, started
+    assert len(collections) <= 2, collections
 
 
 def test_clear_starts_a_new_batch() -> None:
