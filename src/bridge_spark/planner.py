@@ -12,14 +12,14 @@ Insert/Delete bodies decoded.
 from __future__ import annotations
 
 import bisect
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import orjson
 
-from msgstream.backend import Client, ConsumedBatch, ConsumedMessage, MessageID
+from msgstream.backend import Client, ConsumedBatch, MessageID
 from msgstream.codec import (
     ENVELOPE_SIZE,
     decode,
@@ -282,7 +282,7 @@ class SlicePlanner:
                 batch, more = first_of(batch, within), False
         envelopes = peek_envelopes(batch.payloads)
         if envelopes is None:
-            return self._feed_each(cursor, scan, messages(batch), begin) and more
+            return self._feed_each(cursor, scan, batch, begin) and more
         return self._feed_columns(cursor, scan, batch, envelopes, begin) and more
 
     def _feed_columns(
@@ -325,15 +325,15 @@ class SlicePlanner:
             for index, msg_type, end_ts in zip(
                 dml.tolist(), types[dml].tolist(), ends[dml].tolist(), strict=True
             ):
-                self._count(cursor, scan, batch.payloads[index], msg_type, end_ts, batch, index)
+                self._count(cursor, scan, batch, index, msg_type, end_ts)
         return more
 
     def _feed_each(
-        self, cursor: RawCursor, scan: _ChannelScan, raws: Iterable[ConsumedMessage], begin: int
+        self, cursor: RawCursor, scan: _ChannelScan, batch: ConsumedBatch, begin: int
     ) -> bool:
-        """Note the headers of ``raws`` one by one; False once the channel needs no more
-        reading (a scan cut at its bound)."""
-        for raw in raws:
+        """Note the headers of ``batch`` message by message; False once the channel needs
+        no more reading (a scan cut at its bound)."""
+        for index, raw in enumerate(messages(batch)):
             scan.scanned += 1
             msg_id = raw.msg_id.to_bytes()
             try:
@@ -358,26 +358,24 @@ class SlicePlanner:
                 scan.record_ts.append(end_ts)
                 scan.record_at.append(scan.scanned)
             if self._count_rows and msg_type in (_INSERT, _DELETE):
-                self._count(cursor, scan, raw.payload, msg_type, end_ts, raw)
+                self._count(cursor, scan, batch, index, msg_type, end_ts)
         return True
 
     def _count(
         self,
         cursor: RawCursor,
         scan: _ChannelScan,
-        payload: bytes,
+        batch: ConsumedBatch,
+        index: int,
         msg_type: int,
         end_ts: int,
-        source: ConsumedMessage | ConsumedBatch,
-        index: int = 0,
     ) -> None:
-        """Note the rows of a DML message for a row limit (a bad body is logged, with the
-        message rebuilt from ``source``: itself, or ``index`` of a batch)."""
+        """Note the rows of DML message ``index`` of ``batch`` for a row limit (a bad body
+        is logged)."""
         try:
-            rows = self.rows.rows(payload, msg_type)
+            rows = self.rows.rows(batch.payloads[index], msg_type)
         except CodecError as exc:
-            raw = source.message(index) if isinstance(source, ConsumedBatch) else source
-            log_undecodable(cursor.channel, raw, exc, self.skipped)
+            log_undecodable(cursor.channel, batch.message(index), exc, self.skipped)
             return
         if rows:
             scan.row_ts.append(end_ts)
@@ -412,13 +410,9 @@ class SlicePlanner:
 def _rising(candidates: Any, values: Any, floor: int) -> Any:
     """The ``candidates`` (indexes into ``values``, increasing) whose value is above
     ``floor`` and above every earlier candidate's: where a running maximum rises."""
-    if not len(candidates):
-        return candidates
     found = values[candidates]
-    before = np.maximum.accumulate(found)
-    before[1:] = before[:-1].copy()
-    before[0] = 0
-    return candidates[(found > before) & (found > np.uint64(floor))]
+    before = np.maximum.accumulate(np.concatenate(([np.uint64(floor)], found)))[:-1]
+    return candidates[found > before]
 
 
 def _common_tick(scans: Sequence[_ChannelScan]) -> int | None:

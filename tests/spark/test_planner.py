@@ -489,10 +489,10 @@ def test_the_column_wise_scan_notes_what_the_message_loop_notes(
         )  # fmt: skip
         envelopes = peek_envelopes(part.payloads)
         if envelopes is None:
-            going = by_columns._feed_each(cursor, columns, messages[first : first + batch], begin)
+            going = by_columns._feed_each(cursor, columns, part, begin)
         else:
             going = by_columns._feed_columns(cursor, columns, part, envelopes, begin)
-        assert going == by_messages._feed_each(cursor, each, messages[first : first + batch], begin)
+        assert going == by_messages._feed_each(cursor, each, part, begin)
         assert _scan_fields(columns) == _scan_fields(each)
         if not going:
             break
