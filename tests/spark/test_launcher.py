@@ -129,7 +129,7 @@ def zip_with_version(package: Path, text: str) -> None:
 def test_a_zip_of_another_release_is_left_alone(fake_pyspark: Path, tmp_path: Path) -> None:
     zip_with_version(fake_pyspark, '__version__: str = "4.2.0"\n')
     assert installed_pyspark_zip() is None
-    assert worker_python("/usr/bin/python3", cache_dir=tmp_path / "cache") == "/usr/bin/python3"
+    assert worker_python(sys.executable, cache_dir=tmp_path / "cache") == sys.executable
     assert not (tmp_path / "cache").exists()
 
 
@@ -142,7 +142,7 @@ def test_a_pyspark_without_its_zip_keeps_the_interpreter(
     fake_pyspark: Path, tmp_path: Path
 ) -> None:
     assert installed_pyspark_zip() is None  # a PySpark without python/lib/pyspark.zip
-    assert worker_python("/usr/bin/python3", cache_dir=tmp_path / "c") == "/usr/bin/python3"
+    assert worker_python(sys.executable, cache_dir=tmp_path / "c") == sys.executable
 
 
 def test_an_unwritable_cache_keeps_the_interpreter_and_says_why(
@@ -151,12 +151,19 @@ def test_an_unwritable_cache_keeps_the_interpreter_and_says_why(
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     with caplog.at_level(logging.WARNING, logger="msgstream.bridge_spark.launcher"):
-        assert worker_python("/usr/bin/python3", cache_dir=blocker / "cache") == (
-            "/usr/bin/python3"
-        )
+        assert worker_python(sys.executable, cache_dir=blocker / "cache") == (sys.executable)
     [record] = caplog.records
     assert "compile PySpark from its zip" in record.getMessage()
     assert str(blocker / "cache") in record.getMessage()
+
+
+def test_an_interpreter_that_is_not_executable_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"worker_python: '/no/such/python' is not an executable"):
+        worker_python("/no/such/python", cache_dir=tmp_path)
+    plain = tmp_path / "python"
+    plain.write_text("")
+    with pytest.raises(ValueError, match="is not an executable file"):
+        worker_python(str(plain), cache_dir=tmp_path)
 
 
 def test_no_home_directory_keeps_the_interpreter(
@@ -165,7 +172,7 @@ def test_no_home_directory_keeps_the_interpreter(
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("HOME", "not-absolute")
     with caplog.at_level(logging.WARNING, logger="msgstream.bridge_spark.launcher"):
-        assert worker_python("/usr/bin/python3") == "/usr/bin/python3"
+        assert worker_python(sys.executable) == sys.executable
     [record] = caplog.records
     assert "'not-absolute/.cache' is not an absolute path" in record.getMessage()
 
