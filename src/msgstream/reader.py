@@ -8,15 +8,20 @@ is consumed holds at most ``byte_limit`` plus about one message.
 Undecodable messages are counted, logged with channel and MessageID, handed to an
 optional callback and skipped: one bad message never stops a stream. Good ones wait in
 the buffer as rows (:mod:`msgstream.rows`) and become message objects when taken.
+
+A reader can be *bounded* (:meth:`ChannelReader.bound`): it reads up to and including a
+stop MessageID and then ends, dropping what a receive brought from past the stop. That
+is how a stream reads "what was there when it started" without scanning for it first.
 """
 
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .backend import ConsumedBatch, ConsumedMessage, Consumer
+from .backend import ConsumedBatch, ConsumedMessage, Consumer, MessageID
 from .codec import MessageRegistry, decode_batch
 from .errors import CodecError, UnknownMessageTypeError
 from .logs import fields, get_logger
@@ -103,9 +108,33 @@ class ChannelReader:
         self._log_fields = fields(settings.backend, self.channel, consumer.subname)
         self._task: asyncio.Task[None] | None = None
         self._receive_batch: Callable[[int], ConsumedBatch] | None = None
+        self._stop: _Stop | None = None
+        self.reached_stop = False
+        """A bounded reader read its channel up to its stop: nothing more is buffered."""
+
+    def bound(self, stop: MessageID | None, parse: Callable[[bytes], MessageID]) -> None:
+        """Read up to and including ``stop`` only (None: nothing, the channel was empty);
+        ``parse`` reads a MessageID from a received message's bytes. Call it before the
+        reader starts; a reader started at or before its stop then ends on receiving it
+        (or anything past it)."""
+        if self._task is not None:
+            raise RuntimeError("bound() a reader before it starts")
+        self._stop = _Stop(stop, parse)
+        self.reached_stop = stop is None
+
+    def resume_at(self, msg_id: MessageID, include_current: bool) -> None:
+        """Reading moves to ``msg_id`` (a seek): a bounded reader that starts past its
+        stop has reached it at once, one that starts before it has not yet."""
+        stop = self._stop
+        if stop is not None:
+            self.reached_stop = stop.passed_by(msg_id, include_current)
 
     def start(self) -> None:
-        """Start reading (again, after a stop or after the reading task failed)."""
+        """Start reading (again, after a stop or after the reading task failed); a
+        bounded reader that reached its stop stays stopped."""
+        if self.reached_stop:
+            self._arrived.set()
+            return
         if self._task is None or self._task.done():
             self._receive_batch = batch_reader(self.consumer)
             self._task = asyncio.get_running_loop().create_task(
@@ -115,6 +144,8 @@ class ChannelReader:
     def revive(self) -> None:
         """Restart reading if the task ended on an error that was already reported."""
         if self._task is not None and self._task.done() and self.error is None:
+            if self.reached_stop:
+                return
             self._task = None
             self.start()
 
@@ -220,8 +251,9 @@ class ChannelReader:
         # The largest payload read so far sizes the next batch so it fits the bytes left
         # (messages are not seen before they are read); 0 (none yet) asks for one.
         largest = 0
+        stop = self._stop
         try:
-            while True:
+            while not self.reached_stop:
                 room = capacity - len(buffer)
                 byte_room = byte_limit - buffer.nbytes
                 if room <= 0 or byte_room <= 0:
@@ -232,11 +264,14 @@ class ChannelReader:
                 batch = self._receive_nowait(room)
                 if not len(batch):
                     batch = ConsumedBatch.of(self.channel, [await consumer.receive()])
-                self._stats.received += len(batch)
-                if self.probe is not None:
-                    self._observe(self.probe, batch)
-                largest = max(largest, max(map(len, batch.payloads)))
-                buffer.append(self._rows(batch))
+                if stop is not None:
+                    batch, self.reached_stop = stop.cut(batch)
+                if len(batch):
+                    self._stats.received += len(batch)
+                    if self.probe is not None:
+                        self._observe(self.probe, batch)
+                    largest = max(largest, max(map(len, batch.payloads)))
+                    buffer.append(self._rows(batch))
                 self._arrived.set()
                 await asyncio.sleep(0)
         except asyncio.CancelledError:
@@ -244,3 +279,32 @@ class ChannelReader:
         except Exception as exc:
             self.error = exc
             self._arrived.set()
+
+
+@dataclass(frozen=True, slots=True)
+class _Stop:
+    """Where a bounded reader ends: ``last``, the last MessageID it reads (None: none)."""
+
+    last: MessageID | None
+    parse: Callable[[bytes], MessageID]
+
+    def passed_by(self, msg_id: MessageID, include_current: bool) -> bool:
+        """Whether reading from ``msg_id`` (itself included or not) reads nothing up to
+        the stop."""
+        last = self.last
+        return last is None or msg_id > last or (msg_id == last and not include_current)
+
+    def cut(self, batch: ConsumedBatch) -> tuple[ConsumedBatch, bool]:
+        """``batch`` up to the stop, and whether the stop is reached (the batch holds it or
+        a message past it). Ids rise within a batch, so one binary search finds the cut."""
+        last = self.last
+        if last is None:
+            return ConsumedBatch(batch.channel, [], [], batch.message), True
+        ids = batch.id_bytes
+        kept = bisect_right(ids, last, key=self.parse)
+        if kept < len(ids):
+            kept_batch = ConsumedBatch(
+                batch.channel, batch.payloads[:kept], ids[:kept], batch.message
+            )
+            return kept_batch, True
+        return batch, bool(ids) and self.parse(ids[-1]) == last

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Literal, TypedDict
 
 from .backend import Client, ConsumedMessage, Consumer, MessageID, Producer
@@ -362,9 +362,19 @@ class MsgStream(AsyncScope):
         position: SubscriptionPosition = SubscriptionPosition.EARLIEST,
         *,
         missing: MissingChannels = "error",
+        stop_at: Mapping[str, MessageID | None] | None = None,
     ) -> None:
         """Subscribe to ``channels``. An existing subscription resumes after its last ack;
         with ``UNKNOWN`` nothing is read until :meth:`seek`.
+
+        ``stop_at`` bounds the reading: each channel is read up to and including its
+        MessageID there (None: not at all, as for a channel that was empty), and iterating
+        ends (``StopAsyncIteration``) once every channel was read that far and everything
+        read was delivered. Pass each channel's :meth:`get_latest_msg_id` to read what is
+        there now and stop. A channel whose reading starts past its stop (after a
+        :meth:`seek` there, or from ``LATEST``) has nothing to read; one that resumes a
+        subscription acknowledged past its stop waits for a message past it, so seek such
+        a subscription first.
 
         ``missing`` says what a channel that does not exist yet means: ``"error"`` (the
         default) raises :class:`TopicNotFoundError` naming it, since it is most often a
@@ -375,6 +385,14 @@ class MsgStream(AsyncScope):
         """
         self._check_open()
         validate_subscription_name(subname)
+        if stop_at is not None:
+            unknown = sorted(set(stop_at) - set(channels))
+            missing_stops = [c for c in channels if c not in stop_at]
+            if unknown or missing_stops:
+                raise StreamStateError(
+                    f"stop_at needs one stop per channel: missing {missing_stops}, "
+                    f"not consumed {unknown}"
+                )
         if self._subname and subname != self._subname:
             raise StreamStateError(
                 f"stream already consumes as {self._subname!r}; one subscription per stream"
@@ -396,6 +414,12 @@ class MsgStream(AsyncScope):
         self._subscribed(channels)
         for consumer in consumers:
             reader = self._new_reader(consumer)
+            if stop_at is not None:
+                stop = stop_at[consumer.channel]
+                reader.bound(
+                    None if position is SubscriptionPosition.LATEST else stop,
+                    self.client.message_id_from_bytes,
+                )
             self._readers.append(reader)
             if position is not SubscriptionPosition.UNKNOWN:
                 reader.start()
@@ -463,6 +487,7 @@ class MsgStream(AsyncScope):
         try:
             for reader, msg_id in targets:
                 await reader.consumer.seek(msg_id, include_current)
+                reader.resume_at(msg_id, include_current)
             self._after_seek(positions)
         finally:
             for reader, _ in targets:
@@ -510,8 +535,15 @@ class MsgStream(AsyncScope):
                     self._next_reader = (self._next_reader + step + 1) % count
                     return reader.popleft()
             self._raise_reader_errors()
+            if self._read_to_stops():
+                raise StopAsyncIteration
             self._arrived.clear()
             await self._arrived.wait()
+
+    def _read_to_stops(self) -> bool:
+        """Whether every channel is bounded (``as_consumer(stop_at=...)``) and was read up
+        to its stop: nothing more will be buffered."""
+        return bool(self._readers) and all(r.reached_stop for r in self._readers)
 
     def _raise_reader_errors(self) -> None:
         """Raise a reader's failure once; the next wait restarts that reader, so the

@@ -270,6 +270,10 @@ class TtMsgStream(MsgStream):
             if any(r.buffer and self.barrier.wants(r.channel) for r in self._readers):
                 continue
             self._raise_reader_errors()
+            if self._read_to_stops():
+                # Bounded and read to the stops: what is still buffered lies above the
+                # last tick every channel reached, so no pack can be cut from it.
+                raise StopAsyncIteration
             # Every buffered channel is held at its limit: time waits on channels with
             # nothing read yet.
             held = [r.channel for r in self._readers if r.buffer]

@@ -160,6 +160,46 @@ async def test_seek_to_positions_inclusive_and_exclusive(backend: BackendHarness
             assert [m.msg_id for m in await take(resumed, 11 - first)] == list(range(first, 11))
 
 
+async def test_bounded_reading_delivers_each_channel_up_to_its_stop_then_ends(
+    backend: BackendHarness,
+) -> None:
+    channel = backend.channel()
+    async with stream(backend) as producer:
+        await producer.as_producer([channel])
+        await producer.produce(MsgPack.of(*[insert(i, [i]) for i in range(1, 6)]))
+        stops = {channel: await producer.get_latest_msg_id(channel)}
+        await producer.produce(MsgPack.of(*[insert(i, [i]) for i in range(6, 9)]))
+
+    async def drain(reader: MsgStream) -> list[int]:
+        async def all_ids() -> list[int]:
+            return [m.msg_id async for pack in reader for m in pack.msgs]
+
+        return await asyncio.wait_for(all_ids(), TIMEOUT)
+
+    async with stream(backend, receive_buffer_size=2) as reader:  # several receives
+        await reader.as_consumer([channel], "sub", EARLIEST, stop_at=stops)
+        assert await drain(reader) == [1, 2, 3, 4, 5]
+    async with stream(backend) as reader:
+        await reader.as_consumer([channel], "latest", SubscriptionPosition.LATEST, stop_at=stops)
+        assert await drain(reader) == []
+    async with stream(backend) as reader:
+        await reader.as_consumer([channel], "early", SubscriptionPosition.UNKNOWN, stop_at=stops)
+        first = await take_positions(backend, channel)
+        await reader.seek([first[2]], include_current=False)  # after the third
+        assert await drain(reader) == [4, 5]
+        await reader.seek([first[4]], include_current=False)  # after the stop: nothing
+        assert await drain(reader) == []
+        await reader.seek([first[4]])  # at the stop: the stop itself
+        assert await drain(reader) == [5]
+
+
+async def take_positions(backend: BackendHarness, channel: str) -> list[MsgPosition]:
+    """The positions of ``channel``'s first five messages."""
+    async with stream(backend) as reader:
+        await reader.as_consumer([channel], "positions", EARLIEST)
+        return [m.position for m in await take(reader, 5) if m.position is not None]
+
+
 async def test_ack_then_reopen_resumes_after_the_ack(backend: BackendHarness) -> None:
     channel = backend.channel()
     async with stream(backend) as producer:

@@ -10,8 +10,10 @@ import pytest
 from harness import BackendHarness
 from msgstream import (
     LateMessageError,
+    MessageID,
     MsgPack,
     MsgStream,
+    StreamStateError,
     SubscriptionPosition,
     TimeTickEmitter,
     TsMsg,
@@ -305,3 +307,110 @@ async def test_acking_a_pack_then_reopening_the_subscription_loses_nothing(
         await reopened.as_consumer(channels, "sub", SubscriptionPosition.EARLIEST)
         rest = await read_until(reopened, 1)
     assert [key(m) for p in rest for m in p.msgs] == [(channels[0], 3)]
+
+
+async def latest_ids(backend: BackendHarness, channels: list[str]) -> dict[str, MessageID | None]:
+    client = backend.client()
+    try:
+        return {c: await client.get_latest_msg_id(c) for c in channels}
+    finally:
+        await client.close()
+
+
+async def read_to_the_end(stream: TtMsgStream) -> list[MsgPack]:
+    """Every pack of a bounded stream, then the stream's end (timed out if it never ends)."""
+
+    async def drain() -> list[MsgPack]:
+        return [pack async for pack in stream]
+
+    return await asyncio.wait_for(drain(), TIMEOUT)
+
+
+# Produced before the stops are taken: channel 0 ticks at 10, 20 and 40 (records at 35
+# and 45 above 30), channel 1 at 10 and 30. Every channel reached 30, so a reading bounded
+# by these stops ends with the pack that closes at 30; 35 and 45 wait for a tick channel 1
+# only gets past its stop.
+BEFORE_STOPS = [
+    Event(0, False, 5, 1),
+    Event(1, False, 6, 2),
+    Event(0, True, 10, 3),
+    Event(1, True, 10, 4),
+    Event(0, False, 15, 5),
+    Event(0, True, 20, 6),
+    Event(1, False, 25, 7),
+    Event(0, False, 28, 8),
+    Event(1, True, 30, 9),
+    Event(0, False, 35, 10),
+    Event(0, True, 40, 11),
+    Event(0, False, 45, 12),
+]
+AFTER_STOPS = [Event(1, False, 33, 13), Event(1, True, 50, 14), Event(0, True, 50, 15)]
+
+
+async def test_bounded_reading_ends_at_the_last_tick_every_channel_reached(
+    backend: BackendHarness,
+) -> None:
+    channels = backend.channels(2)
+    await produce_script(backend, channels, BEFORE_STOPS)
+    stops = await latest_ids(backend, channels)
+    await produce_script(backend, channels, AFTER_STOPS)  # past the stops: never read
+    async with tt_stream(backend) as stream:
+        await stream.as_consumer(channels, "sub", SubscriptionPosition.EARLIEST, stop_at=stops)
+        packs = await read_to_the_end(stream)
+        with pytest.raises(StopAsyncIteration):
+            await anext(stream)  # ended for good
+    assert packs[0].end_ts == 10 and packs[-1].end_ts == 30
+    check_packs(packs, channels)
+    assert [key(m)[1] for p in packs for m in p.msgs] == [1, 2, 5, 7, 8]
+
+    # Resumed from the last pack's end, with the same stops: nothing more is due.
+    async with tt_stream(backend) as resumed:
+        await resumed.as_consumer(channels, "again", SubscriptionPosition.UNKNOWN, stop_at=stops)
+        await resumed.seek(packs[-1].end_positions)
+        assert await read_to_the_end(resumed) == []
+
+    # Resumed from the first pack's end: the rest up to the stops, exactly once.
+    async with tt_stream(backend) as resumed:
+        await resumed.as_consumer(channels, "third", SubscriptionPosition.UNKNOWN, stop_at=stops)
+        await resumed.seek(packs[0].end_positions)
+        rest = await read_to_the_end(resumed)
+    assert [key(m)[1] for p in rest for m in p.msgs] == [5, 7, 8]
+
+    # Unbounded, the same channels go on past the stops.
+    async with tt_stream(backend) as unbounded:
+        await unbounded.as_consumer(channels, "all", SubscriptionPosition.EARLIEST)
+        everything = await read_until(unbounded, 8)
+    assert [key(m)[1] for p in everything for m in p.msgs] == [1, 2, 5, 7, 8, 13, 10, 12]
+
+
+async def test_bounded_reading_of_an_empty_channel_delivers_nothing(
+    backend: BackendHarness,
+) -> None:
+    channels = backend.channels(2)
+    await produce_script(backend, channels, [Event(0, False, 5, 1), Event(0, True, 10, 2)])
+    stops = await latest_ids(backend, channels)
+    assert stops[channels[1]] is None
+    async with tt_stream(backend) as stream:
+        await stream.as_consumer(channels, "sub", SubscriptionPosition.EARLIEST, stop_at=stops)
+        assert await read_to_the_end(stream) == []
+    async with tt_stream(backend) as stream:
+        await stream.as_consumer(
+            channels[:1],
+            "one",
+            SubscriptionPosition.EARLIEST,
+            stop_at={channels[0]: stops[channels[0]]},
+        )
+        packs = await read_to_the_end(stream)
+    assert [[key(m)[1] for m in p.msgs] for p in packs] == [[1]]
+
+
+async def test_bounded_reading_needs_one_stop_per_channel(backend: BackendHarness) -> None:
+    channels = backend.channels(2)
+    await produce_script(backend, channels, [Event(0, True, 10, 1), Event(1, True, 10, 2)])
+    stops = await latest_ids(backend, channels)
+    async with tt_stream(backend) as stream:
+        with pytest.raises(StreamStateError, match=r"missing \['.*'\], not consumed \[\]"):
+            await stream.as_consumer(channels, "sub", stop_at={channels[0]: stops[channels[0]]})
+        with pytest.raises(StreamStateError, match=r"missing \[\], not consumed \['other'\]"):
+            await stream.as_consumer(channels, "sub", stop_at={**stops, "other": None})
+        assert stream.consumer_channels == []
