@@ -48,7 +48,7 @@ from .arrow_frames import arrow_dataframe
 from .checkpoint import BatchMark, CheckpointState, check_matches, load_checkpoint, save_checkpoint
 from .clients import ReaderClient, open_reader, resolved_config
 from .dml_rows import DmlRows
-from .errors import OptionError
+from .errors import OptionError, SliceIncompleteError
 from .feed import PackFeed
 from .frames import FrameKind, FrameSchema
 from .offsets import EARLIEST, LATEST, SliceOffset, StartSpec, parse_start
@@ -209,27 +209,42 @@ class MicroBatcher:
             return positions
         return None
 
-    async def _subscribe(self, stream: TtMsgStream, resume: list[MsgPosition] | None) -> None:
+    async def _subscribe(
+        self, stream: TtMsgStream, resume: list[MsgPosition] | None, end: _RunEnd
+    ) -> None:
         channels = list(self.channels)
+        stop_at = None
+        if end.stops is not None:
+            parse = stream.client.message_id_from_bytes
+            stop_at = {c: None if s is None else parse(s) for c, s in end.stops.items()}
         if resume is not None:
-            await stream.as_consumer(channels, self.subscription, SubscriptionPosition.UNKNOWN)
+            await stream.as_consumer(
+                channels, self.subscription, SubscriptionPosition.UNKNOWN, stop_at=stop_at
+            )
             await stream.seek(resume)
-        elif self.start == LATEST:
-            await stream.as_consumer(channels, self.subscription, SubscriptionPosition.LATEST)
         else:
-            await stream.as_consumer(channels, self.subscription, SubscriptionPosition.EARLIEST)
+            position = (
+                SubscriptionPosition.LATEST
+                if self.start == LATEST
+                else (SubscriptionPosition.EARLIEST)
+            )
+            await stream.as_consumer(channels, self.subscription, position, stop_at=stop_at)
 
-    async def _target(
+    async def _end(
         self, until: Until, planner: SlicePlanner, reader: ReaderClient, start: SliceOffset
-    ) -> int | None:
+    ) -> _RunEnd:
         if until == "forever":
-            return None
+            return _RunEnd(None, None)
         if isinstance(until, int):
-            return until
+            return _RunEnd(until, None)
         if self.start == LATEST and self._state is not None and self._state.committed is None:
-            return start.tick  # nothing existing is read: the data available now is none
+            # nothing existing is read: the data available now is none
+            return _RunEnd(start.tick, None)
+        # What is there now: the stream reads each channel up to its newest message and
+        # ends, instead of scanning everything once more to find the end tick first.
         reader.refresh()
-        return (await planner.next_offset(start)).tick
+        stops = await planner.latest_ids()
+        return _RunEnd(None, stops, await planner.stop_times(stops))
 
     # --- running ----------------------------------------------------------------------------
     async def run(
@@ -269,16 +284,17 @@ class MicroBatcher:
                 else SliceOffset.earliest(self.channels)
             )
             progress.start_ts = progress.end_ts = progress.committed_ts = start.tick
-            target = await self._target(until, planner, plan_reader, start)
+            end = await self._end(until, planner, plan_reader, start)
+            target = end.tick
             if state.pending is not None:
                 target = None if target is None else max(target, state.pending.end_ts)
-            progress.target_ts = target
+            progress.target_ts = target if end.stops is None else end.estimate
             if target is not None and target <= start.tick:
                 progress.stopped = "nothing new"
                 return progress
             stream_reader = open_reader(self.config)
             stream = self._new_stream(stream_reader)
-            await self._subscribe(stream, resume)
+            await self._subscribe(stream, resume, end)
             await self._loop(stream, frame, fn, target, max_batches)
             return progress
         finally:
@@ -308,8 +324,8 @@ class MicroBatcher:
         last_advance = time.monotonic()
         try:
             while True:
-                pack = feed.get_nowait()  # packs ready now are taken without waiting
-                if pack is None:
+                pack, ended = _ready(feed)  # packs ready now are taken without waiting
+                if pack is None and not ended:
                     if arrival is None:
                         arrival = asyncio.ensure_future(feed.wait())
                     waiting: set[asyncio.Future[object]] = {arrival}  # type: ignore[arg-type]
@@ -320,7 +336,7 @@ class MicroBatcher:
                     )
                     if arrival.done():
                         arrival = None
-                        pack = feed.get_nowait()
+                        pack, ended = _ready(feed)
                 if in_flight is not None and in_flight.done():
                     finished, in_flight = in_flight, None
                     finished.result()  # the user function's exception, if any
@@ -329,9 +345,14 @@ class MicroBatcher:
                     _report_bad(stream, batch)
                 last = batch.last
                 if last is None:
+                    if ended:  # a bounded stream read to its stops
+                        self._ended(redo, None)
+                        break
                     continue
-                reached = target is not None and last.end_ts >= target
+                reached = ended or (target is not None and last.end_ts >= target)
                 if redo is not None:
+                    if ended:
+                        self._ended(redo, last)
                     cut = last.end_ts >= redo.end_ts
                 else:
                     cut = reached or batch.rows.rows >= self.max_rows or self._interval_over(batch)
@@ -374,6 +395,18 @@ class MicroBatcher:
             await feed.close()
             if in_flight is not None:  # failing or cancelled: let Spark finish, keep it pending
                 await asyncio.gather(in_flight, return_exceptions=True)
+
+    def _ended(self, redo: BatchMark | None, last: MsgPack | None) -> None:
+        """The stream ended (read to its stops) with ``last`` the last pack not yet in a
+        batch: a pending batch must be redone in full, else the run is over."""
+        if redo is not None and (last is None or last.end_ts < redo.end_ts):
+            reached = self.progress.end_ts if last is None else last.end_ts
+            raise SliceIncompleteError(
+                f"batch {redo.batch_id} is pending up to tick {redo.end_ts}, but the "
+                f"channels now end at tick {reached}: messages it read are gone"
+            )
+        if last is None:
+            self.progress.stopped = "reached end tick" if self.progress.packs else "nothing new"
 
     def _require_state(self) -> CheckpointState:
         if self._state is None:
@@ -479,6 +512,26 @@ class MicroBatcher:
             self.spark, table, self._spark_schema, local_relation=self.local_relation
         )
         fn(df, batch_id)
+
+
+@dataclass(frozen=True)
+class _RunEnd:
+    """Where a run stops: at ``tick``, or when the stream has read every channel up to
+    its MessageID in ``stops`` (bytes; None: the channel is empty); ``estimate`` is
+    about where that is, for progress (see :meth:`SlicePlanner.stop_times`)."""
+
+    tick: int | None
+    stops: dict[str, bytes | None] | None
+    estimate: int | None = None
+
+
+def _ready(feed: PackFeed) -> tuple[MsgPack | None, bool]:
+    """The next pack read, if one is ready, and whether the stream has ended (a bounded
+    stream read to its stops)."""
+    try:
+        return feed.get_nowait(), False
+    except StopAsyncIteration:
+        return None, True
 
 
 def _new_batch(frame: FrameSchema, begin_ts: int) -> _Batch:

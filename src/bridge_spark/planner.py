@@ -186,6 +186,31 @@ class SlicePlanner:
             out[cursor.channel] = None if latest is None else latest.to_bytes()
         return out
 
+    async def stop_times(self, stops: Mapping[str, bytes | None]) -> int | None:
+        """The smallest end timestamp of the messages at ``stops`` (a channel's stop is its
+        last message to read), reading one batch per channel: at or above the last tick
+        a reading bounded by ``stops`` reaches, unless a stop is a late message -- where
+        such a run ends, for progress. None when a channel has no stop or its stop
+        message is unreadable."""
+        await self.open()
+        times: list[int] = []
+        for cursor in self._cursors:
+            stop = stops.get(cursor.channel)
+            if stop is None:
+                return None
+            reading = cursor.read(stop)
+            try:
+                batch = await anext(reading, None)
+            finally:
+                await reading.aclose()
+            if batch is None or not len(batch):
+                return None
+            try:
+                times.append(peek_time_range(batch.payloads[0])[2])
+            except CodecError:
+                return None
+        return min(times, default=None)
+
     async def next_offset(
         self,
         start: SliceOffset,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import stat
@@ -33,7 +34,9 @@ from msgstream.bridge_spark import (
     MicroBatcher,
     ParquetSink,
     SchemaMismatchError,
+    SliceIncompleteError,
     load_checkpoint,
+    save_checkpoint,
 )
 from msgstream.bridge_spark.arrow_frames import LOCAL_RELATION_THRESHOLD
 from msgstream.bridge_spark.workload import SampleProducer, sample_schema
@@ -63,25 +66,23 @@ class Collect:
 async def tick_packs(
     config: object, channels: list[str]
 ) -> list[tuple[int, int, set[tuple[str, int]]]]:
-    """(begin_ts, end_ts, rows) of every pack a TtMsgStream cuts, read to the end."""
+    """(begin_ts, end_ts, rows) of every pack a TtMsgStream cuts, read to the end (the
+    channels' newest messages now)."""
     out = []
     async with new_ttmsgstream(config, pursuit_lag_s=0) as stream:  # type: ignore[arg-type]
-        await stream.as_consumer(channels, "reference", SubscriptionPosition.EARLIEST)
         latest = {c: await stream.get_latest_msg_id(c) for c in channels}
-        while True:
-            try:
-                async with asyncio.timeout(2):
-                    pack = await anext(aiter(stream))
-            except TimeoutError:
-                break
-            rows = set()
-            for msg in pack.msgs:
-                if isinstance(msg, InsertMsg):
-                    rows.update(("insert", int(k)) for k in msg.row_ids)
-                elif msg.msg_type == 3:
-                    rows.update(("delete", int(k)) for k in msg.primary_keys)  # type: ignore[attr-defined]
-            out.append((pack.begin_ts, pack.end_ts, rows))
-        del latest
+        await stream.as_consumer(
+            channels, "reference", SubscriptionPosition.EARLIEST, stop_at=latest
+        )
+        async with asyncio.timeout(30):
+            async for pack in stream:
+                rows = set()
+                for msg in pack.msgs:
+                    if isinstance(msg, InsertMsg):
+                        rows.update(("insert", int(k)) for k in msg.row_ids)
+                    elif msg.msg_type == 3:
+                        rows.update(("delete", int(k)) for k in msg.primary_keys)  # type: ignore[attr-defined]
+                out.append((pack.begin_ts, pack.end_ts, rows))
     return out
 
 
@@ -201,6 +202,69 @@ async def test_a_failing_batch_is_redone_with_its_id_and_every_row_lands_once(
         sink
     )
     assert again == [] and progress.stopped == "nothing new"
+
+
+async def test_available_now_reads_what_existed_when_the_run_started(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("now", 3)
+    first = await produce_sample(config, channels, 300, msgs_per_tick=4)
+    last_tick = max(p[1] for p in await tick_packs(config, channels))
+    infos: list[BatchInfo] = []
+    committed = asyncio.Event()
+
+    def on_batch(info: BatchInfo) -> None:
+        infos.append(info)
+        committed.set()
+
+    collect = Collect()
+    batcher = MicroBatcher(
+        spark, config, channels, tmp_path / "ck.json", max_rows=60, on_batch=on_batch
+    )
+    running = asyncio.create_task(batcher.run(collect))
+    async with asyncio.timeout(60):
+        await committed.wait()  # the run is reading: produce past its end
+        second = await produce_sample(config, channels, 200, seed=7, create=False)
+        progress = await running
+    assert progress.stopped == "reached end tick"
+    assert progress.committed_ts == progress.end_ts == last_tick
+    assert progress.target_ts == last_tick  # the channels end with a tick: exact
+    got = Counter(pk for rows in collect.batches.values() for op, pk in rows if op == "insert")
+    assert got == Counter(first.inserted)
+    assert len(infos) >= 3
+
+    # The next run reads the rows produced during the first, and only those.
+    rest = Collect()
+    progress = await MicroBatcher(spark, config, channels, tmp_path / "ck.json").run(rest)
+    later = Counter(pk for rows in rest.batches.values() for op, pk in rows if op == "insert")
+    assert later == Counter(second.inserted) and sum(later.values()) == 200
+    assert progress.stopped == "reached end tick" and progress.end_ts > last_tick
+
+
+async def test_a_pending_batch_beyond_the_channels_end_is_an_error_not_a_wait(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("gone", 2)
+    await produce_sample(config, channels, 200, msgs_per_tick=4)
+    checkpoint = tmp_path / "ck.json"
+    sink = ParquetSink(str(tmp_path / "out"))
+    batcher = MicroBatcher(spark, config, channels, checkpoint, max_rows=50)
+    with pytest.raises(RuntimeError, match="simulated crash in batch 1"):
+        await batcher.run(CrashAfterWrite(sink, crash_at=1))
+    state = load_checkpoint(checkpoint)
+    assert state is not None and state.pending is not None
+    # As if the messages of the pending batch's end were deleted: it ends past them.
+    beyond = dataclasses.replace(state.pending, end_ts=state.pending.end_ts + (1 << 40))
+    save_checkpoint(checkpoint, dataclasses.replace(state, pending=beyond))
+    with pytest.raises(SliceIncompleteError) as gone:
+        async with asyncio.timeout(60):
+            await MicroBatcher(spark, config, channels, checkpoint, max_rows=50).run(sink)
+    assert str(gone.value).startswith(
+        f"batch 1 is pending up to tick {beyond.end_ts}, but the channels now end at tick "
+    )
+    assert str(gone.value).endswith(": messages it read are gone")
 
 
 async def test_concurrent_producer_on_the_memory_backend(
