@@ -217,18 +217,20 @@ class MicroBatcher:
         if end.stops is not None:
             parse = stream.client.message_id_from_bytes
             stop_at = {c: None if s is None else parse(s) for c, s in end.stops.items()}
-        if resume is not None:
+        if self.start == LATEST and resume is None:
             await stream.as_consumer(
-                channels, self.subscription, SubscriptionPosition.UNKNOWN, stop_at=stop_at
+                channels, self.subscription, SubscriptionPosition.LATEST, stop_at=stop_at
             )
-            await stream.seek(resume)
-        else:
-            position = (
-                SubscriptionPosition.LATEST
-                if self.start == LATEST
-                else (SubscriptionPosition.EARLIEST)
-            )
-            await stream.as_consumer(channels, self.subscription, position, stop_at=stop_at)
+            return
+        await stream.as_consumer(
+            channels, self.subscription, SubscriptionPosition.UNKNOWN, stop_at=stop_at
+        )
+        if resume is None:
+            # From the earliest message, whatever the subscription acknowledged in a run
+            # whose checkpoint is gone (subscribing at EARLIEST would resume after that).
+            earliest = stream.client.earliest_message_id().to_bytes()
+            resume = [MsgPosition(c, earliest, self.subscription, 0) for c in channels]
+        await stream.seek(resume)
 
     async def _end(
         self, until: Until, planner: SlicePlanner, reader: ReaderClient, start: SliceOffset

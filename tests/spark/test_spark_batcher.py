@@ -242,6 +242,26 @@ async def test_available_now_reads_what_existed_when_the_run_started(
     assert progress.stopped == "reached end tick" and progress.end_ts > last_tick
 
 
+async def test_without_its_checkpoint_a_run_starts_at_the_earliest_message_again(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The runs acknowledge what they commit; a new checkpoint still means ``start``
+    (earliest), not where the subscription's acknowledgements stand (the memory backend
+    keeps them; the batcher reads rocksmq read-only, where they are not stored)."""
+    config = memory_config(str(tmp_path))
+    channels = channel_names("fresh", 2)
+    produced = await produce_sample(config, channels, 150, msgs_per_tick=4)
+    for checkpoint in ("first.json", "second.json"):
+        collect = Collect()
+        async with asyncio.timeout(60):
+            progress = await MicroBatcher(
+                spark, config, channels, tmp_path / checkpoint, max_rows=40
+            ).run(collect)
+        got = Counter(pk for rows in collect.batches.values() for op, pk in rows if op == "insert")
+        assert got == Counter(produced.inserted), checkpoint
+        assert progress.stopped == "reached end tick" and progress.batches >= 3
+
+
 async def test_a_pending_batch_beyond_the_channels_end_is_an_error_not_a_wait(
     spark: SparkSession, tmp_path: Path
 ) -> None:
