@@ -34,6 +34,21 @@ def disk_state(path: Path) -> dict[str, tuple[int, int]]:
     return state
 
 
+async def settled_disk_state(
+    path: Path, quiet_s: float = 0.2, tries: int = 25
+) -> dict[str, tuple[int, int]]:
+    """:func:`disk_state` once it stayed the same for ``quiet_s``: RocksDB's background
+    threads may still append to the writer's info ``LOG`` just after a flush returned."""
+    state = disk_state(path)
+    for _ in range(tries):
+        await asyncio.sleep(quiet_s)
+        now = disk_state(path)
+        if now == state:
+            return now
+        state = now
+    raise AssertionError(f"the store at {path} kept changing: {state}")
+
+
 async def test_other_process_reads_while_writer_writes(tmp_path: Path) -> None:
     path = tmp_path / "store"
     writer = open_client(str(path))
@@ -66,7 +81,7 @@ async def test_other_process_reads_while_writer_writes(tmp_path: Path) -> None:
 
         # The reader's ack stays in its memory: nothing reaches the disk.
         store._db.flush()
-        before = disk_state(path)
+        before = await settled_disk_state(path)
         sequence = store._db.latest_sequence_number()
         child.send_line("ack")
         assert child.line() == "ACKED 101"  # its own (volatile) cursor moved
