@@ -23,6 +23,9 @@ With ``--kafka`` (a local broker from tests/brokers, or ``--bootstrap``), same r
 ``source_kafka_fair``       the same vs Spark's Kafka source plus decoding the values
                             into the same columns (``mapInArrow`` calling msgstream's
                             decoder), what a user would otherwise write    (>= 2.0x)
+``source_kafka_confluent``, ``source_kafka_confluent_fair``
+                            the two above with ``kafka.client=confluent`` (the source
+                            reads through librdkafka), when confluent-kafka is installed
 
 Spark's Kafka source is ``spark-sql-kafka-0-10`` from Maven Central: the newest release
 that resolves, PySpark's version first (see ``spark_connector.py``). With ``--pulsar``
@@ -351,6 +354,11 @@ def kafka_rows(
     figures: dict[str, Figure] = {
         "source_kafka": lambda: bench_source(spark, options, workdir, expected, None)
     }
+    confluent = {**options, "kafka.client": "confluent"}
+    if has_confluent_kafka():
+        figures["source_kafka_confluent"] = lambda: bench_source(
+            spark, confluent, workdir, expected, None
+        )
     if has_connector:
         figures["spark_kafka"] = lambda: bench_spark_kafka(spark, bootstrap, workdir, expected)
         figures["spark_kafka_fair"] = lambda: bench_spark_kafka_fair(
@@ -358,15 +366,31 @@ def kafka_rows(
         )
         for name in ("spark_kafka", "spark_kafka_fair"):
             timed(f"warm-up {name}", figures[name])
-    timed("warm-up source_kafka", figures["source_kafka"])
+    for name in ("source_kafka", "source_kafka_confluent"):
+        if name in figures:
+            timed(f"warm-up {name}", figures[name])
     got = rounds(figures)
-    ours = got["source_kafka"]
-    return [
-        Row("streaming source (Kafka) vs Spark's Kafka source", ours, got.get("spark_kafka"),
-            "rows/s", ">= 1.0x", "source_kafka"),
-        Row("  vs Spark's Kafka source + decoding (mapInArrow)", ours,
-            got.get("spark_kafka_fair"), "rows/s", ">= 2.0x", "source_kafka_fair"),
-    ]  # fmt: skip
+    rows: list[Row] = []
+    for name, engine in (("source_kafka", ""), ("source_kafka_confluent", ", confluent engine")):
+        if name not in got:
+            continue
+        ours = got[name]
+        rows += [
+            Row(f"streaming source (Kafka{engine}) vs Spark's Kafka source", ours,
+                got.get("spark_kafka"), "rows/s", ">= 1.0x", name),
+            Row("  vs Spark's Kafka source + decoding (mapInArrow)", ours,
+                got.get("spark_kafka_fair"), "rows/s", ">= 2.0x", f"{name}_fair"),
+        ]  # fmt: skip
+    return rows
+
+
+def has_confluent_kafka() -> bool:
+    """Whether the confluent engine can run here (``msgstream[kafka-confluent]``)."""
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def pulsar_row(
