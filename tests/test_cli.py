@@ -276,6 +276,59 @@ def test_consume_tt_from_positions_resumes_exactly_after(cli: Cli, tmp_path: Pat
     assert step_ids + [m["msg_id"] for m in data_msgs(after)] == rest_ids
 
 
+def test_consume_to_latest_reads_what_is_there_and_stops(cli: Cli, tmp_path: Path) -> None:
+    channels = ["--channel", "z0", "--channel", "z1"]
+    guard = ["--to-latest", "--idle-timeout", "30"]  # were the bound lost: stopped=idle
+    cli.ok("produce", *channels, "--count", "40", "--batch", "5")
+    saved = tmp_path / "positions.json"
+    code, out, err = cli(
+        "consume", *channels, "--from", "earliest", *guard, "--json",
+        "--save-positions", str(saved),
+    )  # fmt: skip
+    assert code == 0, err
+    plain = [orjson.loads(line) for line in out.splitlines()]
+    assert sorted(m["row_ids"][0] for m in data_msgs(plain)) == list(range(40))
+    assert "stopped=end" in err.splitlines()[-1]
+    # The runs end by themselves, exactly at the newest messages (the --idle-timeout of
+    # 30 s is a guard: it would end them as stopped=idle).
+    tt = cli.packs(*channels, "--tt", "--from", "earliest", *guard, "--skip-empty")
+    assert sorted(m["row_ids"][0] for m in data_msgs(tt)) == list(range(40))
+    assert cli.packs(*channels, "--from", "latest", *guard) == []
+
+    cli.ok("produce", *channels, "--count", "10", "--start-id", "100", "--no-create-collection")
+    rest = cli.packs(*channels, "--from", f"@{saved}", *guard)
+    assert sorted(m["row_ids"][0] for m in data_msgs(rest)) == list(range(100, 110))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--channel", "a"], "--to-latest needs --from (earliest, latest or positions)"),
+        (
+            ["--channel", "a", "--from", "earliest", "--wait-for-channels"],
+            "--to-latest reads what the channels hold now; it cannot wait for channels",
+        ),
+        (
+            [
+                "--channel",
+                "a",
+                "--channel",
+                "b",
+                "--from",
+                '{"channel": "a", "msg_id": "cgAAAAAAAAAB"}',
+            ],
+            "--to-latest: no position for channel(s) ['b'] in --from",
+        ),
+    ],
+)
+def test_to_latest_needs_a_known_start(cli: Cli, argv: list[str], message: str) -> None:
+    code, out, err = cli("consume", *argv, "--to-latest")
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"error: {message}")
+    assert out == ""
+
+
 def test_consume_plain_from_position_starts_after_it(cli: Cli) -> None:
     cli.ok("produce", "--channel", "pl", "--count", "10", "--no-ticks")
     first = cli.packs("--channel", "pl", "--max-packs", "4")

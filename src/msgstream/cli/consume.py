@@ -67,6 +67,7 @@ class ConsumeOptions:
     inclusive: bool = False
     save_positions: str | None = None
     wait_for_channels: bool = False
+    to_latest: bool = False
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -111,6 +112,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(
         parser, "--inclusive",
         "plain stream with --from positions: start AT each position's message",
+    )  # fmt: skip
+    add_flag(
+        parser, "--to-latest",
+        "stop once every channel was read up to the newest message it held when consuming "
+        "began (exact, where --idle-timeout guesses; --tt: at the last pack every "
+        "channel's ticks close). Needs --from, as where a subscription resumes after its "
+        "acks is not known",
     )  # fmt: skip
     add_flag(
         parser, "--wait-for-channels",
@@ -181,10 +189,32 @@ def options_from_args(args: argparse.Namespace) -> ConsumeOptions:
                     f"--from: no position for channel(s) {missing}; a --tt stream seeks "
                     "every channel (give one pack's end_positions)"
                 )
+    if args.to_latest:
+        _check_to_latest(args, start, channels)
     idle: float | None = args.idle_timeout
-    if idle is None and args.max_packs is None and not stdin_is_tty():
+    if idle is None and args.max_packs is None and not args.to_latest and not stdin_is_tty():
         idle = DEFAULT_PIPE_IDLE_S
     return options_from(ConsumeOptions, args, channels=channels, start=start, idle_timeout_s=idle)
+
+
+def _check_to_latest(args: argparse.Namespace, start: StartSpec, channels: list[str]) -> None:
+    """``--to-latest`` ends where each channel's reading reaches its newest message, so
+    where that reading starts must be known."""
+    if start.kind == "subscription":
+        raise CliError(
+            "--to-latest needs --from (earliest, latest or positions): a subscription "
+            "resumes after its acks, and where that is cannot be told, so neither can "
+            "when it is done"
+        )
+    if start.kind == "positions":
+        missing = [c for c in channels if c not in {p.channel for p in start.positions}]
+        if missing:
+            raise CliError(f"--to-latest: no position for channel(s) {missing} in --from")
+    if args.wait_for_channels:
+        raise CliError(
+            "--to-latest reads what the channels hold now; it cannot wait for channels "
+            "(drop --wait-for-channels)"
+        )
 
 
 async def handle(config: Config, args: argparse.Namespace) -> int:
@@ -212,13 +242,19 @@ async def subscribe(stream: MsgStream, opts: ConsumeOptions) -> None:
         )
         return
     client = stream.client
+    stop_at = None
+    if opts.to_latest:  # every channel has a known start (checked with the options)
+        for channel in opts.channels:
+            await stream.check_topic_valid(channel)
+        stop_at = {c: await stream.get_latest_msg_id(c) for c in opts.channels}
     if start.kind == "positions":
         for position in start.positions:  # another backend's id is refused before anything
             client.message_id_from_bytes(position.msg_id)
         covered = [p.channel for p in start.positions]
         await stream.as_consumer(
-            covered, opts.subname, SubscriptionPosition.UNKNOWN, missing=missing
-        )
+            covered, opts.subname, SubscriptionPosition.UNKNOWN, missing=missing,
+            stop_at=stop_at,
+        )  # fmt: skip
         rest = [c for c in opts.channels if c not in covered]
         if rest:  # plain streams only (checked in options_from_args)
             await stream.as_consumer(
@@ -228,8 +264,9 @@ async def subscribe(stream: MsgStream, opts: ConsumeOptions) -> None:
         await stream.seek(list(start.positions), include_current=inclusive)
         return
     await stream.as_consumer(
-        opts.channels, opts.subname, SubscriptionPosition.UNKNOWN, missing=missing
-    )
+        opts.channels, opts.subname, SubscriptionPosition.UNKNOWN, missing=missing,
+        stop_at=stop_at,
+    )  # fmt: skip
     earliest = client.earliest_message_id()
     if start.kind == "earliest":  # inclusive: the earliest id sorts before every message
         targets = [MsgPosition(c, earliest.to_bytes(), opts.subname, 0) for c in opts.channels]
@@ -309,7 +346,8 @@ async def run_consume(config: Config, opts: ConsumeOptions) -> int:
                 async with asyncio.timeout_at(deadline):  # --idle-timeout covers the wait
                     await subscribe(stream, opts)
             except TopicNotFoundError as exc:
-                raise CliError(f"{exc} (--wait-for-channels waits for it)") from None
+                hint = "" if opts.to_latest else " (--wait-for-channels waits for it)"
+                raise CliError(f"{exc}{hint}") from None
             except TimeoutError:
                 stats.stopped = "idle"
                 return 0
