@@ -83,6 +83,12 @@ def cli(config: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
     return Cli(config, capsys)
 
 
+TO_LATEST = ["--to-latest", "--idle-timeout", "30"]
+"""Consume what the channels hold and stop; the idle timeout only keeps a broken bound
+from hanging the suite (test_consume_to_latest_reads_what_is_there_and_stops checks that
+the runs end as stopped=end)."""
+
+
 def data_msgs(packs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows' messages: neither ticks nor the collection's announcement."""
     return [
@@ -101,9 +107,7 @@ def test_produce_count_then_consume_earliest(cli: Cli) -> None:
     assert out.startswith("produced: messages=40 channels=2 ticks=")
     assert "msgs_per_s=" in out
 
-    packs = cli.packs(
-        "--channel", "a", "--channel", "b", "--from", "earliest", "--idle-timeout", "0.3"
-    )
+    packs = cli.packs("--channel", "a", "--channel", "b", "--from", "earliest", *TO_LATEST)
     msgs = data_msgs(packs)
     assert all(len(p["msgs"]) == 1 for p in packs)  # plain stream: one message per pack
     assert len(msgs) == 40
@@ -240,7 +244,7 @@ def test_consume_tt_packs_respect_time_bounds(cli: Cli) -> None:
 
 def test_consume_tt_from_earliest_and_latest(cli: Cli) -> None:
     cli.ok("produce", "--channel", "e0", "--channel", "e1", "--count", "40", "--batch", "5")
-    both = ["--channel", "e0", "--channel", "e1", "--tt", "--skip-empty", "--idle-timeout", "0.3"]
+    both = ["--channel", "e0", "--channel", "e1", "--tt", "--skip-empty", *TO_LATEST]
     everything = data_msgs(cli.packs(*both, "--from", "earliest", "--subname", "a"))
     assert sorted(m["row_ids"][0] for m in everything) == list(range(40))
     assert data_msgs(cli.packs(*both, "--from", "latest", "--subname", "b")) == []
@@ -259,7 +263,7 @@ def test_consume_tt_from_positions_resumes_exactly_after(cli: Cli, tmp_path: Pat
     cli.ok("produce", *channels, "--count", "50", "--start-id", "1000")
 
     checkpoint = orjson.dumps(first[-1]["end_positions"]).decode()
-    rest = cli.packs("--tt", "--from", checkpoint, "--idle-timeout", "0.3", "--subname", "s2")
+    rest = cli.packs("--tt", "--from", checkpoint, *TO_LATEST, "--subname", "s2")
     rest_ids = [m["msg_id"] for m in data_msgs(rest)]
     assert not set(seen) & set(rest_ids)
     assert len(rest_ids) == len(set(rest_ids)) == 250 - len(seen)
@@ -272,31 +276,29 @@ def test_consume_tt_from_positions_resumes_exactly_after(cli: Cli, tmp_path: Pat
         "--save-positions", str(saved),
     )  # fmt: skip
     step_ids = [m["msg_id"] for m in data_msgs(step)]
-    after = cli.packs("--tt", "--from", f"@{saved}", "--idle-timeout", "0.3")
+    after = cli.packs("--tt", "--from", f"@{saved}", *TO_LATEST)
     assert step_ids + [m["msg_id"] for m in data_msgs(after)] == rest_ids
 
 
 def test_consume_to_latest_reads_what_is_there_and_stops(cli: Cli, tmp_path: Path) -> None:
     channels = ["--channel", "z0", "--channel", "z1"]
-    guard = ["--to-latest", "--idle-timeout", "30"]  # were the bound lost: stopped=idle
     cli.ok("produce", *channels, "--count", "40", "--batch", "5")
     saved = tmp_path / "positions.json"
     code, out, err = cli(
-        "consume", *channels, "--from", "earliest", *guard, "--json",
+        "consume", *channels, "--from", "earliest", *TO_LATEST, "--json",
         "--save-positions", str(saved),
     )  # fmt: skip
     assert code == 0, err
     plain = [orjson.loads(line) for line in out.splitlines()]
     assert sorted(m["row_ids"][0] for m in data_msgs(plain)) == list(range(40))
     assert "stopped=end" in err.splitlines()[-1]
-    # The runs end by themselves, exactly at the newest messages (the --idle-timeout of
-    # 30 s is a guard: it would end them as stopped=idle).
-    tt = cli.packs(*channels, "--tt", "--from", "earliest", *guard, "--skip-empty")
+    # The runs end by themselves, exactly at the newest messages (not stopped=idle).
+    tt = cli.packs(*channels, "--tt", "--from", "earliest", *TO_LATEST, "--skip-empty")
     assert sorted(m["row_ids"][0] for m in data_msgs(tt)) == list(range(40))
-    assert cli.packs(*channels, "--from", "latest", *guard) == []
+    assert cli.packs(*channels, "--from", "latest", *TO_LATEST) == []
 
     cli.ok("produce", *channels, "--count", "10", "--start-id", "100", "--no-create-collection")
-    rest = cli.packs(*channels, "--from", f"@{saved}", *guard)
+    rest = cli.packs(*channels, "--from", f"@{saved}", *TO_LATEST)
     assert sorted(m["row_ids"][0] for m in data_msgs(rest)) == list(range(100, 110))
 
 
@@ -333,7 +335,7 @@ def test_consume_plain_from_position_starts_after_it(cli: Cli) -> None:
     cli.ok("produce", "--channel", "pl", "--count", "10", "--no-ticks")
     first = cli.packs("--channel", "pl", "--max-packs", "4")
     position = orjson.dumps(first[-1]["end_positions"][0]).decode()  # a single object
-    rest = cli.packs("--channel", "pl", "--from", position, "--idle-timeout", "0.3")
+    rest = cli.packs("--channel", "pl", "--from", position, *TO_LATEST)
     ids = [m["row_ids"][0] for m in data_msgs(first + rest)]
     assert ids == list(range(10))
     again = cli.packs("--from", position, "--inclusive", "--max-packs", "1")
@@ -342,7 +344,7 @@ def test_consume_plain_from_position_starts_after_it(cli: Cli) -> None:
 
 def test_consume_latest_sees_only_new_messages(cli: Cli) -> None:
     cli.ok("produce", "--channel", "lt", "--count", "5", "--no-ticks")
-    assert cli.packs("--channel", "lt", "--from", "latest", "--idle-timeout", "0.2") == []
+    assert cli.packs("--channel", "lt", "--from", "latest", *TO_LATEST) == []
 
 
 def test_consume_ack_and_inspect_lag(cli: Cli) -> None:
