@@ -131,18 +131,9 @@ class RawCursor:
             ids = batch.id_bytes
             if last <= self.client.message_id_from_bytes(ids[-1]):
                 cut = bisect.bisect_left(ids, last, key=self.client.message_id_from_bytes)
-                yield first_of(batch, cut + 1)
+                yield batch.first(cut + 1)
                 return
             yield batch
-
-
-def first_of(batch: ConsumedBatch, count: int) -> ConsumedBatch:
-    """The first ``count`` messages of ``batch``."""
-    if count >= len(batch):
-        return batch
-    return ConsumedBatch(
-        batch.channel, batch.payloads[:count], batch.id_bytes[:count], batch.message
-    )
 
 
 def messages(batch: ConsumedBatch) -> Iterator[ConsumedMessage]:

@@ -36,7 +36,6 @@ from msgstream.tick_rules import common_tick
 from .cursor import (
     RawCursor,
     SkipStats,
-    first_of,
     log_undecodable,
     messages,
     planner_subscription,
@@ -300,11 +299,8 @@ class SlicePlanner:
         Both note exactly the same."""
         more = True
         if stop_id is not None and len(batch):
-            within = bisect.bisect_right(
-                batch.id_bytes, stop_id, key=cursor.client.message_id_from_bytes
-            )
-            if within < len(batch):
-                batch, more = first_of(batch, within), False
+            batch, reached = batch.upto(stop_id, cursor.client.message_id_from_bytes)
+            more = not reached
         envelopes = peek_envelopes(batch.payloads)
         if envelopes is None:
             return self._feed_each(cursor, scan, batch, begin) and more

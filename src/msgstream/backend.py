@@ -8,6 +8,7 @@ brokers. Backends live in the separate ``backends`` package and are imported laz
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -150,6 +151,26 @@ class ConsumedBatch:
 
     def message(self, index: int) -> ConsumedMessage:
         return self._message(index)
+
+    def first(self, count: int) -> ConsumedBatch:
+        """The first ``count`` messages (this batch if it has no more)."""
+        if count >= len(self.payloads):
+            return self
+        return ConsumedBatch(
+            self.channel, self.payloads[:count], self.id_bytes[:count], self._message
+        )
+
+    def upto(
+        self, last: MessageID, parse: Callable[[bytes], MessageID]
+    ) -> tuple[ConsumedBatch, bool]:
+        """The messages up to and including MessageID ``last``, and whether ``last`` is
+        reached (the batch holds it, or a message past it); ``parse`` reads an id's bytes.
+        Ids rise within a batch, so one binary search finds the cut."""
+        ids = self.id_bytes
+        kept = bisect_right(ids, last, key=parse)
+        if kept < len(ids):
+            return self.first(kept), True
+        return self, bool(ids) and parse(ids[-1]) == last
 
     @classmethod
     def of(cls, channel: str, messages: Sequence[ConsumedMessage]) -> ConsumedBatch:

@@ -17,7 +17,6 @@ is how a stream reads "what was there when it started" without scanning for it f
 from __future__ import annotations
 
 import asyncio
-from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -295,16 +294,7 @@ class _Stop:
         return last is None or msg_id > last or (msg_id == last and not include_current)
 
     def cut(self, batch: ConsumedBatch) -> tuple[ConsumedBatch, bool]:
-        """``batch`` up to the stop, and whether the stop is reached (the batch holds it or
-        a message past it). Ids rise within a batch, so one binary search finds the cut."""
-        last = self.last
-        if last is None:
-            return ConsumedBatch(batch.channel, [], [], batch.message), True
-        ids = batch.id_bytes
-        kept = bisect_right(ids, last, key=self.parse)
-        if kept < len(ids):
-            kept_batch = ConsumedBatch(
-                batch.channel, batch.payloads[:kept], ids[:kept], batch.message
-            )
-            return kept_batch, True
-        return batch, bool(ids) and self.parse(ids[-1]) == last
+        """``batch`` up to the stop, and whether the stop is reached."""
+        if self.last is None:
+            return batch.first(0), True
+        return batch.upto(self.last, self.parse)
