@@ -31,6 +31,7 @@ from msgstream.errors import CodecError
 from msgstream.logs import get_logger
 from msgstream.messages import CreateCollectionMsg, DeleteMsg, InsertMsg, MsgType
 from msgstream.schema import CollectionSchema
+from msgstream.scope import concurrently
 from msgstream.tick_rules import common_tick
 
 from .cursor import (
@@ -167,23 +168,21 @@ class SlicePlanner:
 
     async def open(self) -> None:
         if not self._open:
-            for cursor in self._cursors:
-                await cursor.open()
+            await concurrently(cursor.open() for cursor in self._cursors)
             self._open = True
 
     async def close(self) -> None:
-        for cursor in self._cursors:
-            await cursor.close()
+        await concurrently(cursor.close() for cursor in self._cursors)
         self._open = False
 
     async def latest_ids(self) -> dict[str, bytes | None]:
         """Each channel's newest MessageID now (None: empty)."""
         await self.open()
-        out: dict[str, bytes | None] = {}
-        for cursor in self._cursors:
-            latest = await cursor.latest()
-            out[cursor.channel] = None if latest is None else latest.to_bytes()
-        return out
+        latest = await concurrently(cursor.latest() for cursor in self._cursors)
+        return {
+            cursor.channel: None if last is None else last.to_bytes()
+            for cursor, last in zip(self._cursors, latest, strict=True)
+        }
 
     async def stop_times(self, stops: Mapping[str, bytes | None]) -> int | None:
         """The smallest end timestamp of the messages at ``stops`` (a channel's stop is its
@@ -192,23 +191,16 @@ class SlicePlanner:
         such a run ends, for progress. None when a channel has no stop or its stop
         message is unreadable."""
         await self.open()
-        times: list[int] = []
-        for cursor in self._cursors:
-            stop = stops.get(cursor.channel)
-            if stop is None:
-                return None
-            reading = cursor.read(stop)
-            try:
-                batch = await anext(reading, None)
-            finally:
-                await reading.aclose()
-            if batch is None or not len(batch):
-                return None
-            try:
-                times.append(peek_time_range(batch.payloads[0])[2])
-            except CodecError:
-                return None
-        return min(times, default=None)
+        at = [stops.get(cursor.channel) for cursor in self._cursors]
+        if None in at:
+            return None
+        times = await concurrently(
+            _first_end(cursor, stop)
+            for cursor, stop in zip(self._cursors, at, strict=True)
+            if stop is not None
+        )
+        known = [time for time in times if time is not None]
+        return min(known) if known and len(known) == len(times) else None
 
     async def next_offset(
         self,
@@ -255,7 +247,8 @@ class SlicePlanner:
         max_rows: int | None,
         stop_ids: Mapping[str, bytes | None] | None,
     ) -> bool:
-        """Read the channels a batch at a time in turn. Under a row limit, stop as soon as
+        """Read the channels a batch at a time, all at once (on a broker, each round
+        costs one fetch's wait, not one per channel). Under a row limit, stop as soon as
         the rows up to the common tick exceed it: a later tick only adds rows. True if
         every channel was read to its end (or stop)."""
         readers: list[tuple[_ChannelScan, RawCursor, AsyncGenerator[ConsumedBatch, None], Any]] = []
@@ -270,9 +263,9 @@ class SlicePlanner:
             readers.append((scan, cursor, batches, stop_id))
         try:
             while readers:
-                for entry in list(readers):
+                got = await concurrently(anext(entry[2], None) for entry in readers)
+                for entry, batch in zip(list(readers), got, strict=True):
                     scan, cursor, batches, stop_id = entry
-                    batch = await anext(batches, None)
                     if batch is None or not self._feed(cursor, scan, batch, start.tick, stop_id):
                         readers.remove(entry)
                         await batches.aclose()
@@ -426,6 +419,21 @@ class SlicePlanner:
             f"no CreateCollectionMsg for {which} in channels {self.channels}; "
             "give the collection schema explicitly"
         )
+
+
+async def _first_end(cursor: RawCursor, stop: bytes) -> int | None:
+    """The end timestamp of the message at ``stop``; None if it cannot be read."""
+    reading = cursor.read(stop)
+    try:
+        batch = await anext(reading, None)
+    finally:
+        await reading.aclose()
+    if batch is None or not len(batch):
+        return None
+    try:
+        return peek_time_range(batch.payloads[0])[2]
+    except CodecError:
+        return None
 
 
 def _rising(candidates: Any, values: Any, floor: int) -> Any:

@@ -27,6 +27,7 @@ from msgstream.backends.log_client.client import RocksmqMessageID
 from msgstream.backends.rocksmq.holds import Holds
 from msgstream.config import Config
 from msgstream.position import SubscriptionPosition
+from msgstream.scope import concurrently
 
 from .clients import ReaderClient, open_reader, read_only_store
 from .cursor import planner_subscription
@@ -91,32 +92,35 @@ class _ConsumedSubscription(QuerySubscription):
         self._consumers: dict[str, Consumer] = {}
 
     async def ensure(self, offset: SliceOffset) -> None:
-        for channel in self.channels:
-            if channel not in self._consumers:
-                self._consumers[channel] = await self.client.subscribe(
-                    channel, self.name, SubscriptionPosition.EARLIEST
-                )
+        missing = [channel for channel in self.channels if channel not in self._consumers]
+        started = await concurrently(
+            self.client.subscribe(channel, self.name, SubscriptionPosition.EARLIEST)
+            for channel in missing
+        )
+        self._consumers.update(zip(missing, started, strict=True))
         await self.commit(offset)
 
     async def commit(self, offset: SliceOffset) -> None:
-        for channel, consumer in self._consumers.items():
-            position = offset.positions[channel]
-            if position is None:
-                continue
-            msg_id = self.client.message_id_from_bytes(position)
-            if self.client.backend_name == "kafka":
-                from msgstream.backends.kafka.ids import KafkaMessageID
+        await concurrently(
+            self._move(channel, consumer, position)
+            for channel, consumer in self._consumers.items()
+            if (position := offset.positions[channel]) is not None
+        )
 
-                offset_of = KafkaMessageID.of(msg_id).offset
-                if offset_of > 0:
-                    await consumer.ack(ConsumedMessage(channel, KafkaMessageID(offset_of - 1), b""))
-            else:
-                await consumer.seek(msg_id, inclusive=True)
+    async def _move(self, channel: str, consumer: Consumer, position: bytes) -> None:
+        msg_id = self.client.message_id_from_bytes(position)
+        if self.client.backend_name == "kafka":
+            from msgstream.backends.kafka.ids import KafkaMessageID
+
+            offset_of = KafkaMessageID.of(msg_id).offset
+            if offset_of > 0:
+                await consumer.ack(ConsumedMessage(channel, KafkaMessageID(offset_of - 1), b""))
+        else:
+            await consumer.seek(msg_id, inclusive=True)
 
     async def close(self) -> None:
         consumers, self._consumers = self._consumers, {}
-        for consumer in consumers.values():
-            await consumer.close()
+        await concurrently(consumer.close() for consumer in consumers.values())
 
 
 def query_subscription(
