@@ -18,6 +18,7 @@ from msgstream import (
     cooperate,
 )
 from msgstream.backend import Consumer
+from msgstream.scope import concurrently
 
 EARLIEST = SubscriptionPosition.EARLIEST
 LATEST = SubscriptionPosition.LATEST
@@ -154,6 +155,21 @@ async def test_latest_msg_id_on_empty_and_filled_channel(backend: BackendHarness
     assert await consumer.get_latest_msg_id() == ids[-1]
     last = await producer.send(b"more")
     assert await consumer.get_latest_msg_id() == last
+
+
+async def test_newest_ids_of_several_channels_asked_at_once(backend: BackendHarness) -> None:
+    """Calls on one client side by side (the Spark source's planner asks every channel
+    at once): each gets its own channel's answer. On Kafka the channels' first offset
+    lookups share the metadata updates of an offsets reader that has never seen them."""
+    client = backend.client()
+    channels = [backend.channel() for _ in range(4)]
+    newest: list[object] = [None]
+    for count, channel in enumerate(channels[1:], start=1):
+        producer = await client.create_producer(channel)
+        newest.append((await producer.send_many(payloads(count)))[-1])
+    await client.create_producer(channels[0])  # exists, empty
+    got = await concurrently(client.get_latest_msg_id(channel) for channel in channels)
+    assert got == newest
 
 
 async def test_properties_round_trip(backend: BackendHarness) -> None:

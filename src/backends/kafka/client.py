@@ -193,6 +193,9 @@ class KafkaClient(BrokerClient):
         await self.admin.close()
 
 
+_METADATA_RETRIES = 2
+
+
 async def _tracked(reader: AIOKafkaConsumer, topic: str) -> None:
     """Make ``reader``'s metadata cover ``topic`` (a no-op once it does).
 
@@ -201,5 +204,14 @@ async def _tracked(reader: AIOKafkaConsumer, topic: str) -> None:
     ms) before asking again: a tenth of a second on the first offsets of every channel.
     Asking for the topic's metadata first costs one round trip instead. aiokafka has no
     public call for it; ``add_topic`` of its client is what its own offset lookups use.
+
+    Several channels asked at once share one metadata update, and one whose request was
+    sent before their topic was added ends without it: then ask again (at most twice,
+    as the topic exists; aiokafka's own retry covers a topic deleted meanwhile).
     """
-    await reader._client.add_topic(topic)
+    client = reader._client
+    await client.add_topic(topic)
+    for _ in range(_METADATA_RETRIES):
+        if client.cluster.partitions_for_topic(topic) is not None:
+            return
+        await client.force_metadata_update()
