@@ -500,9 +500,10 @@ def text_insert(msg_id: int, texts: list[str]) -> InsertMsg:
 
 
 def test_unchecked_bodies_get_shared_plans_whose_messages_equal_the_decoded_ones() -> None:
-    """Varchar Inserts (no cached plan) and a varchar-keyed Delete: one plan per (type,
-    collection, partition, rows), none cached in the registry, and every message built
-    from one behaves as ``decode``'s once its body is read."""
+    """Varchar Inserts (no cached plan) and a varchar-keyed Delete: one plan per type,
+    none cached in the registry, no body read on arrival (collection and partition
+    included), and every message built from one behaves as ``decode``'s once its body is
+    read."""
     msgs = [
         text_insert(1, ["a", "b"]),
         text_insert(2, ["cc", "d"]),
@@ -520,12 +521,15 @@ def test_unchecked_bodies_get_shared_plans_whose_messages_equal_the_decoded_ones
         "_UncheckedInsertPlan",
         "_UncheckedDeletePlan",
     ]
-    assert plans[0] is plans[1] and plans[2] is not plans[0]
+    assert plans[0] is plans[1] is plans[2] and plans[3] is not plans[0]
     assert registry.plans == {}
     assert batch.ts == [decode(p).end_ts for p in payloads]
     for row, payload in enumerate(payloads):
         mine = built(batch, row, payload)
-        assert "fields" not in mine.__dict__ and "primary_keys" not in mine.__dict__
+        unread = {"fields", "primary_keys", "collection_name", "partition_name"}
+        assert not unread & mine.__dict__.keys()
+        assert mine.collection_name == "c"  # type: ignore[attr-defined]
+        assert {"collection_name", "partition_name"} <= mine.__dict__.keys()
         assert_same(mine, decode(payload))
 
 
@@ -564,10 +568,10 @@ def test_an_unchecked_body_that_is_bad_raises_decodes_error_when_read() -> None:
     batch = decode_batch([bad], unchecked=UNCHECKED)
     assert batch.bad == []
     msg = built(batch, 0, bad)
-    assert (msg.msg_id, msg.collection_name, msg.time_range()) == (1, "c", (91, 92))  # type: ignore[attr-defined]
-    for _ in range(2):  # and again: a failed read leaves nothing half built
+    assert (msg.msg_id, msg.time_range()) == (1, (91, 92))
+    for name in ["row_ids", "collection_name", "row_ids"]:  # a failed read builds nothing
         with pytest.raises(DecodeError) as caught:
-            msg.row_ids  # type: ignore[attr-defined]  # noqa: B018
+            getattr(msg, name)
         assert str(caught.value) == str(expected.value)
 
 

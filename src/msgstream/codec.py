@@ -35,7 +35,7 @@ from .buffers import BodyReader, BodyWriter
 from .errors import CodecError, DecodeError, UnknownMessageTypeError, UnknownTypeCodeError
 from .messages import BUILTIN_TYPES, USER_TYPE_MIN, DmlMsg, Header, TsMsg
 from .packed import PackedValues
-from .plans import Plan, ReadyPlan, UncheckedDmlPlan, UncheckedHeader, plan_for
+from .plans import Plan, ReadyPlan, UncheckedDmlPlan, plan_for
 from .schema import CollectionSchema, FieldData
 
 MAGIC = b"MS"
@@ -362,9 +362,9 @@ def decode_batch(
     anything is off, is decoded in full.
 
     Except for the Insert and Delete type codes in ``unchecked``: a payload of those
-    without a cached plan, current codec version, intact envelope and checksum and a
-    sound body header gets an :class:`~msgstream.plans.UncheckedDmlPlan` (its body is
-    decoded, and can fail, when its message's body is first read).
+    without a cached plan, with the current codec version, an intact envelope and a
+    good checksum gets its type's :class:`~msgstream.plans.UncheckedDmlPlan`: its body is
+    not parsed here, and is decoded (and can fail) when its message's body is first read.
     """
     batch = _decode_known(payloads, registry, max_bytes)
     if batch is not None:
@@ -451,7 +451,7 @@ def _decode_each(
 ) -> DecodedBatch:
     batch = DecodedBatch()
     full = partial(decode, registry=registry, max_bytes=max_bytes) if unchecked else None
-    shared: dict[UncheckedHeader, UncheckedDmlPlan] = {}
+    shared: dict[type[TsMsg], UncheckedDmlPlan] = {}
     for index, payload in enumerate(payloads):
         try:
             found = (
@@ -509,7 +509,7 @@ def _unchecked_plan(
     max_bytes: int,
     unchecked: frozenset[int],
     full: Callable[[bytes], TsMsg],
-    shared: dict[UncheckedHeader, UncheckedDmlPlan],
+    shared: dict[type[TsMsg], UncheckedDmlPlan],
 ) -> tuple[tuple[Any, ...], Plan, int] | None:
     """An :class:`~msgstream.plans.UncheckedDmlPlan` for ``payload`` if it is of a type in
     ``unchecked``, has no cached plan and passes the checks that plan promises (one of
@@ -530,11 +530,7 @@ def _unchecked_plan(
     cls = registry.lookup(head[_MSG_TYPE])
     if cls is None:
         return None
-    try:
-        body = orjson.loads(body_bytes)
-    except orjson.JSONDecodeError:
-        return None
-    plan = UncheckedDmlPlan.of(cls, body, full, shared)
+    plan = UncheckedDmlPlan.of(cls, full, shared)
     return None if plan is None else (head, plan, head[_END_TS])
 
 

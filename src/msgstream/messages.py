@@ -235,7 +235,11 @@ def _row_timestamps(values: Any, rows: int, default: int, where: str) -> U64Arra
     return array
 
 
-@deferred(row_timestamps=DeferredBody(None))
+@deferred(
+    collection_name=DeferredBody(),
+    partition_name=DeferredBody("_default"),
+    row_timestamps=DeferredBody(None),
+)
 @dataclass(kw_only=True, eq=False, repr=False)
 class DmlMsg(TsMsg):
     """Rows with one timestamp each (Insert, Delete).

@@ -167,6 +167,8 @@ class DmlPlan(Plan):
     (other plans are built row by row)."""
 
     __slots__ = ("cls", "collection", "partition", "rows", "stamps_at")
+    names_known: ClassVar[bool] = True
+    """The plan knows its messages' collection and partition (else they are deferred)."""
 
     def __init__(
         self,
@@ -207,6 +209,7 @@ class DmlPlan(Plan):
         # inline in the object, so a message is one allocation, one object for the
         # garbage collector), and no call per message.
         cls, collection, partition = self.cls, self.collection, self.partition
+        named = self.names_known
         out: list[Any] = []
         add = out.append
         for msg_id, stamp, source, payload, at in zip(
@@ -217,8 +220,9 @@ class DmlPlan(Plan):
             msg.timestamp = stamp
             msg.source_id = source
             msg.size = len(payload)
-            msg.collection_name = collection
-            msg.partition_name = partition
+            if named:
+                msg.collection_name = collection
+                msg.partition_name = partition
             msg.lazy_body = (self, payload, at, where)
             add(msg)
         return out
@@ -309,30 +313,27 @@ class InsertPlan(DmlPlan):
         }
 
 
-UncheckedHeader = tuple[type[TsMsg], str, str, int]
-"""What an unchecked payload's plan is made of: type, collection, partition, row count."""
-
-
 class UncheckedDmlPlan(DmlPlan):
-    """Insert or Delete payloads whose bodies were not checked: only their envelopes,
-    checksums and body headers (collection, partition, row count) were. Made for a stream
-    asked to leave such bodies unchecked (``unchecked_bodies``), for a consumer that reads
-    the payloads itself (the Spark bridge turns many Inserts into Arrow columns in
-    whole-batch passes, with checks of its own).
+    """Insert or Delete payloads whose bodies were not read: only their envelopes and
+    checksums were checked. Made for a stream asked to leave such bodies unchecked
+    (``unchecked_bodies``), for a consumer that reads the payloads itself (the Spark
+    bridge turns many Inserts into Arrow columns in whole-batch passes, with checks of
+    its own): the reader parses no body, and one plan serves every payload of its type.
 
-    Its message defers every body field; the first read of one decodes the payload in
-    full with :func:`~msgstream.codec.decode` (``decode``), so a bad body raises
-    :class:`~msgstream.errors.DecodeError` there instead of being skipped by the reader.
-    A plan holds no per-payload state (payloads with the same type, collection,
-    partition and row count can share one), and not the parsed body: a plan lives as
-    long as its messages, and a dozen small dicts per message kept alive make every full
-    garbage collection slower.
+    Its message defers every body field, collection and partition included; the first
+    read of one decodes the payload in full with :func:`~msgstream.codec.decode`
+    (``decode``), so a bad body raises :class:`~msgstream.errors.DecodeError` there
+    instead of being skipped by the reader. A plan holds no per-payload state, and not
+    the parsed body: a plan lives as long as its messages, and a dozen small dicts per
+    message kept alive make every full garbage collection slower.
     """
 
     __slots__ = ("_decode",)
+    names_known = False
+    header_deferred = frozenset({"collection_name", "partition_name"})
 
-    def __init__(self, header: UncheckedHeader, decode: Callable[[bytes], TsMsg]) -> None:
-        super().__init__(*header, 0, 0)
+    def __init__(self, cls: type[TsMsg], decode: Callable[[bytes], TsMsg]) -> None:
+        super().__init__(cls, "", "", 0, 0, 0)
         self.stamps = _NO_STAMPS  # unchecked: no row timestamps to compare on arrival
         self.stamp_rows = 0
         self._decode = decode
@@ -344,37 +345,28 @@ class UncheckedDmlPlan(DmlPlan):
     @staticmethod
     def of(
         cls: type[TsMsg],
-        body: Any,
         decode: Callable[[bytes], TsMsg],
-        shared: dict[UncheckedHeader, UncheckedDmlPlan],
+        shared: dict[type[TsMsg], UncheckedDmlPlan],
     ) -> UncheckedDmlPlan | None:
-        """The plan of a payload of ``cls`` whose JSON body is ``body``, from ``shared``
-        (the plans made so far, by type and header) if one fits; None if ``cls`` is not
-        Insert or Delete or the body lacks a sound header (decode it in full)."""
-        plan_cls = _UNCHECKED.get(cls)
-        if plan_cls is None or type(body) is not dict:
-            return None
-        rows = body.get("rows")
-        collection, partition = body.get("collection_name"), body.get("partition_name")
-        if type(rows) is not int or rows <= 0:
-            return None
-        if type(collection) is not str or type(partition) is not str:
-            return None
-        header = (cls, collection, partition, rows)
-        plan = shared.get(header)
+        """The plan for payloads of ``cls``, from ``shared`` (the plans made so far) if
+        there is one; None if ``cls`` is not Insert or Delete (decode it in full)."""
+        plan = shared.get(cls)
         if plan is None:
-            plan = shared[header] = plan_cls(header, decode)
+            plan_cls = _UNCHECKED.get(cls)
+            if plan_cls is None:
+                return None
+            plan = shared[cls] = plan_cls(cls, decode)
         return plan
 
 
 class _UncheckedInsertPlan(UncheckedDmlPlan):
     __slots__ = ()
-    deferred = InsertPlan.deferred
+    deferred = InsertPlan.deferred | UncheckedDmlPlan.header_deferred
 
 
 class _UncheckedDeletePlan(UncheckedDmlPlan):
     __slots__ = ()
-    deferred = DeletePlan.deferred
+    deferred = DeletePlan.deferred | UncheckedDmlPlan.header_deferred
 
 
 _UNCHECKED: dict[type[TsMsg], type[UncheckedDmlPlan]] = {

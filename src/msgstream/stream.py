@@ -91,9 +91,10 @@ class MsgStream(AsyncScope):
     ones enabled process-wide when the stream is made; None records nothing.
 
     ``unchecked_bodies`` (Insert and/or Delete type codes) is for consumers that read
-    payloads themselves: readers check those messages' envelopes, checksums and body
-    headers only, and a bad body raises :class:`~msgstream.errors.DecodeError` when the
-    message's body is first read instead of being skipped on arrival; the consumer then
+    payloads themselves: readers check those messages' envelopes and checksums only (no
+    body is parsed; collection and partition are read with the rest of the body), and a
+    bad body raises :class:`~msgstream.errors.DecodeError` when the message's body is
+    first read instead of being skipped on arrival; the consumer then
     reports it with :meth:`report_bad` (see :class:`~msgstream.plans.UncheckedDmlPlan`).
     """
 
