@@ -447,6 +447,7 @@ class TickBarrier:
         rows = state.rows
         kinds, ts = rows.kinds, rows.ts
         held: list[int] = []
+        emitted: list[int] = []
         first = FirstSeen()
         sources, msg_ids = rows.sources, rows.msg_ids
         for index in candidates:
@@ -462,7 +463,8 @@ class TickBarrier:
                 self.stats.duplicates_dropped += 1
                 continue
             stamps.append(ts[index])
-            msgs.append(rows.build(index))
+            emitted.append(index)
+        msgs += rows.build_at(emitted)
         state.held = held
 
     def _trim(self, state: _Channel, done_index: int) -> None:

@@ -12,6 +12,7 @@ low.
 from __future__ import annotations
 
 from collections import deque
+from operator import itemgetter
 from typing import Any
 
 from .messages import TsMsg
@@ -76,28 +77,38 @@ class Rows:
 
     def build_range(self, lo: int, hi: int) -> list[TsMsg]:
         """The messages of rows ``lo:hi``."""
+        cut = slice(lo, hi)
+        return self._build_all(*(column[cut] for column in self._columns()))
+
+    def build_at(self, indices: list[int]) -> list[TsMsg]:
+        """The messages of the rows at ``indices`` (in that order)."""
+        if len(indices) < 2:
+            return [self.build(index) for index in indices]
+        pick = itemgetter(*indices)
+        return self._build_all(*(list(pick(column)) for column in self._columns()))
+
+    def _columns(self) -> tuple[list[Any], ...]:
+        return self.plans, self.msg_ids, self.stamps, self.sources, self.payloads, self.ids
+
+    def _build_all(
+        self,
+        plans: list[Plan],
+        msg_ids: list[int],
+        stamps: list[int],
+        sources: list[int],
+        payloads: list[bytes],
+        ids: list[Any],
+    ) -> list[TsMsg]:
+        """Messages from these rows' columns: one call when one DML plan built them all
+        (the usual run of Inserts), else one message at a time."""
         where = (self.channel, self.group)
-        plans = self.plans[lo:hi]
         first = plans[0] if plans else None
-        if isinstance(first, DmlPlan) and plans.count(first) == len(plans):  # one call for all
-            return first.build_many(
-                self.msg_ids[lo:hi],
-                self.stamps[lo:hi],
-                self.sources[lo:hi],
-                self.payloads[lo:hi],
-                self.ids[lo:hi],
-                where,
-            )
+        if isinstance(first, DmlPlan) and plans.count(first) == len(plans):
+            return first.build_many(msg_ids, stamps, sources, payloads, ids, where)
         return [
             plan.build(msg_id, stamp, source, payload, at, where)
             for plan, msg_id, stamp, source, payload, at in zip(
-                plans,
-                self.msg_ids[lo:hi],
-                self.stamps[lo:hi],
-                self.sources[lo:hi],
-                self.payloads[lo:hi],
-                self.ids[lo:hi],
-                strict=True,
+                plans, msg_ids, stamps, sources, payloads, ids, strict=True
             )
         ]
 
