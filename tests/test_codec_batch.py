@@ -533,6 +533,46 @@ def test_unchecked_bodies_get_shared_plans_whose_messages_equal_the_decoded_ones
         assert_same(mine, decode(payload))
 
 
+def test_a_batch_with_unchecked_bodies_is_checked_column_wise_as_one_by_one() -> None:
+    """Unchecked Inserts and Deletes (no cached plan) beside payloads with cached plans
+    and ticks: the column-wise pass gives each exactly the plan, time and envelope facts
+    that checking them one by one gives -- and leaves a batch to the one-by-one way when a
+    payload does not qualify (an older codec version, a zero timestamp, a bad checksum)."""
+    registry = MessageRegistry(BUILTIN_TYPES)
+    numeric = encode(numeric_insert())
+    decode_batch([numeric], registry)  # caches its plan
+    inserts = [encode(text_insert(n, ["a" * n, "b"])) for n in range(1, 4)]
+    delete = encode(DeleteMsg(msg_id=9, timestamp=50, collection_name="c", primary_keys=["x"]))
+    tick = encode(TimeTickMsg(msg_id=10, timestamp=200))
+    sound = [inserts[0], numeric, tick, inserts[1], delete, inserts[2]]
+    fields, body, area = split_payload(inserts[1])
+    older = rebuild(inserts[1], body, version=2)
+    no_time = build_payload(fields[3], orjson.dumps(body), area, msg_id=2, timestamp=0,
+                            begin_ts=fields[7], end_ts=fields[8])  # fmt: skip
+    flipped = inserts[2][:-1] + bytes([inserts[2][-1] ^ 1])
+    for payloads in [sound, [*sound, older], [no_time, *sound], [*sound, flipped]]:
+        batch = decode_batch(payloads, registry, unchecked=UNCHECKED)
+        one_by_one = codec._decode_each(payloads, registry, codec.DEFAULT_MAX_MESSAGE_BYTES,
+                                        UNCHECKED)  # fmt: skip
+        assert [(i, str(e)) for i, e in batch.bad] == [(i, str(e)) for i, e in one_by_one.bad]
+        assert [type(p) for p in batch.plans] == [type(p) for p in one_by_one.plans]
+        assert all(
+            mine is theirs
+            for mine, theirs in zip(batch.plans, one_by_one.plans, strict=True)
+            if not isinstance(mine, ReadyPlan)
+        )
+        for column in ("ts", "kinds", "msg_ids", "stamps", "sources", "ready"):
+            assert getattr(batch, column) == getattr(one_by_one, column), column
+    assert [type(p).__name__ for p in decode_batch(sound, registry, unchecked=UNCHECKED).plans] == [
+        "_UncheckedInsertPlan",
+        "InsertPlan",
+        "StaticPlan",
+        "_UncheckedInsertPlan",
+        "_UncheckedDeletePlan",
+        "_UncheckedInsertPlan",
+    ]
+
+
 def test_unchecked_bodies_still_get_the_envelope_checks_on_arrival() -> None:
     """A bad checksum or an oversized payload is refused on arrival with ``decode``'s
     error; a payload of the older codec version is decoded in full, and one whose body

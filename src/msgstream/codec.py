@@ -75,12 +75,28 @@ class MessageRegistry:
     def __init__(self, types: tuple[type[TsMsg], ...] = ()) -> None:
         self._by_code: dict[int, type[TsMsg]] = {}
         self.plans: dict[tuple[int, bytes], Plan] = {}
+        self._unchecked: dict[tuple[int, int], UncheckedDmlPlan | None] = {}
         for cls in types:
             self._add(cls)
 
     def _add(self, cls: type[TsMsg]) -> None:
         self._by_code[cls.MSG_TYPE] = cls
+        self._forget_plans()
+
+    def _forget_plans(self) -> None:
         self.plans.clear()
+        self._unchecked.clear()
+
+    def unchecked_plan(self, code: int, max_bytes: int) -> UncheckedDmlPlan | None:
+        """The plan of every unchecked payload of type ``code`` read under ``max_bytes``
+        (one for all, so runs of them are built in one call); None unless ``code`` is
+        Insert's or Delete's."""
+        key = (code, max_bytes)
+        if key not in self._unchecked:
+            cls = self._by_code.get(code)
+            full = partial(decode, registry=self, max_bytes=max_bytes)
+            self._unchecked[key] = None if cls is None else UncheckedDmlPlan.of(cls, full)
+        return self._unchecked[key]
 
     def register(self, cls: type[TsMsg]) -> type[TsMsg]:
         """Register a user message type (usable as a class decorator)."""
@@ -100,7 +116,7 @@ class MessageRegistry:
     def unregister(self, cls: type[TsMsg]) -> None:
         if self._by_code.get(cls.MSG_TYPE) is cls:
             del self._by_code[cls.MSG_TYPE]
-            self.plans.clear()
+            self._forget_plans()
 
     def lookup(self, code: int) -> type[TsMsg] | None:
         return self._by_code.get(code)
@@ -366,16 +382,20 @@ def decode_batch(
     good checksum gets its type's :class:`~msgstream.plans.UncheckedDmlPlan`: its body is
     not parsed here, and is decoded (and can fail) when its message's body is first read.
     """
-    batch = _decode_known(payloads, registry, max_bytes)
+    batch = _decode_known(payloads, registry, max_bytes, unchecked)
     if batch is not None:
         return batch
     return _decode_each(payloads, registry, max_bytes, unchecked)
 
 
 def _decode_known(
-    payloads: Sequence[bytes], registry: MessageRegistry, max_bytes: int
+    payloads: Sequence[bytes],
+    registry: MessageRegistry,
+    max_bytes: int,
+    unchecked: frozenset[int] = frozenset(),
 ) -> DecodedBatch | None:
-    """The batch when every payload is sound and has a cached plan, else None.
+    """The batch when every payload is sound and has a cached plan (or, of a type in
+    ``unchecked``, gets the unchecked plan), else None.
 
     The envelopes are read as one numpy record array (their bytes joined), so checking a
     batch makes no Python object per message beyond the ints of its columns.
@@ -394,6 +414,16 @@ def _decode_known(
     body_ends = env["json_len"] + np.int64(ENVELOPE_SIZE)
     if not (body_ends <= sizes).all():
         return None
+    # Plans first: a batch with a payload that has none (a new body) goes message by
+    # message anyway, and would otherwise have its checksums computed twice.
+    bodies = map(_part, payloads, map(slice, repeat(ENVELOPE_SIZE), body_ends.tolist()))
+    keys = zip(env["msg_type"].tolist(), bodies, strict=True)  # one tuple, reused by zip
+    plans = list(map(registry.plans.get, keys, repeat(_NO_PLAN)))
+    needs = np.fromiter(map(_need, plans), np.int64, count)
+    if unchecked and not _unchecked_plans(plans, needs, env, registry, max_bytes, unchecked):
+        return None
+    if not (needs <= sizes).all():
+        return None  # a payload without a plan (_NO_PLAN needs more than any payload has)
     prefixes = map(_part, payloads, repeat(_HEAD))
     # Small payloads: slicing copies less than a memoryview costs; large ones: no copy.
     sliceable: Iterable[Any] = payloads if sizes.max() <= _COPY_LIMIT else map(memoryview, payloads)
@@ -401,11 +431,6 @@ def _decode_known(
     crcs = np.fromiter(map(zlib.crc32, tails, map(zlib.crc32, prefixes)), np.uint32, count)
     if not (crcs == env["crc"]).all():
         return None
-    bodies = map(_part, payloads, map(slice, repeat(ENVELOPE_SIZE), body_ends.tolist()))
-    keys = zip(env["msg_type"].tolist(), bodies, strict=True)  # one tuple, reused by zip
-    plans = list(map(registry.plans.get, keys, repeat(_NO_PLAN)))
-    if not (np.fromiter(map(_need, plans), np.int64, count) <= sizes).all():
-        return None  # a payload without a plan (_NO_PLAN needs more than any payload has)
     if not _ts_ranges_agree(payloads, plans, env, count):
         return None
     # The barrier orders DML by end_ts, the rest by timestamp. Most often (single-row
@@ -418,6 +443,37 @@ def _decode_known(
         ts = np.where(by_end, end_ts, timestamp).tolist()
     kinds = bytearray(map(_kind, plans))
     return DecodedBatch(plans, ts, kinds, env["msg_id"].tolist(), stamps, env["source_id"].tolist())
+
+
+def _unchecked_plans(
+    plans: list[Plan],
+    needs: Any,
+    env: Any,
+    registry: MessageRegistry,
+    max_bytes: int,
+    unchecked: frozenset[int],
+) -> bool:
+    """Give the payloads without a plan the unchecked plan of their type, in place (and
+    their ``needs``), as :func:`_unchecked_plan` would one by one: each must be of a type
+    in ``unchecked``, of the current codec version and have a timestamp; their checksums
+    are checked with the batch's. False (nothing changed) if one does not qualify."""
+    lacking = np.flatnonzero(needs == _NO_PLAN.need)
+    if not len(lacking):
+        return True
+    types = env["msg_type"][lacking]
+    if not (
+        np.isin(types, list(unchecked)).all()
+        and (env["version"][lacking] == VERSION).all()
+        and (env["timestamp"][lacking] != 0).all()
+    ):
+        return False
+    found = {int(code): registry.unchecked_plan(int(code), max_bytes) for code in np.unique(types)}
+    if None in found.values():
+        return False
+    for index, code in zip(lacking.tolist(), types.tolist(), strict=True):
+        plans[index] = cast(Plan, found[code])
+    needs[lacking] = 0
+    return True
 
 
 def _ts_ranges_agree(payloads: Sequence[bytes], plans: list[Plan], env: Any, count: int) -> bool:
@@ -450,15 +506,9 @@ def _decode_each(
     unchecked: frozenset[int] = frozenset(),
 ) -> DecodedBatch:
     batch = DecodedBatch()
-    full = partial(decode, registry=registry, max_bytes=max_bytes) if unchecked else None
-    shared: dict[type[TsMsg], UncheckedDmlPlan] = {}
     for index, payload in enumerate(payloads):
         try:
-            found = (
-                None
-                if full is None
-                else _unchecked_plan(payload, registry, max_bytes, unchecked, full, shared)
-            )
+            found = _unchecked_plan(payload, registry, max_bytes, unchecked) if unchecked else None
             head, plan, ts = found or _decode_one(payload, registry, max_bytes)
         except CodecError as exc:
             batch.bad.append((index, exc))
@@ -508,12 +558,10 @@ def _unchecked_plan(
     registry: MessageRegistry,
     max_bytes: int,
     unchecked: frozenset[int],
-    full: Callable[[bytes], TsMsg],
-    shared: dict[type[TsMsg], UncheckedDmlPlan],
 ) -> tuple[tuple[Any, ...], Plan, int] | None:
-    """An :class:`~msgstream.plans.UncheckedDmlPlan` for ``payload`` if it is of a type in
-    ``unchecked``, has no cached plan and passes the checks that plan promises (one of
-    ``shared`` if one fits); None: take :func:`_decode_one`'s way."""
+    """The :class:`~msgstream.plans.UncheckedDmlPlan` of ``payload``'s type if that is in
+    ``unchecked``, it has no cached plan and passes the checks that plan promises; None:
+    take :func:`_decode_one`'s way."""
     if type(payload) is not bytes or not ENVELOPE_SIZE <= len(payload) <= max_bytes:
         return None
     if _ENVELOPE.unpack_from(payload)[_MSG_TYPE] not in unchecked:
@@ -527,10 +575,7 @@ def _unchecked_plan(
     body_bytes = payload[ENVELOPE_SIZE:body_end]
     if (head[_MSG_TYPE], body_bytes) in registry.plans:
         return None  # a cached plan checks the body as cheaply
-    cls = registry.lookup(head[_MSG_TYPE])
-    if cls is None:
-        return None
-    plan = UncheckedDmlPlan.of(cls, full, shared)
+    plan = registry.unchecked_plan(head[_MSG_TYPE], max_bytes)
     return None if plan is None else (head, plan, head[_END_TS])
 
 

@@ -343,20 +343,11 @@ class UncheckedDmlPlan(DmlPlan):
         return {name: getattr(msg, name) for name in self.deferred}
 
     @staticmethod
-    def of(
-        cls: type[TsMsg],
-        decode: Callable[[bytes], TsMsg],
-        shared: dict[type[TsMsg], UncheckedDmlPlan],
-    ) -> UncheckedDmlPlan | None:
-        """The plan for payloads of ``cls``, from ``shared`` (the plans made so far) if
-        there is one; None if ``cls`` is not Insert or Delete (decode it in full)."""
-        plan = shared.get(cls)
-        if plan is None:
-            plan_cls = _UNCHECKED.get(cls)
-            if plan_cls is None:
-                return None
-            plan = shared[cls] = plan_cls(cls, decode)
-        return plan
+    def of(cls: type[TsMsg], decode: Callable[[bytes], TsMsg]) -> UncheckedDmlPlan | None:
+        """The plan for payloads of ``cls``; None if ``cls`` is not Insert or Delete
+        (decode those in full)."""
+        plan_cls = _UNCHECKED.get(cls)
+        return None if plan_cls is None else plan_cls(cls, decode)
 
 
 class _UncheckedInsertPlan(UncheckedDmlPlan):
