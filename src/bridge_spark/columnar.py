@@ -122,6 +122,11 @@ class _Column:
     """The numpy type of a numeric or vector column; None for varchar, JSON, binary."""
     width: int
     """Bytes per row of a numeric or vector column."""
+    dtype: str = ""
+    """The schema's type as a body spells it (``DataType.value``, read once: an enum's
+    ``value`` is a property lookup, four per message)."""
+    taken: int = -1
+    """The offer that last found this field in a body (a field named twice is refused)."""
     values: _Spans = field(default_factory=_Spans)
     """Numeric and vector: the values; packed: the data buffers."""
     offsets: _Spans = field(default_factory=_Spans)
@@ -174,9 +179,11 @@ class InsertColumns:
                 None if f.dtype.numpy_dtype is None else np.dtype(f.dtype.numpy_dtype),
                 0 if f.dtype.numpy_dtype is None
                 else np.dtype(f.dtype.numpy_dtype).itemsize * (f.dim or 1),
+                f.dtype.value,
             )
             for f in frame.collection.fields
         }  # fmt: skip
+        self._offers = 0
         self._payloads: list[bytes] = []
         self._row_ids = _Spans()
         self._stamps = _Spans()
@@ -245,18 +252,19 @@ class InsertColumns:
         stamps = _buffer(body.get("row_timestamps"), base, area, rows * 8)
         if row_ids == _NONE or stamps == _NONE:
             return None
+        self._offers += 1
         found: list[tuple[_Column, int, int, int, int, int]] = []
         for spec in fields:
             noted = self._field(spec, rows, base, area)
             if noted is None:
-                return None
+                return None  # also a field named twice (and so another missing)
             found.append(noted)
-        if len({id(f[0]) for f in found}) != len(found):
-            return None  # a field twice (and so another missing)
         for column, values, size, offsets, nulls, valid in found:
-            column.values.add(values, size)
+            column.values.starts.append(values)
+            column.values.sizes.append(size)
             if column.item is None:
-                column.offsets.add(offsets, (rows + 1) * 8)
+                column.offsets.starts.append(offsets)
+                column.offsets.sizes.append((rows + 1) * 8)
                 column.nulls.append(nulls)
             column.valid.append(valid)
         self._row_ids.add(row_ids, rows * 8)
@@ -272,12 +280,12 @@ class InsertColumns:
             return None
         name = spec.get("name")
         column = self._columns.get(name) if type(name) is str else None
-        if column is None:
+        if column is None or column.taken == self._offers:
             return None
-        schema = column.spec
-        if spec.get("dtype") != schema.dtype.value or spec.get("rows") != rows:
+        column.taken = self._offers
+        if spec.get("dtype") != column.dtype or spec.get("rows") != rows:
             return None
-        if spec.get("dim") != schema.dim:
+        if spec.get("dim") != column.spec.dim:
             return None
         valid = _mask(spec, "valid", base, area, rows)
         if valid is None:
