@@ -167,8 +167,6 @@ class DmlPlan(Plan):
     (other plans are built row by row)."""
 
     __slots__ = ("cls", "collection", "partition", "rows", "stamps_at")
-    names_known: ClassVar[bool] = True
-    """The plan knows its messages' collection and partition (else they are deferred)."""
 
     def __init__(
         self,
@@ -209,7 +207,7 @@ class DmlPlan(Plan):
         # inline in the object, so a message is one allocation, one object for the
         # garbage collector), and no call per message.
         cls, collection, partition = self.cls, self.collection, self.partition
-        named = self.names_known
+        named = "collection_name" not in self.deferred  # else read with the body
         out: list[Any] = []
         add = out.append
         for msg_id, stamp, source, payload, at in zip(
@@ -329,7 +327,6 @@ class UncheckedDmlPlan(DmlPlan):
     """
 
     __slots__ = ("_decode",)
-    names_known = False
     header_deferred = frozenset({"collection_name", "partition_name"})
 
     def __init__(self, cls: type[TsMsg], decode: Callable[[bytes], TsMsg]) -> None:
