@@ -603,6 +603,76 @@ def test_bad_packed_json(offsets: list[int], data: bytes, needle: str) -> None:
         unpack(PackedKind.JSON, np.array(offsets), memoryview(data), None, "f")
 
 
+_DEEP = 1024  # orjson's and simdjson's nesting limit
+
+
+@pytest.mark.parametrize(
+    ("row", "taken"),
+    [
+        (b"\xef\xbb\xbf1", False),  # simdjson skips a byte order mark, orjson refuses it
+        (b" \xef\xbb\xbf", False),
+        (b'"\xef\xbb\xbf"', True),  # in a string it is a character
+        (b"18446744073709551616", True),  # simdjson refuses beyond 64 bits, orjson takes
+        (b"-" + b"9" * 40, True),
+        (b"1e309", False),  # beyond a double
+        (b"1" + b"0" * 400, False),
+        (b"1e-400", True),
+        (b'"\\ud800"', False),  # a lone surrogate
+        (b'"\xed\xa0\x80"', False),  # a surrogate in UTF-8
+        (b'"\xc0\x80"', False),  # overlong UTF-8
+        (b'"a\x01"', False),  # a control character in a string
+        (b"NaN", False),
+        (b' [1, {"a": null}]\n', True),
+        (b"[" * _DEEP + b"]" * _DEEP, True),
+        (b"[" * (_DEEP + 1) + b"]" * (_DEEP + 1), False),
+    ],
+)
+def test_packed_json_takes_what_orjson_takes(row: bytes, taken: bool) -> None:
+    """Rows are validated by simdjson, and by orjson where they differ: the verdict is
+    orjson's, row by row, beside valid rows or alone."""
+    assert _orjson_takes([row]) is taken
+    for rows in ([row], [b"1", row, b'{"k": [2]}']):
+        offsets = np.cumsum([0, *map(len, rows)])
+        data = memoryview(b"".join(rows))
+        if taken:  # (types, not values: comparing the deepest lists exceeds Python's stack)
+            column = unpack(PackedKind.JSON, offsets, data, None, "f")
+            assert list(map(type, column)) == [type(orjson.loads(row)) for row in rows]
+        else:
+            with pytest.raises(DecodeError, match=r"^f: the rows are not JSON texts"):
+                unpack(PackedKind.JSON, offsets, data, None, "f")
+
+
+def _orjson_takes(rows: list[bytes]) -> bool:
+    try:
+        for row in rows:
+            orjson.loads(row)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+_JSON_BITS = [
+    b"1", b"-0", b"2.5e3", b"1e309", b"18446744073709551616", b"true", b"nul", b'"a"', b'"',
+    b"\\", b'"\\u00e9"', b'"\\ud800"', b"\xff", b"\xef\xbb\xbf", b"\xc3\xa9", b"\x00",
+    b"\x01", b" ", b"\n", b"\x0c", b"[", b"]", b"{", b"}", b",", b":", b'"k":', b"NaN", b"01",
+    b".5", b"+1",
+]  # fmt: skip
+
+
+@given(st.lists(st.one_of(st.lists(st.sampled_from(_JSON_BITS), max_size=5).map(b"".join),
+                          st.sampled_from([b"null", b'{"a": [1, "x,]"]}', b'"\\""'])),
+                min_size=1, max_size=6))  # fmt: skip
+@settings(max_examples=400, deadline=None)
+def test_packed_json_verdict_is_orjsons_row_by_row(rows: list[bytes]) -> None:
+    offsets = np.cumsum([0, *map(len, rows)])
+    try:
+        unpack(PackedKind.JSON, offsets, memoryview(b"".join(rows)), None, "f")
+        taken = True
+    except DecodeError:
+        taken = False
+    assert taken is _orjson_takes(rows)
+
+
 def test_packed_json_round_trips() -> None:
     values = [{"a": [1, "x,]"]}, None, 's\\"', 3.5, []]
     packed = pack(PackedKind.JSON, values)
