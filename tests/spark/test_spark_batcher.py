@@ -32,6 +32,7 @@ from msgstream.bridge_spark import (
     BatchInfo,
     CheckpointError,
     MicroBatcher,
+    OptionError,
     ParquetSink,
     SchemaMismatchError,
     SliceIncompleteError,
@@ -110,21 +111,34 @@ async def test_batches_are_cut_only_at_pack_boundaries(spark: SparkSession, tmp_
     assert progress.delete_rows == len(produced.deleted)
     assert progress.stopped == "reached end tick"
 
-    # larger batches: each one is a run of whole packs, (begin_ts, end_ts] on pack ends
-    infos.clear()
-    bigger = Collect()
-    batcher = MicroBatcher(
-        spark, config, channels, tmp_path / "ck2.json", max_rows=120, on_batch=infos.append
-    )
-    await batcher.run(bigger)
-    assert 2 <= len(infos) < len(data_packs)
-    for info in infos:
-        covered = [p[2] for p in packs if info.begin_ts < p[1] <= info.end_ts]
-        assert info.end_ts in ends
-        assert Counter(bigger.batches[info.batch_id]) == Counter(
-            r for rows in covered for r in rows
+    # larger batches: each one is a run of whole packs, (begin_ts, end_ts] on pack ends,
+    # closed by the pack that brings it to its row count: a quarter of max_rows for the
+    # first batch of a run (Spark starts sooner), max_rows after it
+    for first_rows, check in ((None, 30), (120, 120), (7, 7)):
+        infos.clear()
+        bigger = Collect()
+        batcher = MicroBatcher(
+            spark,
+            config,
+            channels,
+            tmp_path / f"ck-{first_rows}.json",
+            max_rows=120,
+            first_batch_rows=first_rows,
+            max_interval_s=600,
+            on_batch=infos.append,
         )
-    assert [i.batch_id for i in infos] == list(range(len(infos)))
+        await batcher.run(bigger)
+        assert 2 <= len(infos) < len(data_packs)
+        for info in infos:
+            covered = [p[2] for p in packs if info.begin_ts < p[1] <= info.end_ts]
+            assert info.end_ts in ends
+            assert Counter(bigger.batches[info.batch_id]) == Counter(
+                r for rows in covered for r in rows
+            )
+        for info in infos[:-1]:  # the last one ends with the channels
+            limit = check if info.batch_id == 0 else 120
+            assert info.rows - len(ends[info.end_ts]) < limit <= info.rows, (info, limit)
+        assert [i.batch_id for i in infos] == list(range(len(infos)))
 
 
 class CrashAfterWrite:
@@ -344,6 +358,15 @@ async def test_bad_input_is_named(spark: SparkSession, tmp_path: Path) -> None:
             Collect()
         )
     assert str(missing.value) == "channel 'bad-nope' does not exist on backend 'rocksmq'"
+
+    for rows in (0, 41):
+        with pytest.raises(OptionError) as refused:
+            MicroBatcher(
+                spark, config, channels, tmp_path / "a.json", max_rows=40, first_batch_rows=rows
+            )
+        assert str(refused.value) == (
+            f"option 'first_batch_rows': must be >= 1 and <= max_rows (40), got {rows}"
+        )
 
     garbage = tmp_path / "garbage.json"
     garbage.write_text("{not json", encoding="utf-8")

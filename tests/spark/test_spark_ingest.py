@@ -99,6 +99,11 @@ def test_ingest_reports_bad_input(
         .startswith(f"error: checkpoint {checkpoint}: is not valid JSON (")
     )
 
+    assert main([*base, "--max-rows", "10", "--first-batch-rows", "11"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: --first-batch-rows: must be at most --max-rows (10), got 11"
+    )
+
     schema = tmp_path / "schema.json"
     schema.write_text('{"name": "demo"}', encoding="utf-8")
     assert main([*base, "--schema", str(schema)]) == 2

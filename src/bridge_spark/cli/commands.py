@@ -68,6 +68,12 @@ def _ingest_arguments(parser: argparse.ArgumentParser) -> None:
         100_000,
     )  # fmt: skip
     add_option(
+        parser, "--first-batch-rows", "N",
+        "close a run's first batch once it holds N rows (default: a quarter of --max-rows, "
+        "so Spark starts sooner)",
+        type=positive_int,
+    )  # fmt: skip
+    add_option(
         parser, "--max-interval", "SECONDS",
         "close a batch SECONDS after its first row (default 1)",
         type=positive_float, default=1.0,

@@ -68,6 +68,7 @@ class IngestOptions:
     checkpoint: str | None = None
     start: str = "earliest"
     max_rows: int = 100_000
+    first_batch_rows: int | None = None
     max_interval_s: float = 1.0
     follow: bool = False
     max_batches: int | None = None
@@ -91,6 +92,9 @@ def _spark_conf(values: list[str]) -> tuple[tuple[str, str], ...]:
 
 
 def options_from_args(args: argparse.Namespace) -> IngestOptions:
+    first, most = args.first_batch_rows, args.max_rows
+    if first is not None and first > most:
+        raise CliError(f"--first-batch-rows: must be at most --max-rows ({most}), got {first}")
     return options_from(
         IngestOptions,
         args,
@@ -260,6 +264,7 @@ async def run_ingest(
         schema=ready.schema,
         frame=opts.frame,
         max_rows=opts.max_rows,
+        first_batch_rows=opts.first_batch_rows,
         max_interval_s=opts.max_interval_s,
         start=opts.start,
     )
