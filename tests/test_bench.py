@@ -152,8 +152,8 @@ async def test_a_fixed_2ms_send_shows_p50_of_about_2ms(tmp_path: Path, rate: flo
     side = await measure(tmp_path, lambda n: 0.002, workload)
     assert side.recorder.sent == 300
     # an asyncio timer fires up to ~1 ms late (epoll's resolution): the open loop's own
-    # wake-up and the 2 ms sleep each may add that
-    assert 1.99 <= side.stats().ms(50.0) <= (2.8 if rate is None else 3.6)
+    # wake-up and the 2 ms sleep each may add that (3.85 ms was seen on a loaded machine)
+    assert 1.99 <= side.stats().ms(50.0) <= (2.8 if rate is None else 4.0)
 
 
 async def test_every_send_error_is_counted_by_kind(tmp_path: Path) -> None:
