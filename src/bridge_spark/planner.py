@@ -191,16 +191,15 @@ class SlicePlanner:
         such a run ends, for progress. None when a channel has no stop or its stop
         message is unreadable."""
         await self.open()
-        at = [stops.get(cursor.channel) for cursor in self._cursors]
-        if None in at:
-            return None
-        times = await concurrently(
-            _first_end(cursor, stop)
-            for cursor, stop in zip(self._cursors, at, strict=True)
-            if stop is not None
-        )
+        at: list[tuple[RawCursor, bytes]] = []
+        for cursor in self._cursors:
+            stop = stops.get(cursor.channel)
+            if stop is None:
+                return None
+            at.append((cursor, stop))
+        times = await concurrently(_first_end(cursor, stop) for cursor, stop in at)
         known = [time for time in times if time is not None]
-        return min(known) if known and len(known) == len(times) else None
+        return min(known, default=None) if len(known) == len(times) else None
 
     async def next_offset(
         self,
