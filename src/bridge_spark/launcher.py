@@ -1,21 +1,30 @@
-"""A Python for Spark's Python workers that imports PySpark compiled, not from its zip.
+"""A Python for Spark's Python workers that starts without what Spark's path costs them.
 
 Spark starts every Python worker process with ``PYTHONPATH`` beginning with
-``$SPARK_HOME/python/lib/pyspark.zip`` (its ``PythonWorkerFactory``), and nothing a user
-sets comes before it. Python keeps no compiled bytecode for modules imported from a zip,
-so every new worker compiles PySpark's modules again. Most workers are forked from a
-daemon that did that once, but the driver-side runner of a Python *streaming* source is a
-new process for every query: importing the runner's module took 1.35-1.5 s from the zip
-and 0.4 s from site-packages on this project's test machine (2 shared cores), most of a
-short query's fixed cost.
+``$SPARK_HOME/python/lib/pyspark.zip`` and ending with the jar holding Spark's own
+classes (its ``PythonWorkerFactory`` and ``PythonUtils.sparkPythonPath``), and nothing a
+user sets comes before them. Both cost every new worker process time:
 
-When PySpark is pip-installed, ``SPARK_HOME`` is the installed package itself and the zip
-is a copy of the modules beside it (the same release, checked here by comparing their
-``version.py``). :func:`worker_python` then writes a small POSIX shell launcher that drops
-exactly that zip from ``PYTHONPATH`` and runs this interpreter, which finds the very same
-PySpark in site-packages with its bytecode cached. Pointing ``PYSPARK_PYTHON`` at the
-launcher (what :func:`~bridge_spark.session.local_spark` does unless it is set) is all it
-takes; any other Spark installation gets the interpreter unchanged.
+- Python keeps no compiled bytecode for modules imported from a zip, so every new worker
+  compiles PySpark's modules again. Most workers are forked from a daemon that did that
+  once, but the driver-side runner of a Python *streaming* source is a new process for
+  every query: importing the runner's module took 1.35-1.5 s from the zip and 0.4 s from
+  site-packages on this project's test machine (2 shared cores), most of a short query's
+  fixed cost.
+- The first ``importlib.metadata`` lookup in a process (entry points: pydantic's plugins
+  when the first model class is made, msgstream's backends) reads the central directory
+  of every archive on the path. The jar is 16 MB with about 6,000 entries: that first
+  lookup took 130-150 ms with it on the path and 10 ms without, in every new worker.
+
+When PySpark is pip-installed, ``SPARK_HOME`` is the installed package itself: the zip is
+a copy of the modules beside it (the same release, checked here by comparing their
+``version.py``), and the jar is ``jars/spark-core_*.jar`` inside it, which holds no Python
+module (checked by listing it). :func:`worker_python` then writes a small POSIX shell
+launcher that drops exactly those entries from ``PYTHONPATH`` and runs this interpreter,
+which finds the very same PySpark in site-packages with its bytecode cached. Pointing
+``PYSPARK_PYTHON`` at the launcher (what :func:`~bridge_spark.session.local_spark` does
+unless it is set) is all it takes; any other Spark installation gets the interpreter
+unchanged.
 
 The launcher lives in the user's cache directory (``$XDG_CACHE_HOME`` or ``~/.cache``,
 under ``msgstream/worker-python/``), named by a digest of what it contains, and is
@@ -30,6 +39,7 @@ import os
 import shlex
 import sys
 import zipfile
+from collections.abc import Sequence
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -37,19 +47,33 @@ from msgstream.logs import get_logger
 
 log = get_logger(__name__)
 
-__all__ = ["installed_pyspark_zip", "launcher_script", "worker_python"]
+__all__ = [
+    "installed_pyspark_zip",
+    "launcher_script",
+    "moduleless_spark_jar",
+    "worker_python",
+]
 
 _ZIP_IN_PACKAGE = Path("python", "lib", "pyspark.zip")
 """Where a pip-installed PySpark keeps the zip Spark puts on its workers' path."""
+_CORE_JARS = "jars/spark-core_*.jar"
+"""Where a pip-installed PySpark keeps the jar Spark appends to its workers' path."""
+
+
+def _installed_pyspark() -> Path | None:
+    """The directory of the PySpark package this interpreter imports, if any."""
+    spec = find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent
 
 
 def installed_pyspark_zip() -> Path | None:
     """The zip Spark would put first on a worker's path, when it only repeats the PySpark
     this interpreter has installed; None when there is no such zip or it differs."""
-    spec = find_spec("pyspark")
-    if spec is None or spec.origin is None:
+    package = _installed_pyspark()
+    if package is None:
         return None
-    package = Path(spec.origin).parent
     archive = package / _ZIP_IN_PACKAGE
     try:
         with zipfile.ZipFile(archive) as opened:
@@ -64,21 +88,50 @@ def installed_pyspark_zip() -> Path | None:
     return archive
 
 
-def launcher_script(python: str, archive: Path) -> str:
-    """The launcher's text: run ``python`` with ``archive`` (compared as a file, so any
-    path that reaches it counts) left out of ``PYTHONPATH``, every other entry kept in
+def moduleless_spark_jar() -> Path | None:
+    """The jar Spark appends to a worker's path (``jars/spark-core_*.jar`` in the
+    installed PySpark), when it holds no Python module; None when there is no single such
+    jar, it cannot be read, or it holds a ``.py`` or ``.pyc`` file."""
+    package = _installed_pyspark()
+    if package is None:
+        return None
+    found = sorted(package.glob(_CORE_JARS))
+    if len(found) != 1:
+        log.debug("no single Spark core jar in %s: %s", package, found)
+        return None
+    [jar] = found
+    try:
+        with zipfile.ZipFile(jar) as opened:
+            names = opened.namelist()
+    except (OSError, zipfile.BadZipFile) as exc:
+        log.debug("Spark's core jar stays on workers' path: %s", exc)
+        return None
+    if any(name.endswith((".py", ".pyc")) for name in names):
+        log.debug("%s holds Python modules; workers keep it", jar)
+        return None
+    return jar
+
+
+def launcher_script(python: str, archives: Sequence[Path]) -> str:
+    """The launcher's text: run ``python`` with ``archives`` (each compared as a file, so
+    any path that reaches it counts) left out of ``PYTHONPATH``, every other entry kept in
     order."""
+    if not archives:
+        raise ValueError("launcher_script: no archive to leave out")
+    names = "\n".join(f"archive{n}={shlex.quote(str(a))}" for n, a in enumerate(archives))
+    tests = " || ".join(f'[ "$entry" -ef "$archive{n}" ]' for n in range(len(archives)))
     return f"""#!/bin/sh
 # Written by msgstream.bridge_spark.launcher: a Spark Python worker's interpreter.
-# Spark puts PySpark's zip first on PYTHONPATH; the same PySpark is installed beside it
-# with compiled bytecode, so the zip is left out and nothing is compiled again.
-archive={shlex.quote(str(archive))}
+# Spark puts PySpark's zip first on PYTHONPATH and its core jar last. The archives below
+# repeat the PySpark installed beside them (with compiled bytecode) or hold no Python
+# module: they are left out, so nothing is compiled again and no package lookup reads them.
+{names}
 kept=
 some=
 set -f
 IFS=:
 for entry in ${{PYTHONPATH-}}; do
-    if [ "$entry" -ef "$archive" ]; then continue; fi
+    if {tests}; then continue; fi
     kept="$kept$some$entry"
     some=:
 done
@@ -100,16 +153,16 @@ def _cache_dir() -> Path:
 
 def worker_python(python: str | None = None, cache_dir: Path | None = None) -> str:
     """An executable for ``PYSPARK_PYTHON``: the launcher for ``python`` (default: this
-    interpreter) when a pip-installed PySpark's zip can be left out, else ``python``
-    itself. Never raises for a cache directory it cannot write: it logs why and returns
+    interpreter) when a pip-installed PySpark's zip or core jar can be left out, else
+    ``python`` itself. Never raises for a cache directory it cannot write: it logs why and returns
     ``python``; a ``python`` that is not an executable file is a ``ValueError`` naming it."""
     python = python or sys.executable
     if not (os.path.isfile(python) and os.access(python, os.X_OK)):
         raise ValueError(f"worker_python: {python!r} is not an executable file")
-    archive = installed_pyspark_zip()
-    if archive is None:
+    archives = [a for a in (installed_pyspark_zip(), moduleless_spark_jar()) if a is not None]
+    if not archives:
         return python
-    text = launcher_script(python, archive)
+    text = launcher_script(python, archives)
     name = f"python-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
     try:
         folder = cache_dir if cache_dir is not None else _cache_dir()
@@ -122,7 +175,9 @@ def worker_python(python: str | None = None, cache_dir: Path | None = None) -> s
             draft.replace(path)  # atomic: a concurrent writer writes the same text
     except OSError as exc:
         log.warning(
-            "Spark's Python workers will compile PySpark from its zip: no launcher (%s)", exc
+            "Spark's Python workers keep %s on their path: no launcher (%s)",
+            " and ".join(archive.name for archive in archives),
+            exc,
         )
         return python
     return str(path)

@@ -1,6 +1,7 @@
 """Spark's Python workers import the installed PySpark, not the zip Spark puts first on
-their path (``bridge_spark.launcher``): the launcher drops exactly that zip, keeps
-every other entry in order, and is used only when the zip repeats the installed release."""
+their path, and do not have Spark's core jar on it (``bridge_spark.launcher``): the
+launcher drops exactly those entries, keeps every other entry in order, and drops the zip
+only when it repeats the installed release, the jar only when it holds no Python."""
 
 from __future__ import annotations
 
@@ -17,12 +18,18 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from msgstream.bridge_spark import launcher as module
-from msgstream.bridge_spark.launcher import installed_pyspark_zip, worker_python
+from msgstream.bridge_spark.launcher import (
+    installed_pyspark_zip,
+    launcher_script,
+    moduleless_spark_jar,
+    worker_python,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 ZIP = installed_pyspark_zip()
+JAR = moduleless_spark_jar()
 
 
 def path_seen_by(launcher: str, pythonpath: str | None) -> str | None:
@@ -41,6 +48,7 @@ def path_seen_by(launcher: str, pythonpath: str | None) -> str | None:
 @pytest.fixture
 def launcher(tmp_path: Path) -> str:
     assert ZIP is not None, "the dev install has PySpark from pip, with its zip"
+    assert JAR is not None, "... and its core jar"
     made = worker_python(cache_dir=tmp_path / "cache")
     assert made != sys.executable
     assert Path(made).parent == tmp_path / "cache"
@@ -53,6 +61,9 @@ def launcher(tmp_path: Path) -> str:
         ("{zip}:/a b:/c", "/a b:/c"),
         ("/x:{zip}:/y", "/x:/y"),
         ("{zip}", None),
+        ("{zip}:/a:{jar}", "/a"),  # Spark's own order: the zip first, the jar last
+        ("{jar}:/b:{zip}:/c", "/b:/c"),
+        ("{jar}", None),
         ("/a::{zip}:/b", "/a::/b"),  # an empty entry (the working directory) is kept
         ("/only/this", "/only/this"),
         ("/*", "/*"),  # not globbed
@@ -60,10 +71,11 @@ def launcher(tmp_path: Path) -> str:
         (None, None),
     ],
 )
-def test_the_launcher_drops_the_zip_and_keeps_every_other_entry(
+def test_the_launcher_drops_the_zip_and_the_jar_and_keeps_every_other_entry(
     launcher: str, given: str | None, seen: str | None
 ) -> None:
-    assert path_seen_by(launcher, None if given is None else given.format(zip=ZIP)) == seen
+    pythonpath = None if given is None else given.format(zip=ZIP, jar=JAR)
+    assert path_seen_by(launcher, pythonpath) == seen
 
 
 def test_the_zip_is_recognised_by_any_path_that_reaches_it(launcher: str, tmp_path: Path) -> None:
@@ -72,6 +84,19 @@ def test_the_zip_is_recognised_by_any_path_that_reaches_it(launcher: str, tmp_pa
     link.symlink_to(ZIP)
     roundabout = f"{ZIP.parent}/../lib/{ZIP.name}"
     assert path_seen_by(launcher, f"{link}:{roundabout}:/kept") == "/kept"
+
+
+def test_the_dev_installs_core_jar_is_spark_core_inside_pyspark() -> None:
+    import pyspark
+
+    assert JAR is not None
+    assert JAR.parent == Path(pyspark.__file__).parent / "jars"
+    assert JAR.name.startswith("spark-core_") and JAR.suffix == ".jar"
+
+
+def test_a_launcher_needs_something_to_leave_out() -> None:
+    with pytest.raises(ValueError, match="no archive to leave out"):
+        launcher_script(sys.executable, [])
 
 
 def test_the_launcher_runs_the_given_interpreter_with_its_arguments(launcher: str) -> None:
@@ -133,15 +158,51 @@ def test_a_zip_of_another_release_is_left_alone(fake_pyspark: Path, tmp_path: Pa
     assert not (tmp_path / "cache").exists()
 
 
+def core_jar(package: Path, name: str = "spark-core_2.13-4.3.0.jar", *entries: str) -> Path:
+    (package / "jars").mkdir(exist_ok=True)
+    jar = package / "jars" / name
+    with zipfile.ZipFile(jar, "w") as archive:
+        archive.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+        archive.writestr("org/apache/spark/SparkContext.class", b"\xca\xfe\xba\xbe")
+        for entry in entries:
+            archive.writestr(entry, "")
+    return jar
+
+
+def test_a_core_jar_without_python_is_left_out(fake_pyspark: Path, tmp_path: Path) -> None:
+    jar = core_jar(fake_pyspark)
+    assert moduleless_spark_jar() == jar
+    made = worker_python(sys.executable, cache_dir=tmp_path / "cache")  # no zip: the jar only
+    assert path_seen_by(made, f"/a:{jar}") == "/a"
+
+
+@pytest.mark.parametrize("entry", ["pyspark/__init__.py", "lib/mod.pyc"])
+def test_a_core_jar_with_python_in_it_stays(fake_pyspark: Path, entry: str) -> None:
+    core_jar(fake_pyspark, "spark-core_2.13-4.3.0.jar", entry)
+    assert moduleless_spark_jar() is None
+
+
+def test_no_single_readable_core_jar_stays(fake_pyspark: Path) -> None:
+    assert moduleless_spark_jar() is None  # none
+    core_jar(fake_pyspark, "spark-core_2.13-4.3.0.jar")
+    core_jar(fake_pyspark, "spark-core_2.12-4.3.0.jar")
+    assert moduleless_spark_jar() is None  # two: which one Spark appends is not known
+    for jar in (fake_pyspark / "jars").iterdir():
+        jar.unlink()
+    (fake_pyspark / "jars" / "spark-core_2.13-4.3.0.jar").write_bytes(b"not a zip")
+    assert moduleless_spark_jar() is None
+
+
 def test_the_same_release_is_left_out(fake_pyspark: Path) -> None:
     zip_with_version(fake_pyspark, '__version__: str = "4.3.0"\n')
     assert installed_pyspark_zip() == fake_pyspark / "python" / "lib" / "pyspark.zip"
 
 
-def test_a_pyspark_without_its_zip_keeps_the_interpreter(
+def test_a_pyspark_without_its_zip_or_jar_keeps_the_interpreter(
     fake_pyspark: Path, tmp_path: Path
 ) -> None:
     assert installed_pyspark_zip() is None  # a PySpark without python/lib/pyspark.zip
+    assert moduleless_spark_jar() is None  # ... and without jars/
     assert worker_python(sys.executable, cache_dir=tmp_path / "c") == sys.executable
 
 
@@ -153,7 +214,8 @@ def test_an_unwritable_cache_keeps_the_interpreter_and_says_why(
     with caplog.at_level(logging.WARNING, logger="msgstream.bridge_spark.launcher"):
         assert worker_python(sys.executable, cache_dir=blocker / "cache") == (sys.executable)
     [record] = caplog.records
-    assert "compile PySpark from its zip" in record.getMessage()
+    assert ZIP is not None and JAR is not None
+    assert f"workers keep {ZIP.name} and {JAR.name} on their path" in record.getMessage()
     assert str(blocker / "cache") in record.getMessage()
 
 
@@ -188,13 +250,19 @@ def test_a_streaming_query_runner_and_its_workers_import_the_installed_pyspark(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     """The runner of a Python streaming source (a new process per query) and the
-    executors' workers report where they imported PySpark from: not the zip."""
+    executors' workers report where they imported PySpark from (not the zip) and the
+    archives on their path (not Spark's core jar: only py4j's zip is left; Python's own
+    ``python311.zip`` entry names no file here)."""
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
     def origin() -> str:
+        import os
+        import sys
+
         import pyspark
 
-        return str(pyspark.__file__)
+        archives = sorted(os.path.basename(p) for p in sys.path if os.path.isfile(p))
+        return f"{pyspark.__file__} {archives}"
 
     class Reader(DataSourceStreamReader):
         def initialOffset(self) -> dict[str, Any]:
@@ -232,5 +300,8 @@ def test_a_streaming_query_runner_and_its_workers_import_the_installed_pyspark(
     )
     query.awaitTermination(120)
     [row] = spark.table("pyspark_origin").collect()
-    installed = str(Path(origin()))
-    assert (row["runner"], row["worker"]) == (installed, installed)
+    import pyspark
+
+    py4j_zip = next(Path(pyspark.__file__).parent.glob("python/lib/py4j-*-src.zip"))
+    expected = f"{pyspark.__file__} {[py4j_zip.name]}"
+    assert (row["runner"], row["worker"]) == (expected, expected)
