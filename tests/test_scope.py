@@ -1,13 +1,16 @@
-"""``concurrently``: side by side, results in order, the first failure raised as it is."""
+"""``concurrently``: side by side, results in order, the first failure raised as it is;
+``finish_in_thread``: a blocking call that a cancellation lets end."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
+import threading
 
 import pytest
 
 from msgstream.errors import TopicNotFoundError
-from msgstream.scope import concurrently
+from msgstream.scope import concurrently, finish_in_thread
 
 
 async def _after(delay: float, value: int, log: list[str]) -> int:
@@ -68,3 +71,44 @@ async def test_cancelling_the_caller_cancels_every_operation() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert log == ["start 1", "start 2", "cancelled 1", "cancelled 2"]
+
+
+async def test_finish_in_thread_returns_and_raises_what_the_call_does() -> None:
+    here = threading.get_ident()
+    got = await finish_in_thread(lambda a, b: (a, b, threading.get_ident() != here), 1, 2)
+    assert got == (1, 2, True)  # in a worker thread
+    with pytest.raises(TopicNotFoundError, match="gone"):
+        await finish_in_thread(_raise, TopicNotFoundError("gone"))
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc
+
+
+@pytest.mark.parametrize("outcome", ["returns", "raises"])
+async def test_a_cancelled_caller_waits_for_the_call_to_end(
+    outcome: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    started, release, ended = threading.Event(), threading.Event(), threading.Event()
+
+    def call() -> int:
+        started.set()
+        release.wait(30)
+        ended.set()
+        if outcome == "raises":
+            raise TopicNotFoundError("dropped: the caller was cancelled")
+        return 1
+
+    caller = asyncio.ensure_future(finish_in_thread(call))
+    assert await asyncio.to_thread(started.wait, 30)
+    caller.cancel()
+    await asyncio.sleep(0.2)
+    caller.cancel()  # a second cancellation does not cut the wait short either
+    await asyncio.sleep(0.2)
+    assert not caller.done()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert ended.is_set()
+    gc.collect()  # an error left unretrieved is logged when its future is collected
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]

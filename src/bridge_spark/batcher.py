@@ -44,7 +44,7 @@ from msgstream.observe import BridgeProbe, Instruments, default_instruments
 from msgstream.pack import MsgPack
 from msgstream.position import MsgPosition, SubscriptionPosition
 from msgstream.schema import CollectionSchema
-from msgstream.scope import cancel_and_wait
+from msgstream.scope import cancel_and_wait, finish_in_thread
 from msgstream.ttstream import TtMsgStream
 
 from .arrow_frames import arrow_dataframe
@@ -272,7 +272,7 @@ class MicroBatcher:
         if until not in ("available_now", "forever") and not isinstance(until, int):
             raise OptionError("until", f"expected 'available_now', 'forever' or a tick: {until!r}")
         self.progress = progress = BatcherProgress()
-        state = load_checkpoint(self.checkpoint)
+        state = await asyncio.to_thread(load_checkpoint, self.checkpoint)
         plan_reader = open_reader(self.config)
         planner = SlicePlanner(
             plan_reader.client,
@@ -395,7 +395,7 @@ class MicroBatcher:
                     if in_flight is not None:
                         await in_flight
                         in_flight = None
-                    self._advance(last)
+                    await self._advance(last)
                     last_advance = time.monotonic()
                     batch = _new_batch(frame, last.end_ts)
                 if reached:
@@ -459,13 +459,13 @@ class MicroBatcher:
         self.progress.read_rows += rows.rows - before
         self.progress.end_ts = pack.end_ts
 
-    def _advance(self, last: MsgPack) -> None:
+    async def _advance(self, last: MsgPack) -> None:
         """Move the committed positions past packs without rows (no batch, no id)."""
         state = self._require_state()
         batch_id = -1 if state.committed is None else state.committed.batch_id
         mark = BatchMark(batch_id, last.end_ts, tuple(last.end_positions))
         self._state = dataclasses.replace(state, committed=mark)
-        save_checkpoint(self.checkpoint, self._state)
+        await self._save(self._state)
         self.progress.committed_ts = last.end_ts
         if self._probe is not None:
             self._probe.committed()
@@ -490,11 +490,11 @@ class MicroBatcher:
         _report_bad(stream, batch)
         mark = BatchMark(batch_id, last.end_ts, tuple(last.end_positions))
         state = dataclasses.replace(self._require_state(), pending=mark)
-        save_checkpoint(self.checkpoint, state)
+        await self._save(state)
         self._state = state
         await asyncio.to_thread(self._process, fn, table, batch_id)
         self._state = dataclasses.replace(state, committed=mark, pending=None)
-        save_checkpoint(self.checkpoint, self._state)
+        await self._save(self._state)
         if self._probe is not None:
             self._probe.committed()
         try:
@@ -522,6 +522,13 @@ class MicroBatcher:
             self._probe.batch(info.rows, info.seconds, redone=redo)
         if self.on_batch is not None:
             self.on_batch(info)
+
+    async def _save(self, state: CheckpointState) -> None:
+        """Write the checkpoint in a worker thread: a durable write waits for two fsyncs,
+        which on a busy disk take long enough to stall every task of the loop. A
+        cancellation waits for the write to end, so a write of this run never lands
+        after the next run's."""
+        await finish_in_thread(save_checkpoint, self.checkpoint, state)
 
     def _process(self, fn: UserFunction, table: pa.Table, batch_id: int) -> None:
         assert self._spark_schema is not None

@@ -2,16 +2,17 @@
 
 A class states what entering starts (:meth:`AsyncScope._enter`, nothing by default) and
 what leaving ends (:meth:`AsyncScope._exit`, told whether the body finished cleanly);
-the context-manager protocol itself lives here, beside the two ways a part runs tasks of
-its own: in the background (:func:`cancel_and_wait` ends one) and side by side
-(:func:`concurrently`).
+the context-manager protocol itself lives here, beside the ways a part runs work of its
+own: tasks in the background (:func:`cancel_and_wait` ends one) and side by side
+(:func:`concurrently`), and a blocking call in a thread that a cancellation lets end
+(:func:`finish_in_thread`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -78,3 +79,21 @@ async def concurrently(operations: Iterable[Awaitable[_T]]) -> list[_T]:
         if failure is not None:
             raise failure
     return [task.result() for task in tasks]
+
+
+async def finish_in_thread(fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` in a worker thread, awaited to its end even when the caller is
+    cancelled: the cancellation is raised once the call has returned (its result or
+    error is then dropped).
+
+    For a blocking write that must not land after whatever the caller does next:
+    ``asyncio.to_thread`` raises the cancellation at once and leaves its thread running
+    (as does ``anyio.to_thread.run_sync`` under a plain ``Task.cancel``)."""
+    call = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    try:
+        return await asyncio.shield(call)
+    except asyncio.CancelledError:
+        while not call.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({call})
+        raise  # the call's error, if any, was marked retrieved by the cancelled shield

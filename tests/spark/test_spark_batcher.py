@@ -7,7 +7,9 @@ import dataclasses
 import logging
 import os
 import stat
+import threading
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,6 +17,7 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
+import msgstream.bridge_spark.batcher as batcher_module
 from msgstream import (
     DataType,
     FieldData,
@@ -31,6 +34,7 @@ from msgstream import (
 from msgstream.bridge_spark import (
     BatchInfo,
     CheckpointError,
+    CheckpointState,
     MicroBatcher,
     OptionError,
     ParquetSink,
@@ -532,3 +536,82 @@ async def test_batches_stay_arrow_record_batches_and_the_session_keeps_its_setti
         assert spark.conf.get(LOCAL_RELATION_THRESHOLD) == "7654321"
     finally:
         spark.conf.unset(LOCAL_RELATION_THRESHOLD)
+
+
+def _writes_recorded(
+    monkeypatch: pytest.MonkeyPatch, before_write: Callable[[], None] = lambda: None
+) -> list[tuple[bool, CheckpointState]]:
+    """Every checkpoint write of a batcher, as (whether it ran on a thread with a running
+    event loop, the state written); ``before_write`` runs first, in the writing thread."""
+    writes: list[tuple[bool, CheckpointState]] = []
+
+    def recording(path: str | os.PathLike[str], state: CheckpointState) -> None:
+        try:
+            asyncio.get_running_loop()
+            on_loop = True
+        except RuntimeError:
+            on_loop = False
+        before_write()
+        save_checkpoint(path, state)
+        writes.append((on_loop, state))
+
+    monkeypatch.setattr(batcher_module, "save_checkpoint", recording)
+    return writes
+
+
+async def test_checkpoints_are_written_off_the_event_loop(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A durable write waits for two fsyncs: it runs in a worker thread, never on the loop
+    (each batch writes its pending mark, then its committed one)."""
+    writes = _writes_recorded(monkeypatch)
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("offloop", 2)
+    await produce_sample(config, channels, 120, msgs_per_tick=4)
+    checkpoint = tmp_path / "ck.json"
+    async with asyncio.timeout(60):
+        progress = await MicroBatcher(spark, config, channels, checkpoint, max_rows=40).run(
+            Collect()
+        )
+    assert progress.batches >= 3
+    assert [on_loop for on_loop, _ in writes] == [False] * (2 * progress.batches)
+    assert [state.pending is not None for _, state in writes] == [True, False] * progress.batches
+    assert load_checkpoint(checkpoint) == writes[-1][1]
+
+
+async def test_a_cancelled_run_ends_only_after_its_checkpoint_write(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled while writing its checkpoint, a run waits for the write to end before it
+    ends: a write left running could land after the next run's writes and take the
+    checkpoint back. Channels holding only time ticks make the run commit past them with
+    no batch, from the loop itself."""
+    started, release = threading.Event(), threading.Event()
+    writes = _writes_recorded(monkeypatch, lambda: (started.set(), release.wait(30)))
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("ticksonly", 2)
+    client = new_client(config)
+    producers = [await client.create_producer(c) for c in channels]
+    for tick in (100, 200, 300):
+        for producer in producers:
+            await producer.send(encode(TimeTickMsg(msg_id=tick, timestamp=tick)))
+    await client.close()
+    checkpoint = tmp_path / "ck.json"
+    run = asyncio.ensure_future(
+        MicroBatcher(
+            spark, config, channels, checkpoint, collection="demo", schema=sample_schema()
+        ).run(Collect())
+    )
+    try:
+        assert await asyncio.to_thread(started.wait, 30), "the run wrote no checkpoint"
+        run.cancel()
+        await asyncio.sleep(0.3)
+        assert not run.done(), "the cancelled run ended with its write still going on"
+    finally:
+        release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    [(on_loop, state)] = writes
+    assert not on_loop and state.pending is None and state.committed is not None
+    assert state.committed.batch_id == -1 and state.committed.end_ts == 300
+    assert load_checkpoint(checkpoint) == state
