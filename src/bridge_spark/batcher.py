@@ -492,7 +492,9 @@ class MicroBatcher:
         state = dataclasses.replace(self._require_state(), pending=mark)
         await self._save(state)
         self._state = state
-        await asyncio.to_thread(self._process, fn, table, batch_id)
+        # Cancelled meanwhile, the run still waits for Spark and ``fn`` to return (the
+        # batch stays pending): neither goes on unseen after the run has ended.
+        await finish_in_thread(self._process, fn, table, batch_id)
         self._state = dataclasses.replace(state, committed=mark, pending=None)
         await self._save(self._state)
         if self._probe is not None:

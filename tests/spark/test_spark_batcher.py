@@ -615,3 +615,47 @@ async def test_a_cancelled_run_ends_only_after_its_checkpoint_write(
     assert not on_loop and state.pending is None and state.committed is not None
     assert state.committed.batch_id == -1 and state.committed.end_ts == 300
     assert load_checkpoint(checkpoint) == state
+
+
+async def test_a_cancelled_run_ends_only_after_the_batch_in_flight(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Cancelled while Spark and the user function run a batch, a run ends once they have
+    returned, and the batch stays pending: no Spark job or user function goes on after
+    the run has ended, and the next run redoes the batch with its id."""
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("inflight", 2)
+    produced = await produce_sample(config, channels, 60)
+    entered, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def held(df: DataFrame, batch_id: int) -> None:
+        entered.set()
+        release.wait(30)
+        calls.append(df.count())
+
+    checkpoint = tmp_path / "ck.json"
+    run = asyncio.ensure_future(
+        MicroBatcher(spark, config, channels, checkpoint, max_rows=10**6).run(held)
+    )
+    try:
+        assert await asyncio.to_thread(entered.wait, 60), "the batch never reached Spark"
+        run.cancel()
+        await asyncio.sleep(0.3)
+        assert not run.done(), "the cancelled run ended with its batch still in Spark"
+    finally:
+        release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    rows = len(produced.inserted) + len(produced.deleted)
+    assert calls == [rows]  # the function ran once, to its end
+    state = load_checkpoint(checkpoint)
+    assert state is not None and state.committed is None
+    assert state.pending is not None and state.pending.batch_id == 0
+    collect = Collect()
+    async with asyncio.timeout(60):
+        await MicroBatcher(spark, config, channels, checkpoint, max_rows=10**6).run(collect)
+    assert list(collect.batches) == [0]
+    assert sorted(pk for _, pk in collect.batches[0]) == sorted(
+        [*produced.inserted, *produced.deleted]
+    )
