@@ -154,8 +154,9 @@ def _cache_dir() -> Path:
 def worker_python(python: str | None = None, cache_dir: Path | None = None) -> str:
     """An executable for ``PYSPARK_PYTHON``: the launcher for ``python`` (default: this
     interpreter) when a pip-installed PySpark's zip or core jar can be left out, else
-    ``python`` itself. Never raises for a cache directory it cannot write: it logs why and returns
-    ``python``; a ``python`` that is not an executable file is a ``ValueError`` naming it."""
+    ``python`` itself. Never raises for a cache directory it cannot write: it logs why
+    and returns ``python``; a ``python`` that is not an executable file is a
+    ``ValueError`` naming it."""
     python = python or sys.executable
     if not (os.path.isfile(python) and os.access(python, os.X_OK)):
         raise ValueError(f"worker_python: {python!r} is not an executable file")

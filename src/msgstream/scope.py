@@ -86,9 +86,10 @@ async def finish_in_thread(fn: Callable[..., _T], *args: Any) -> _T:
     cancelled: the cancellation is raised once the call has returned (its result or
     error is then dropped).
 
-    For a blocking write that must not land after whatever the caller does next:
-    ``asyncio.to_thread`` raises the cancellation at once and leaves its thread running
-    (as does ``anyio.to_thread.run_sync`` under a plain ``Task.cancel``)."""
+    For blocking work with effects that must not go on after whatever the caller does
+    next (a durable write, a job handing data on): ``asyncio.to_thread`` raises the
+    cancellation at once and leaves its thread running (as does
+    ``anyio.to_thread.run_sync`` under a plain ``Task.cancel``)."""
     call = asyncio.ensure_future(asyncio.to_thread(fn, *args))
     try:
         return await asyncio.shield(call)
