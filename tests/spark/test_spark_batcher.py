@@ -559,6 +559,22 @@ def _writes_recorded(
     return writes
 
 
+async def cancel_while_held(
+    run: asyncio.Future[object], entered: threading.Event, release: threading.Event, what: str
+) -> None:
+    """Once ``what`` (held until ``release``) has ``entered``, cancel ``run``: it must not
+    end while ``what`` is held, and ends cancelled once released."""
+    try:
+        assert await asyncio.to_thread(entered.wait, 60), f"the run never reached {what}"
+        run.cancel()
+        await asyncio.sleep(0.3)
+        assert not run.done(), f"the cancelled run ended with {what} still going on"
+    finally:
+        release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+
+
 async def test_checkpoints_are_written_off_the_event_loop(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -602,15 +618,7 @@ async def test_a_cancelled_run_ends_only_after_its_checkpoint_write(
             spark, config, channels, checkpoint, collection="demo", schema=sample_schema()
         ).run(Collect())
     )
-    try:
-        assert await asyncio.to_thread(started.wait, 30), "the run wrote no checkpoint"
-        run.cancel()
-        await asyncio.sleep(0.3)
-        assert not run.done(), "the cancelled run ended with its write still going on"
-    finally:
-        release.set()
-    with pytest.raises(asyncio.CancelledError):
-        await run
+    await cancel_while_held(run, started, release, "its checkpoint write")
     [(on_loop, state)] = writes
     assert not on_loop and state.pending is None and state.committed is not None
     assert state.committed.batch_id == -1 and state.committed.end_ts == 300
@@ -638,15 +646,7 @@ async def test_a_cancelled_run_ends_only_after_the_batch_in_flight(
     run = asyncio.ensure_future(
         MicroBatcher(spark, config, channels, checkpoint, max_rows=10**6).run(held)
     )
-    try:
-        assert await asyncio.to_thread(entered.wait, 60), "the batch never reached Spark"
-        run.cancel()
-        await asyncio.sleep(0.3)
-        assert not run.done(), "the cancelled run ended with its batch still in Spark"
-    finally:
-        release.set()
-    with pytest.raises(asyncio.CancelledError):
-        await run
+    await cancel_while_held(run, entered, release, "the Spark job and user function")
     rows = len(produced.inserted) + len(produced.deleted)
     assert calls == [rows]  # the function ran once, to its end
     state = load_checkpoint(checkpoint)
