@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -727,10 +728,16 @@ def test_kafka_choices_are_checked() -> None:
     ],
 )
 def test_yaml_nested_too_deeply_is_a_config_error(tmp_path: Path, text: str) -> None:
-    """Found by fuzzing: PyYAML parses recursively and raised RecursionError."""
+    """Found by fuzzing: PyYAML parses recursively and raised RecursionError (600 levels
+    exceed Python's default limit of 1000 frames, set here: a process may have raised it)."""
     path = write(tmp_path, text)
-    with pytest.raises(ConfigError) as info:
-        load_config(path, env={})
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        with pytest.raises(ConfigError) as info:
+            load_config(path, env={})
+    finally:
+        sys.setrecursionlimit(limit)
     assert info.value.key == "<file>"
     assert str(info.value) == f"config key '<file>': {path} nests collections too deeply"
 

@@ -8,9 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from mypy import api as mypy_api
 
-from test_typed_api import typed_view
+from test_typed_api import strict_mypy
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -26,12 +25,7 @@ def quick_start() -> str:
 def test_the_quick_start_type_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     program = tmp_path / "quick_start.py"
     program.write_text(quick_start(), encoding="utf-8")
-    monkeypatch.setenv("MYPYPATH", str(typed_view(tmp_path / "typed")))
-    out, _, status = mypy_api.run(
-        ["--strict", "--cache-dir", str(tmp_path / "cache"), "--config-file", "",
-         "--python-version", "3.11", "--ignore-missing-imports",
-         "--follow-imports", "silent", str(program)]
-    )  # fmt: skip
+    out, status = strict_mypy(program, tmp_path, monkeypatch)
     assert status == 0, out
 
 

@@ -4,6 +4,7 @@ ignored."""
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 
@@ -28,6 +29,29 @@ def typed_view(root: Path) -> Path:
     return root
 
 
+def strict_mypy(program: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, int]:
+    """``mypy --strict`` on ``program`` against the library as installed: its report and
+    exit status. mypy raises the interpreter's recursion limit for the whole process and
+    leaves it raised; it is put back, so later tests see Python's own limit."""
+    monkeypatch.setenv("MYPYPATH", str(typed_view(tmp_path / "typed")))
+    limit = sys.getrecursionlimit()
+    try:
+        out, _, status = mypy_api.run(
+            [
+                "--strict",
+                "--cache-dir", str(tmp_path / "cache"),
+                "--config-file", "",
+                "--python-version", "3.11",
+                "--ignore-missing-imports",
+                "--follow-imports", "silent",  # report the program, not the library's own code
+                str(program),
+            ]
+        )  # fmt: skip
+    finally:
+        sys.setrecursionlimit(limit)
+    return out, status
+
+
 def test_a_misspelt_option_is_a_type_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     program = tmp_path / "program.py"
     program.write_text(
@@ -41,18 +65,7 @@ def test_a_misspelt_option_is_a_type_error(tmp_path: Path, monkeypatch: pytest.M
             """
         )
     )
-    monkeypatch.setenv("MYPYPATH", str(typed_view(tmp_path / "typed")))
-    out, _, status = mypy_api.run(
-        [
-            "--strict",
-            "--cache-dir", str(tmp_path / "cache"),
-            "--config-file", "",
-            "--python-version", "3.11",
-            "--ignore-missing-imports",
-            "--follow-imports", "silent",  # report the program, not the library's own code
-            str(program),
-        ]
-    )  # fmt: skip
+    out, status = strict_mypy(program, tmp_path, monkeypatch)
     errors = [line for line in out.splitlines() if ": error:" in line]
     assert status == 1, out
     assert len(errors) == 1, out
