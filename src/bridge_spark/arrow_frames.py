@@ -1,6 +1,7 @@
-"""Spark DataFrames over Arrow tables that stay Arrow record batches.
+"""Spark DataFrames over Arrow tables that stay Arrow record batches, made with few calls
+into the JVM.
 
-``spark.createDataFrame(table)`` turns a table smaller than
+**Record batches, not rows.** ``spark.createDataFrame(table)`` turns a table smaller than
 ``spark.sql.execution.arrow.localRelationThreshold`` (48 MiB by default) into a
 ``LocalRelation``: before the call returns, the driver's JVM converts every row to an
 ``UnsafeRow``, on one thread. A larger table stays Arrow record batches in an RDD, which
@@ -8,42 +9,149 @@ the executors convert, in parallel, when an action runs. The micro-batcher's bat
 of the first kind (50,000 sample rows are ~12 MiB), and the row conversion made
 ``createDataFrame`` cost 1.4 µs a row against 0.5 µs as record batches; with a ``noop``
 write in the user function the whole batcher ran 1.2-1.5x faster as record batches
-(``benchmarks/bench_spark.py`` figures in the README).
+(``benchmarks/bench_spark.py`` figures in the README). Spark has no per-call choice, so
+:class:`ArrowFrames` sets the session's threshold to 0 for the duration of the call and
+puts the previous value back. One lock serialises the callers in this process, so two
+batchers sharing a session cannot leave it changed. The rows are the same either way;
+only the physical plan differs.
 
-Spark has no per-call choice, so :func:`arrow_dataframe` sets the session's threshold to
-0 for the duration of the call and puts the previous value back. One lock serialises the
-callers in this process, so two batchers sharing a session cannot leave it changed. The
-rows are the same either way; only the physical plan differs.
+**Few Py4J calls.** ``createDataFrame`` makes 38 Py4J round trips for one table (it
+reads eight settings, resolves JVM classes by name, converts lists). Each one gives up
+the GIL and takes it back, which costs little alone, but beside another busy Python
+thread (the batcher's readers, the user's code) every take waits up to the interpreter's
+switch interval. :class:`ArrowFrames` makes the same DataFrame (same schema, rows and
+plan) in five: it writes the table as an Arrow stream file itself (pyarrow writes without
+the GIL) and hands it to the two JVM calls ``createDataFrame`` ends with,
+``PythonSQLUtils.readArrowStreamFromFile`` and ``PythonSQLUtils.toDataFrame``, resolved
+once; the two settings it needs (``spark.sql.execution.arrow.maxRecordsPerBatch`` and
+``spark.sql.execution.arrow.useLargeVarTypes``) are read when it is made. A 50,000-row
+batch of the benchmark's sample, medians of 12 alternating rounds in one process: 50 ms
+alone and 656 ms beside a thread running Python through ``createDataFrame``; 40 ms and
+107 ms this way. Those calls are PySpark internals, so :class:`ArrowFrames` first makes
+an empty DataFrame through them; where that fails, or where there is no JVM in the
+process (Spark Connect) or I/O encryption is on (the data must then go through a
+socket), it uses ``createDataFrame``.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from msgstream.logs import get_logger
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+log = get_logger(__name__)
+
 LOCAL_RELATION_THRESHOLD = "spark.sql.execution.arrow.localRelationThreshold"
+MAX_RECORDS_PER_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
+LARGE_VAR_TYPES = "spark.sql.execution.arrow.useLargeVarTypes"
 _switching = threading.Lock()
 
 
-def arrow_dataframe(
-    spark: SparkSession, table: pa.Table, schema: StructType, *, local_relation: bool = False
-) -> DataFrame:
-    """``spark.createDataFrame(table, schema=schema)``; unless ``local_relation``, kept as
-    Arrow record batches whatever the table's size (see the module's docstring)."""
-    if local_relation:
-        return spark.createDataFrame(table, schema=schema)
-    with _switching:
-        before = spark.conf.get(LOCAL_RELATION_THRESHOLD)
-        spark.conf.set(LOCAL_RELATION_THRESHOLD, "0")
+class ArrowFrames:
+    """Makes DataFrames of Arrow tables in ``spark`` (see the module's docstring).
+
+    Made where it may call the JVM (it probes the direct path: a few Py4J calls), and
+    used from one thread at a time or several."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self._direct = _DirectPath.probe(spark)
+
+    @property
+    def direct(self) -> bool:
+        """Whether DataFrames are made with few JVM calls (else by ``createDataFrame``)."""
+        return self._direct is not None
+
+    def dataframe(
+        self, table: pa.Table, schema: StructType, *, local_relation: bool = False
+    ) -> DataFrame:
+        """``spark.createDataFrame(table, schema=schema)``; unless ``local_relation``, kept
+        as Arrow record batches whatever the table's size."""
+        if local_relation:
+            return self.spark.createDataFrame(table, schema=schema)
+        conf = self.spark.conf
+        with _switching:
+            before = conf.get(LOCAL_RELATION_THRESHOLD)
+            conf.set(LOCAL_RELATION_THRESHOLD, "0")
+            try:
+                if self._direct is not None:
+                    return self._direct.dataframe(table, schema)
+                return self.spark.createDataFrame(table, schema=schema)
+            finally:
+                if before is None:
+                    conf.unset(LOCAL_RELATION_THRESHOLD)
+                else:
+                    conf.set(LOCAL_RELATION_THRESHOLD, before)
+
+
+class _DirectPath:
+    """What ``createDataFrame`` does with an Arrow table, in a handful of JVM calls:
+    cast to the schema's Arrow types, write an Arrow stream file, have the JVM read it
+    and make the DataFrame."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        context = spark.sparkContext
+        self._spark = spark
+        jvm: Any = spark._jvm
+        utils = jvm.PythonSQLUtils  # class and methods resolved once: a lookup is a JVM call
+        self._read_stream = utils.readArrowStreamFromFile
+        self._to_dataframe = utils.toDataFrame
+        self._session = spark._jsparkSession
+        self._temp_dir: str = context._temp_dir
+        self._large_types = spark.conf.get(LARGE_VAR_TYPES) == "true"
+        records = int(spark.conf.get(MAX_RECORDS_PER_BATCH) or 0)
+        self._chunk = records if records > 0 else None  # 0 or less: no limit, as Spark's
+
+    @classmethod
+    def probe(cls, spark: SparkSession) -> _DirectPath | None:
+        """The direct path, if this session and PySpark have what it uses: it makes an
+        empty DataFrame first. None: use ``createDataFrame``."""
+        if getattr(spark, "_jvm", None) is None:  # Spark Connect: no JVM here
+            return None
+        if getattr(spark.sparkContext, "_encryption_enabled", False):
+            return None
         try:
-            return spark.createDataFrame(table, schema=schema)
+            import pyarrow as pa
+            from pyspark.sql.types import LongType, StructField, StructType
+
+            path = cls(spark)
+            empty = StructType([StructField("probe", LongType(), nullable=False)])
+            table = pa.table({"probe": pa.array([], pa.int64())})
+            if path.dataframe(table, empty).schema != empty:
+                raise RuntimeError("the probe's DataFrame has another schema")
+        except Exception as exc:  # another PySpark: createDataFrame does the same job
+            log.info("making DataFrames with createDataFrame: the direct path failed: %s", exc)
+            return None
+        return path
+
+    def dataframe(self, table: pa.Table, schema: StructType) -> DataFrame:
+        import pyarrow as pa
+        from pyspark.sql.dataframe import DataFrame
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        target = to_arrow_schema(
+            schema,
+            error_on_duplicated_field_names_in_struct=True,
+            timezone="UTC",
+            prefers_large_types=self._large_types,
+        )
+        if not table.schema.equals(target):
+            table = table.cast(target)
+        descriptor, path = tempfile.mkstemp(dir=self._temp_dir, prefix="msgstream-arrow-")
+        os.close(descriptor)
+        try:
+            with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, table.schema) as out:
+                out.write_table(table, max_chunksize=self._chunk)
+            batches = self._read_stream(path)  # read at once: then deleted
         finally:
-            if before is None:
-                spark.conf.unset(LOCAL_RELATION_THRESHOLD)
-            else:
-                spark.conf.set(LOCAL_RELATION_THRESHOLD, before)
+            os.unlink(path)
+        frame = self._to_dataframe(batches, schema.json(), self._session)
+        return DataFrame(frame, self._spark)

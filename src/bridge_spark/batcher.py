@@ -5,7 +5,7 @@ packs are one per tick advance) and cuts batches only at pack boundaries: when a
 holds ``max_rows`` rows (the first batch of a run: ``first_batch_rows``), when
 ``max_interval_s`` passed since its first row, or at the end tick of the run. Each batch
 becomes one Arrow table (column-wise), then a DataFrame over its record batches
-(:func:`~bridge_spark.arrow_frames.arrow_dataframe`), then ``fn(df, batch_id)``.
+(:class:`~bridge_spark.arrow_frames.ArrowFrames`), then ``fn(df, batch_id)``.
 
 Exactly-once bookkeeping (see :mod:`msgstream.bridge_spark.checkpoint`): before ``fn`` runs, the
 batch is recorded as *pending* (id and end tick); after it returned, as *committed* with
@@ -47,7 +47,7 @@ from msgstream.schema import CollectionSchema
 from msgstream.scope import cancel_and_wait, finish_in_thread
 from msgstream.ttstream import TtMsgStream
 
-from .arrow_frames import arrow_dataframe
+from .arrow_frames import ArrowFrames
 from .checkpoint import BatchMark, CheckpointState, check_matches, load_checkpoint, save_checkpoint
 from .clients import ReaderClient, open_reader, resolved_config
 from .dml_rows import DmlRows
@@ -195,6 +195,9 @@ class MicroBatcher:
         self.progress = BatcherProgress()
         self._state: CheckpointState | None = None
         self._spark_schema: StructType | None = None
+        self._frames: ArrowFrames | None = None
+        """Made by a run's first batch, in its thread (it calls the JVM); reads the
+        session's Arrow settings then."""
         self._instruments = default_instruments() if instruments == "default" else instruments
         self._probe: BridgeProbe | None = (
             None if self._instruments is None else self._instruments.bridge(subscription)
@@ -272,6 +275,7 @@ class MicroBatcher:
         if until not in ("available_now", "forever") and not isinstance(until, int):
             raise OptionError("until", f"expected 'available_now', 'forever' or a tick: {until!r}")
         self.progress = progress = BatcherProgress()
+        self._frames = None
         state = await asyncio.to_thread(load_checkpoint, self.checkpoint)
         plan_reader = open_reader(self.config)
         planner = SlicePlanner(
@@ -534,9 +538,9 @@ class MicroBatcher:
 
     def _process(self, fn: UserFunction, table: pa.Table, batch_id: int) -> None:
         assert self._spark_schema is not None
-        df = arrow_dataframe(
-            self.spark, table, self._spark_schema, local_relation=self.local_relation
-        )
+        if self._frames is None:
+            self._frames = ArrowFrames(self.spark)
+        df = self._frames.dataframe(table, self._spark_schema, local_relation=self.local_relation)
         fn(df, batch_id)
 
 
