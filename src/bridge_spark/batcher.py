@@ -15,7 +15,8 @@ rows when every channel carries the same ticks (a :class:`~msgstream.TimeTickEmi
 way). Output keyed on ``batch_id`` that replaces an earlier attempt
 (:class:`~bridge_spark.sink.ParquetSink`) therefore holds every row exactly once.
 
-While Spark processes one batch (in a worker thread), the next one is read. Until the
+While Spark processes one batch (in a worker thread), the next one is read and its table
+built in another (:class:`_Flights`: at most two batches are handed over at once). Until the
 first batch is handed over, nothing overlaps the reading: that batch is smaller (a
 quarter of ``max_rows`` by default), so Spark starts sooner: one more DataFrame a run,
 and 4-21 % more rows/s on the benchmark's 200,422 rows in 50,000-row batches. Packs are
@@ -31,7 +32,8 @@ import asyncio
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -83,6 +85,8 @@ class BatchInfo:
     end_ts: int
     redo: bool
     seconds: float
+    """Building its table, then Spark and ``fn`` to the commit (not the wait for the
+    batch before it)."""
 
     @property
     def rows(self) -> int:
@@ -337,7 +341,7 @@ class MicroBatcher:
         progress = self.progress
         redo = self._require_state().pending
         batch = _new_batch(frame, progress.end_ts)
-        in_flight: asyncio.Task[None] | None = None
+        flights = _Flights()
         feed = PackFeed(stream, self.config.msgstream.tt_channel_buffer_bytes)
         arrival: asyncio.Task[None] | None = None
         cut_batches = 0
@@ -349,17 +353,16 @@ class MicroBatcher:
                     if arrival is None:
                         arrival = asyncio.ensure_future(feed.wait())
                     waiting: set[asyncio.Future[object]] = {arrival}  # type: ignore[arg-type]
-                    if in_flight is not None:
-                        waiting.add(in_flight)  # type: ignore[arg-type]
+                    oldest = flights.oldest
+                    if oldest is not None:
+                        waiting.add(oldest)  # type: ignore[arg-type]
                     await asyncio.wait(
                         waiting, timeout=self._wait_s(batch), return_when=asyncio.FIRST_COMPLETED
                     )
                     if arrival.done():
                         arrival = None
                         pack, ended = _ready(feed)
-                if in_flight is not None and in_flight.done():
-                    finished, in_flight = in_flight, None
-                    finished.result()  # the user function's exception, if any
+                flights.reap()  # the user function's exception, if any
                 if pack is not None:
                     self._add(batch, pack)
                     _report_bad(stream, batch)
@@ -380,25 +383,15 @@ class MicroBatcher:
                 if not cut:
                     continue
                 if batch.rows.rows or redo is not None:
-                    if in_flight is not None:
-                        await in_flight
-                        in_flight = None
-                    batch_id = (
-                        redo.batch_id if redo is not None else self._require_state().next_batch_id
-                    )
-                    in_flight = asyncio.ensure_future(
-                        self._start(stream, fn, batch, batch_id, redo is not None)
-                    )
+                    await flights.make_room()
+                    flights.add(self._start(stream, fn, batch, redo, flights.newest))
                     if not self.pipeline:
-                        await in_flight
-                        in_flight = None
+                        await flights.drain()
                     redo = None
                     cut_batches += 1
                     batch = _new_batch(frame, last.end_ts)
                 elif reached or time.monotonic() - last_advance >= self.max_interval_s:
-                    if in_flight is not None:
-                        await in_flight
-                        in_flight = None
+                    await flights.drain()
                     await self._advance(last)
                     last_advance = time.monotonic()
                     batch = _new_batch(frame, last.end_ts)
@@ -408,14 +401,11 @@ class MicroBatcher:
                 if max_batches is not None and cut_batches >= max_batches:
                     progress.stopped = "max batches"
                     break
-            if in_flight is not None:
-                await in_flight
-                in_flight = None
+            await flights.drain()
         finally:
             await cancel_and_wait(arrival)
             await feed.close()
-            if in_flight is not None:  # failing or cancelled: let Spark finish, keep it pending
-                await asyncio.gather(in_flight, return_exceptions=True)
+            await flights.settle()  # failing or cancelled: let Spark finish, keep it pending
 
     def _ended(self, redo: BatchMark | None, last: MsgPack | None) -> None:
         """The stream ended (read to its stops) with ``last`` the last pack not yet in a
@@ -479,19 +469,32 @@ class MicroBatcher:
         stream: TtMsgStream,
         fn: UserFunction,
         batch: _Batch,
-        batch_id: int,
-        redo: bool,
+        redo: BatchMark | None,
+        before: asyncio.Future[None] | None,
     ) -> None:
-        """Build the batch's table, mark the batch pending, run Spark and ``fn``, commit,
-        then acknowledge the packs (the checkpoint, not the subscription, is what
-        resumes). Building and Spark run in a thread; a message that does not fit the
-        frame fails the run before anything is pending."""
+        """Build the batch's table; once the batch ``before`` it is committed, mark this
+        one pending, run Spark and ``fn``, commit, then acknowledge the packs (the
+        checkpoint, not the subscription, is what resumes).
+
+        Building and Spark run in threads. The table is built while the batch before is
+        still in Spark: building is Python, Spark's part mostly its JVM, so the two
+        overlap. (They did not while a DataFrame took 41 JVM calls, each waiting for the
+        GIL behind the build; :class:`~bridge_spark.arrow_frames.ArrowFrames` makes five.
+        Batcher rows/s over the ``createDataFrame`` ceiling, four sessions a side in
+        turn: 0.59-0.67 built after, 0.70-0.75 built beside.) A message that does not
+        fit the frame fails the run before anything of this batch is pending; a failing
+        batch before fails this one with it."""
         last = batch.last
         assert last is not None
         started = time.perf_counter()
         rows = batch.rows
-        table = await asyncio.to_thread(rows.build)
+        table = await finish_in_thread(rows.build)
         _report_bad(stream, batch)
+        if before is not None:
+            built = time.perf_counter()
+            await before
+            started += time.perf_counter() - built  # the wait is the batch before's time
+        batch_id = redo.batch_id if redo is not None else self._require_state().next_batch_id
         mark = BatchMark(batch_id, last.end_ts, tuple(last.end_positions))
         state = dataclasses.replace(self._require_state(), pending=mark)
         await self._save(state)
@@ -514,18 +517,18 @@ class MicroBatcher:
             packs=batch.packs,
             begin_ts=batch.begin_ts,
             end_ts=last.end_ts,
-            redo=redo,
+            redo=redo is not None,
             seconds=time.perf_counter() - started,
         )
         progress = self.progress
         progress.batches += 1
         progress.insert_rows += info.insert_rows
         progress.delete_rows += info.delete_rows
-        progress.redone += int(redo)
+        progress.redone += int(redo is not None)
         progress.last_batch_id = batch_id
         progress.committed_ts = last.end_ts
         if self._probe is not None:
-            self._probe.batch(info.rows, info.seconds, redone=redo)
+            self._probe.batch(info.rows, info.seconds, redone=info.redo)
         if self.on_batch is not None:
             self.on_batch(info)
 
@@ -542,6 +545,52 @@ class MicroBatcher:
             self._frames = ArrowFrames(self.spark)
         df = self._frames.dataframe(table, self._spark_schema, local_relation=self.local_relation)
         fn(df, batch_id)
+
+
+class _Flights:
+    """The batches handed over and not yet committed, oldest first: at most two, one in
+    Spark and the next being built (:meth:`MicroBatcher._start`), so a run holds at
+    most two built tables besides the rows it is reading."""
+
+    LIMIT = 2
+
+    def __init__(self) -> None:
+        self._tasks: deque[asyncio.Task[None]] = deque()
+
+    @property
+    def oldest(self) -> asyncio.Task[None] | None:
+        return self._tasks[0] if self._tasks else None
+
+    @property
+    def newest(self) -> asyncio.Task[None] | None:
+        return self._tasks[-1] if self._tasks else None
+
+    def add(self, start: Coroutine[object, object, None]) -> None:
+        self._tasks.append(asyncio.ensure_future(start))
+
+    def reap(self) -> None:
+        """Forget the batches that are over, in order; raise the first one's error."""
+        tasks = self._tasks
+        while tasks and tasks[0].done():
+            tasks.popleft().result()
+
+    async def make_room(self) -> None:
+        """Until fewer than :attr:`LIMIT` batches are in flight."""
+        while len(self._tasks) >= self.LIMIT:
+            await self._tasks[0]  # kept until it is over: a cancelled run settles it
+            self._tasks.popleft()
+
+    async def drain(self) -> None:
+        """Until every batch is committed; raise the first error."""
+        while self._tasks:
+            await self._tasks[0]
+            self._tasks.popleft()
+
+    async def settle(self) -> None:
+        """Until every batch has ended, whatever its outcome (the run is failing or
+        cancelled: Spark and ``fn`` finish, their batches stay pending)."""
+        tasks, self._tasks = list(self._tasks), deque()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from msgstream import (
     SubscriptionPosition,
     TimeTickMsg,
     TopicNotFoundError,
+    TsMsg,
     encode,
     new_client,
     new_msgstream,
@@ -44,6 +45,7 @@ from msgstream.bridge_spark import (
     save_checkpoint,
 )
 from msgstream.bridge_spark.arrow_frames import LOCAL_RELATION_THRESHOLD
+from msgstream.bridge_spark.dml_rows import DmlRows
 from msgstream.bridge_spark.workload import SampleProducer, sample_schema
 from msgstream.metrics import PrometheusInstruments
 from spark.data import channel_names, memory_config, produce_sample, rocksmq_config
@@ -658,4 +660,110 @@ async def test_a_cancelled_run_ends_only_after_the_batch_in_flight(
     assert list(collect.batches) == [0]
     assert sorted(pk for _, pk in collect.batches[0]) == sorted(
         [*produced.inserted, *produced.deleted]
+    )
+
+
+def _mark(state: CheckpointState) -> tuple[int, str]:
+    """The batch a checkpoint write marks, and whether it is pending or done."""
+    if state.pending is not None:
+        return state.pending.batch_id, "pending"
+    assert state.committed is not None
+    return state.committed.batch_id, "done"
+
+
+def _builds_counted(monkeypatch: pytest.MonkeyPatch, fail_at: int | None = None) -> threading.Event:
+    """Counts the batches' table builds; the event is set once a second one has ended
+    (raising there when ``fail_at`` is 2)."""
+    second = threading.Event()
+    count = [0]
+    build = DmlRows.build
+
+    def counted(self: DmlRows[TsMsg]) -> object:
+        count[0] += 1
+        try:
+            if count[0] == fail_at:
+                raise RuntimeError(f"simulated failure building batch {fail_at - 1}")
+            return build(self)
+        finally:
+            if count[0] == 2:
+                second.set()
+
+    monkeypatch.setattr(DmlRows, "build", counted)
+    return second
+
+
+async def test_the_next_batch_is_built_while_spark_runs_one(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building a table is Python and Spark's part mostly its JVM: batch 1's table is
+    built while batch 0 is in Spark. Ids, checkpoint marks and rows stay in order."""
+    writes = _writes_recorded(monkeypatch)
+    second_built = _builds_counted(monkeypatch)
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("overlap", 2)
+    produced = await produce_sample(config, channels, 200, msgs_per_tick=4)
+    seen_built: list[bool] = []
+    collect = Collect()
+
+    def held(df: DataFrame, batch_id: int) -> None:
+        if batch_id == 0:
+            seen_built.append(second_built.wait(30))
+        collect(df, batch_id)
+
+    async with asyncio.timeout(90):
+        progress = await MicroBatcher(
+            spark, config, channels, tmp_path / "ck.json", max_rows=40, first_batch_rows=40
+        ).run(held)
+    assert seen_built == [True]
+    assert progress.batches >= 3 and list(collect.batches) == list(range(progress.batches))
+    marks = [_mark(state) for _, state in writes]
+    assert marks == [(i, kind) for i in range(progress.batches) for kind in ("pending", "done")]
+    rows = Counter(r for batch in collect.batches.values() for r in batch)
+    assert rows == Counter(
+        [("insert", int(k)) for k in produced.inserted]
+        + [("delete", int(k)) for k in produced.deleted]
+    )
+
+
+@pytest.mark.parametrize("failing", ["the function of batch 0", "the build of batch 1"])
+async def test_a_batch_built_beside_a_failing_one_is_never_pending(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    """While batch 0 is in Spark, batch 1 is built. If batch 0's function fails, the run
+    fails with its error and batch 1 never becomes pending; if batch 1's build fails,
+    batch 0 still commits. The next run then goes on from the checkpoint, every row once."""
+    writes = _writes_recorded(monkeypatch)
+    second_built = _builds_counted(monkeypatch, fail_at=2 if "build" in failing else None)
+    config = rocksmq_config(tmp_path / "store")
+    channels = channel_names("failing", 2)
+    produced = await produce_sample(config, channels, 200, msgs_per_tick=4)
+    checkpoint = tmp_path / "ck.json"
+    collect = Collect()
+
+    def fn(df: DataFrame, batch_id: int) -> None:
+        assert second_built.wait(30), "batch 1 was not built beside batch 0"
+        if "function" in failing:
+            raise RuntimeError("simulated failure in batch 0")
+        collect(df, batch_id)
+
+    with pytest.raises(RuntimeError, match="simulated failure"):
+        async with asyncio.timeout(90):
+            await MicroBatcher(spark, config, channels, checkpoint, max_rows=40).run(fn)
+    state = load_checkpoint(checkpoint)
+    assert state is not None
+    if "function" in failing:
+        assert [s.pending.batch_id for _, s in writes if s.pending] == [0]
+        assert state.pending is not None and state.pending.batch_id == 0
+        assert state.committed is None
+    else:
+        assert list(collect.batches) == [0]
+        assert state.pending is None
+        assert state.committed is not None and state.committed.batch_id == 0
+    monkeypatch.undo()
+    async with asyncio.timeout(90):
+        await MicroBatcher(spark, config, channels, checkpoint, max_rows=40).run(collect)
+    rows = Counter(r for batch in collect.batches.values() for r in batch)
+    assert rows == Counter(
+        [("insert", int(k)) for k in produced.inserted]
+        + [("delete", int(k)) for k in produced.deleted]
     )
