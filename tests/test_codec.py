@@ -7,6 +7,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+from unittest import mock
 
 import numpy as np
 import orjson
@@ -14,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from msgstream import packed
 from msgstream.codec import (
     DEFAULT_MAX_MESSAGE_BYTES,
     ENVELOPE_SIZE,
@@ -673,6 +675,50 @@ def test_packed_json_verdict_is_orjsons_row_by_row(rows: list[bytes]) -> None:
     assert taken is _orjson_takes(rows)
 
 
+_DEEPEST = b"[" * _DEEP + b"]" * _DEEP
+_JSON_ROWS = st.lists(
+    st.one_of(st.lists(st.sampled_from(_JSON_BITS), max_size=5).map(b"".join),
+              st.sampled_from([b"null", b'{"a": [1, "x,]"]}', b'"\\""', _DEEPEST])),
+    min_size=1, max_size=12)  # fmt: skip
+_JOINED = {True: (0.0, 0.0), False: (float("inf"), float("inf"))}
+"""Costs that make check_json validate joined runs of rows always, or never."""
+
+
+@given(rows=_JSON_ROWS, run_bytes=st.integers(1, 24), joined=st.booleans())
+@settings(max_examples=500, deadline=None)
+def test_packed_json_verdict_holds_joined_or_row_by_row(
+    rows: list[bytes], run_bytes: int, joined: bool
+) -> None:
+    """Rows go to simdjson joined in runs of about ``RUN_BYTES``, or one by one: whichever
+    way, wherever the runs are cut (and with a row at the deepest nesting allowed beside
+    others), the verdict is ``orjson``'s, row by row."""
+    offsets = np.cumsum([0, *map(len, rows)])
+    with (
+        mock.patch.object(packed, "RUN_BYTES", run_bytes),
+        mock.patch.object(packed, "JOINED_NS", _JOINED[joined]),
+    ):
+        try:
+            unpack(PackedKind.JSON, offsets, memoryview(b"".join(rows)), None, "f")
+            taken = True
+        except DecodeError:
+            taken = False
+    assert taken is _orjson_takes(rows)
+
+
+@pytest.mark.parametrize("joined", [True, False])
+def test_packed_json_rows_that_only_join_into_json_are_refused(joined: bool) -> None:
+    """Rows that are JSON only together (a value cut in two, two values in one row) are
+    refused, as are an empty row and one of blanks, alone or beside others."""
+    for rows in ([b"[1", b"2]"], [b'{"a": 1', b'"b": 2}', b"1,2"], [b"1,2", b"3"],
+                 [b'"a', b'b"'], [b""], [b" "], [b"1", b"", b"2"], [b"1", b" "]):  # fmt: skip
+        offsets = np.cumsum([0, *map(len, rows)])
+        with (
+            mock.patch.object(packed, "JOINED_NS", _JOINED[joined]),
+            pytest.raises(DecodeError, match=r"^f: the (rows are not JSON texts|offsets)"),
+        ):
+            unpack(PackedKind.JSON, offsets, memoryview(b"".join(rows)), None, "f")
+
+
 def test_packed_json_round_trips() -> None:
     values = [{"a": [1, "x,]"]}, None, 's\\"', 3.5, []]
     packed = pack(PackedKind.JSON, values)
@@ -1100,3 +1146,17 @@ def test_every_codec_error_is_a_msgstream_error() -> None:
     assert issubclass(DecodeError, CodecError)
     assert issubclass(UnknownMessageTypeError, CodecError)
     assert issubclass(CodecError, MsgStreamError)
+
+
+def test_rows_are_joined_where_that_is_cheaper() -> None:
+    """Short plain rows are validated joined; long rows and rows rich in quotes, commas
+    and brackets one by one (joined, they took 2-3 times as long)."""
+
+    def texts(values: list[Any]) -> tuple[bytes, int]:
+        return b"".join(map(orjson.dumps, values)), len(values)
+
+    assert packed._joined_pays(*texts(list(range(50_000))))
+    assert packed._joined_pays(*texts([{"pk": k, "even": k % 2 == 0} for k in range(50_000)]))
+    assert not packed._joined_pays(*texts(["x" * 1000] * 20_000))
+    assert not packed._joined_pays(*texts([{f"k{i}": f"v{i}" for i in range(12)}] * 50_000))
+    assert not packed._joined_pays(*texts([7]))  # one row: nothing to join
