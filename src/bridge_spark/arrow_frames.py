@@ -58,8 +58,9 @@ _switching = threading.Lock()
 class ArrowFrames:
     """Makes DataFrames of Arrow tables in ``spark`` (see the module's docstring).
 
-    Made where it may call the JVM (it probes the direct path: a few Py4J calls), and
-    used from one thread at a time or several."""
+    Making one calls the JVM (it probes the direct path), so make it where a blocking
+    call may run: the batcher makes one per run, in its Spark thread. Threads may share
+    it: one lock serialises the calls."""
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
