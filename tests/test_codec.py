@@ -661,30 +661,35 @@ _JSON_BITS = [
 ]  # fmt: skip
 
 
-@given(st.lists(st.one_of(st.lists(st.sampled_from(_JSON_BITS), max_size=5).map(b"".join),
-                          st.sampled_from([b"null", b'{"a": [1, "x,]"]}', b'"\\""'])),
-                min_size=1, max_size=6))  # fmt: skip
-@settings(max_examples=400, deadline=None)
-def test_packed_json_verdict_is_orjsons_row_by_row(rows: list[bytes]) -> None:
+def _json_rows(max_size: int, *extra: bytes) -> st.SearchStrategy[list[bytes]]:
+    """Lists of rows: bits of JSON put together, or whole texts (and ``extra``)."""
+    whole = [b"null", b'{"a": [1, "x,]"]}', b'"\\""', *extra]
+    bits = st.lists(st.sampled_from(_JSON_BITS), max_size=5).map(b"".join)
+    return st.lists(st.one_of(bits, st.sampled_from(whole)), min_size=1, max_size=max_size)
+
+
+def _column_taken(rows: list[bytes]) -> bool:
+    """Whether ``unpack`` takes ``rows`` as a JSON column."""
     offsets = np.cumsum([0, *map(len, rows)])
     try:
         unpack(PackedKind.JSON, offsets, memoryview(b"".join(rows)), None, "f")
-        taken = True
     except DecodeError:
-        taken = False
-    assert taken is _orjson_takes(rows)
+        return False
+    return True
+
+
+@given(_json_rows(6))
+@settings(max_examples=400, deadline=None)
+def test_packed_json_verdict_is_orjsons_row_by_row(rows: list[bytes]) -> None:
+    assert _column_taken(rows) is _orjson_takes(rows)
 
 
 _DEEPEST = b"[" * _DEEP + b"]" * _DEEP
-_JSON_ROWS = st.lists(
-    st.one_of(st.lists(st.sampled_from(_JSON_BITS), max_size=5).map(b"".join),
-              st.sampled_from([b"null", b'{"a": [1, "x,]"]}', b'"\\""', _DEEPEST])),
-    min_size=1, max_size=12)  # fmt: skip
 _JOINED = {True: (0.0, 0.0), False: (float("inf"), float("inf"))}
 """Costs that make check_json validate joined runs of rows always, or never."""
 
 
-@given(rows=_JSON_ROWS, run_bytes=st.integers(1, 24), joined=st.booleans())
+@given(rows=_json_rows(12, _DEEPEST), run_bytes=st.integers(1, 24), joined=st.booleans())
 @settings(max_examples=500, deadline=None)
 def test_packed_json_verdict_holds_joined_or_row_by_row(
     rows: list[bytes], run_bytes: int, joined: bool
@@ -692,16 +697,11 @@ def test_packed_json_verdict_holds_joined_or_row_by_row(
     """Rows go to simdjson joined in runs of about ``RUN_BYTES``, or one by one: whichever
     way, wherever the runs are cut (and with a row at the deepest nesting allowed beside
     others), the verdict is ``orjson``'s, row by row."""
-    offsets = np.cumsum([0, *map(len, rows)])
     with (
         mock.patch.object(packed, "RUN_BYTES", run_bytes),
         mock.patch.object(packed, "JOINED_NS", _JOINED[joined]),
     ):
-        try:
-            unpack(PackedKind.JSON, offsets, memoryview(b"".join(rows)), None, "f")
-            taken = True
-        except DecodeError:
-            taken = False
+        taken = _column_taken(rows)
     assert taken is _orjson_takes(rows)
 
 

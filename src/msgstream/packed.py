@@ -299,8 +299,9 @@ def check_json(offsets: I64Array, data: memoryview, where: str) -> None:
     JSON cut at other places than the offsets."""
     raw = bytes(data)
     if _BOM not in raw and (
-        (_joined_pays(raw, len(offsets) - 1) and _runs_valid(raw, offsets))
-        or _rows_valid(raw, offsets.tolist())
+        _runs_valid(raw, offsets)
+        if _joined_pays(raw, len(offsets) - 1)
+        else _rows_valid(raw, offsets.tolist())
     ):
         return
     bounds = offsets.tolist()

@@ -46,7 +46,7 @@ from msgstream.bridge_spark import (
 )
 from msgstream.bridge_spark.arrow_frames import LOCAL_RELATION_THRESHOLD
 from msgstream.bridge_spark.dml_rows import DmlRows
-from msgstream.bridge_spark.workload import SampleProducer, sample_schema
+from msgstream.bridge_spark.workload import Produced, SampleProducer, sample_schema
 from msgstream.metrics import PrometheusInstruments
 from spark.data import channel_names, memory_config, produce_sample, rocksmq_config
 
@@ -68,6 +68,14 @@ class Collect:
         if "_op" not in df.columns:  # the inserts frame
             df = df.selectExpr("'insert' AS _op", "pk")
         self.batches[batch_id] = [(r["_op"], r["pk"]) for r in df.select("_op", "pk").collect()]
+
+
+def every_row(produced: Produced) -> Counter[tuple[str, int]]:
+    """Each (op, pk) row the producer sent, counted."""
+    return Counter(
+        [("insert", int(k)) for k in produced.inserted]
+        + [("delete", int(k)) for k in produced.deleted]
+    )
 
 
 async def tick_packs(
@@ -515,10 +523,7 @@ async def test_batches_stay_arrow_record_batches_and_the_session_keeps_its_setti
     config = rocksmq_config(tmp_path / "store")
     channels = channel_names("arrow", 2)
     produced = await produce_sample(config, channels, 240)
-    expected = Counter(
-        [("insert", int(k)) for k in produced.inserted]
-        + [("delete", int(k)) for k in produced.deleted]
-    )
+    expected = every_row(produced)
     spark.conf.set(LOCAL_RELATION_THRESHOLD, "7654321")  # the user's own setting
     try:
         kept = PlanKinds()
@@ -719,10 +724,7 @@ async def test_the_next_batch_is_built_while_spark_runs_one(
     marks = [_mark(state) for _, state in writes]
     assert marks == [(i, kind) for i in range(progress.batches) for kind in ("pending", "done")]
     rows = Counter(r for batch in collect.batches.values() for r in batch)
-    assert rows == Counter(
-        [("insert", int(k)) for k in produced.inserted]
-        + [("delete", int(k)) for k in produced.deleted]
-    )
+    assert rows == every_row(produced)
 
 
 @pytest.mark.parametrize("failing", ["the function of batch 0", "the build of batch 1"])
@@ -763,7 +765,4 @@ async def test_a_batch_built_beside_a_failing_one_is_never_pending(
     async with asyncio.timeout(90):
         await MicroBatcher(spark, config, channels, checkpoint, max_rows=40).run(collect)
     rows = Counter(r for batch in collect.batches.values() for r in batch)
-    assert rows == Counter(
-        [("insert", int(k)) for k in produced.inserted]
-        + [("delete", int(k)) for k in produced.deleted]
-    )
+    assert rows == every_row(produced)
