@@ -3,16 +3,20 @@
 A Spark task reads thousands of small Insert messages (tens of rows each). Decoding each
 into an :class:`~msgstream.messages.InsertMsg` costs tens of numpy and Python calls per
 message and column -- the per-message cost that dominated a slice read. An
-:class:`InsertColumns` instead notes, per message, only where its buffers lie (one
-``orjson`` parse of the small JSON body, a few integer checks), and :meth:`build` joins
-each column's buffers of every message with one ``bytes.join`` and checks them in whole
-numpy / Arrow passes: the row timestamps against the envelopes' time ranges, the packed
-offsets, UTF-8 text (Arrow's full validation), JSON texts (one parse of all rows).
+:class:`InsertColumns` instead notes, per message, the envelope's facts and the shape of
+its small JSON body (:mod:`~bridge_spark.body_shapes`: a body is parsed only when its
+shape is new). :meth:`build` reads the numbers of every body (row counts, where each
+buffer lies) in a few numpy passes per shape, checks them, joins each column's buffers of
+every message with one ``bytes.join`` and checks those in whole numpy / Arrow passes: the
+row timestamps against the envelopes' time ranges, the packed offsets, UTF-8 text
+(Arrow's full validation), JSON texts (one parse of all rows).
 
 It is strict exactly where :func:`msgstream.codec.decode` is, by construction: a payload
 that does not fit the fast path (another codec version or type, another collection, a
-field missing or of another type, a bad checksum, a malformed reference) is refused by
-:meth:`offer`, and a batch that fails any whole-batch check raises :class:`BatchRefused`;
+field missing or of another type, a bad checksum, a reference that is not two
+non-negative integers) is refused by :meth:`offer`, and a batch that fails any
+whole-batch check (a buffer reaching past its payload, a size that disagrees with the
+row count, ...) raises :class:`BatchRefused`;
 the caller then decodes those payloads one by one, which reports the precise error (and
 a :class:`~bridge_spark.errors.SchemaMismatchError` for a message that does not fit the
 frame). The rows come out as :class:`~bridge_spark.convert.FrameBuilder` builds them.
@@ -22,7 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from operator import add, getitem
+from itertools import repeat
+from operator import getitem
 from typing import Any, cast
 
 import numpy as np
@@ -38,6 +43,7 @@ from msgstream.packed import check_json  # unpack()'s own JSON check, on many me
 from msgstream.schema import DataType, FieldSchema
 
 from .arrays import numeric_array
+from .body_shapes import BodyShape, Path, shape_of
 from .frames import CHANNEL, MSG_ID, OP, OP_INSERT, PARTITION, ROW_ID, TS, FrameSchema
 from .varlen import null_texts
 
@@ -60,36 +66,39 @@ _cut = cast(Callable[[bytes, slice], bytes], getitem)
 _NONE = -1
 """The start of a buffer a message does not have (an optional mask)."""
 
+# A message's *layout*: the numbers of its body, one slot each, -1 where it has none.
+_ROWS = 0
+_IDS = 1
+"""``row_ids``: its offset in this slot, its size in the next."""
+_STAMPS = 3
+"""``row_timestamps``, as ``_IDS``."""
+_HEAD = 5
+"""Slots before the columns' blocks."""
+_FIELD_ROWS, _DIM, _VALUES, _OFFS, _NULLS, _VALID = 0, 1, 2, 4, 6, 8
+"""Slots in a column's block: its ``rows`` and ``dim``, then the offset and size of
+each of its buffers (``buf`` or ``data``, ``offs``, ``nulls``, ``valid``)."""
+_BLOCK = 10
+_PARTS = {"buf": _VALUES, "data": _VALUES, "offs": _OFFS, "nulls": _NULLS, "valid": _VALID}
+_ROWS_PATH: Path = ("rows",)
+MAX_SHAPES = 256
+"""Body shapes an :class:`InsertColumns` learns; a body of another shape is parsed."""
+_NUMBER_LIMIT = 2**53
+"""Larger numbers in a parsed body are refused by :meth:`InsertColumns.offer` (no buffer
+of a payload is that large: the checks would refuse them anyway)."""
 
-@dataclass(slots=True)
-class _Spans:
-    """One buffer of each message collected: where it starts in its payload and its size.
 
-    Plain ints, no view per buffer: a batch holds tens of thousands of buffers until it
-    is built, and that many long-lived objects would make the process's garbage
-    collections slower (ints and lists of ints are not tracked).
-    """
+def _join(
+    payloads: list[bytes], starts: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64]
+) -> bytes:
+    """The buffers, one per payload (``payloads[i][starts[i]:starts[i] + sizes[i]]``),
+    joined.
 
-    starts: list[int] = field(default_factory=list)
-    sizes: list[int] = field(default_factory=list)
-
-    def add(self, start: int, size: int) -> None:
-        self.starts.append(start)
-        self.sizes.append(size)
-
-    def clear(self) -> None:
-        self.starts.clear()
-        self.sizes.clear()
-
-    def join(self, payloads: list[bytes]) -> bytes:
-        """The buffers, one per payload, joined (``payloads`` in the order collected).
-
-        Each buffer is cut as a bytes copy, not a memoryview: ``join`` holds every piece
-        at once, and memoryviews are objects the garbage collector tracks (tens of
-        thousands per batch set off 160-250 young collections per 200 k rows; bytes
-        set off none), while copying a piece twice costs less."""
-        slices = map(slice, self.starts, map(add, self.starts, self.sizes))
-        return b"".join(map(_cut, payloads, slices))
+    Each buffer is cut as a bytes copy, not a memoryview: ``join`` holds every piece at
+    once, and memoryviews are objects the garbage collector tracks (tens of thousands
+    per batch set off 160-250 young collections per 200 k rows; bytes set off none),
+    while copying a piece twice costs less."""
+    slices = map(slice, starts.tolist(), (starts + sizes).tolist())
+    return b"".join(map(_cut, payloads, slices))
 
 
 @dataclass(slots=True)
@@ -106,64 +115,47 @@ class _Messages:
     """Indexes into the channel names seen."""
     partitions: list[int] = field(default_factory=list)
     """Indexes into the partition names seen."""
+    bases: list[int] = field(default_factory=list)
+    """Where each payload's body ends and its buffers start."""
 
     def clear(self) -> None:
         for facts in (self.counts, self.msg_ids, self.begins, self.ends, self.channels,
-                      self.partitions):  # fmt: skip
+                      self.partitions, self.bases):  # fmt: skip
             facts.clear()
 
 
 @dataclass(slots=True)
 class _Column:
-    """One schema field's buffers, message by message."""
+    """One schema field, where its numbers go in a layout."""
 
     spec: FieldSchema
     item: np.dtype[Any] | None
     """The numpy type of a numeric or vector column; None for varchar, JSON, binary."""
     width: int
     """Bytes per row of a numeric or vector column."""
-    dtype: str = ""
+    dtype: str
     """The schema's type as a body spells it (``DataType.value``, read once: an enum's
-    ``value`` is a property lookup, four per message)."""
-    taken: int = -1
-    """The offer that last found this field in a body (a field named twice is refused)."""
-    values: _Spans = field(default_factory=_Spans)
-    """Numeric and vector: the values; packed: the data buffers."""
-    offsets: _Spans = field(default_factory=_Spans)
-    nulls: list[int] = field(default_factory=list)
-    """Packed: where each message's null mask starts (one byte a row), or :data:`_NONE`."""
-    valid: list[int] = field(default_factory=list)
-    """Where each message's validity mask starts (one byte a row), or :data:`_NONE`."""
-
-    def clear(self) -> None:
-        self.values.clear()
-        self.offsets.clear()
-        self.nulls.clear()
-        self.valid.clear()
+    ``value`` is a property lookup)."""
+    at: int
+    """Its block's first slot in a layout."""
 
 
-def _buffer(ref: Any, base: int, area: int, nbytes: int | None) -> int:
-    """Where the bytes a buffer reference ``{"o": offset, "n": size}`` points at start in
-    the payload, the buffer area starting at ``base`` (``area`` bytes long); exactly
-    ``nbytes`` of them unless that is None. :data:`_NONE` if the reference is malformed
-    or reaches outside the area."""
-    if type(ref) is not dict:
-        return _NONE
-    offset, size = ref.get("o"), ref.get("n")
-    if type(offset) is not int or type(size) is not int or offset < 0 or size < 0:
-        return _NONE
-    if (nbytes is not None and size != nbytes) or offset + size > area:
-        return _NONE
-    return base + offset
+@dataclass(frozen=True, slots=True)
+class _BodyPlan:
+    """What a body that fits the frame says besides its numbers: its partition, and the
+    path of the number that goes to each slot of the layout."""
+
+    partition: str
+    paths: tuple[tuple[int, Path], ...]
 
 
-def _mask(spec: dict[str, Any], key: str, base: int, area: int, rows: int) -> int | None:
-    """Where the optional byte mask ``key`` of a field spec starts: :data:`_NONE` if the
-    spec has none, None if its reference is malformed."""
-    if key not in spec:
-        return _NONE
-    start = _buffer(spec[key], base, area, rows)
-    return None if start == _NONE else start
+@dataclass(slots=True)
+class _Known:
+    """A body shape that fits the frame, and the messages of it collected (by index)."""
+
+    shape: BodyShape
+    plan: _BodyPlan
+    members: list[int] = field(default_factory=list)
 
 
 class InsertColumns:
@@ -180,13 +172,18 @@ class InsertColumns:
                 0 if f.dtype.numpy_dtype is None
                 else np.dtype(f.dtype.numpy_dtype).itemsize * (f.dim or 1),
                 f.dtype.value,
+                _HEAD + index * _BLOCK,
             )
-            for f in frame.collection.fields
+            for index, f in enumerate(frame.collection.fields)
         }  # fmt: skip
-        self._offers = 0
+        self._width = _HEAD + len(self._columns) * _BLOCK
+        self._shapes: dict[bytes, list[_Known]] = {}
+        self._learned = 0
+        self._parsed: list[list[int]] = []
+        """The layouts of the messages whose bodies were parsed ..."""
+        self._parsed_at: list[int] = []
+        """... and their indexes."""
         self._payloads: list[bytes] = []
-        self._row_ids = _Spans()
-        self._stamps = _Spans()
         self._messages = _Messages()
         self._channels: dict[str, int] = {}
         self._partitions: dict[str, int] = {}
@@ -199,9 +196,11 @@ class InsertColumns:
         return self._payloads
 
     def clear(self) -> None:
-        for column in self._columns.values():
-            column.clear()
-        for part in (self._payloads, self._row_ids, self._stamps, self._messages):
+        """Start a new batch (the shapes learned are kept)."""
+        for known in self._shapes.values():
+            for shape in known:
+                shape.members.clear()
+        for part in (self._payloads, self._parsed, self._parsed_at, self._messages):
             part.clear()
         self.rows = 0
 
@@ -220,14 +219,21 @@ class InsertColumns:
         head, base = intact
         if head[_VERSION] != VERSION or head[_TYPE] != _INSERT or head[_TIMESTAMP] == 0:
             return False
-        try:
-            body = orjson.loads(memoryview(payload)[_SIZE:base])
-        except orjson.JSONDecodeError:
-            return False
-        taken = self._take(body, base, size - base)
-        if taken is None:
-            return False
-        rows, partition = taken
+        body = payload[_SIZE:base]
+        index = len(self._payloads)
+        for known in self._shapes.get(shape_of(body), ()):
+            if known.shape.fits(body):
+                rows = known.shape.number(body, _ROWS_PATH)
+                if not rows:
+                    return False  # no rows, or a leading zero: decoding says which
+                known.members.append(index)
+                partition = known.plan.partition
+                break
+        else:
+            taken = self._parse(body, index)
+            if taken is None:
+                return False
+            rows, partition = taken
         self._payloads.append(payload)
         messages = self._messages
         messages.counts.append(rows)
@@ -236,72 +242,138 @@ class InsertColumns:
         messages.ends.append(head[_END])
         messages.channels.append(_index(self._channels, channel))
         messages.partitions.append(_index(self._partitions, partition))
+        messages.bases.append(base)
         self.rows += rows
         return True
 
-    def _take(self, body: Any, base: int, area: int) -> tuple[int, str] | None:
-        """Note the buffers of one body (all or nothing); ``(rows, partition)``."""
+    def _parse(self, body: bytes, index: int) -> tuple[int, str] | None:
+        """Take the body of the message ``index`` by parsing it (learning its shape);
+        ``(rows, partition)``, or None if it does not fit the frame."""
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None
+        plan = self._plan(parsed)
+        if plan is None:
+            return None
+        layout = [_NONE] * self._width
+        for slot, path in plan.paths:
+            value = _number_at(parsed, path)
+            if value is None:
+                return None
+            layout[slot] = value
+        if not layout[_ROWS]:
+            return None
+        if self._learned < MAX_SHAPES:
+            shape = BodyShape.learn(body, parsed)
+            if shape is not None:
+                self._shapes.setdefault(shape.key, []).append(_Known(shape, plan))
+                self._learned += 1
+        self._parsed.append(layout)
+        self._parsed_at.append(index)
+        return layout[_ROWS], plan.partition
+
+    def _plan(self, body: Any) -> _BodyPlan | None:
+        """The plan of a parsed body that fits the frame (its numbers not looked at:
+        :meth:`_check` checks them for every message at once); None if it does not."""
         if type(body) is not dict or body.get("collection_name") != self.frame.name:
             return None
-        rows, partition, fields = body.get("rows"), body.get("partition_name"), body.get("fields")
-        if type(rows) is not int or rows <= 0 or type(partition) is not str:
+        partition, fields = body.get("partition_name"), body.get("fields")
+        if type(partition) is not str or "rows" not in body:
             return None
         if type(fields) is not list or len(fields) != len(self._columns):
             return None
-        row_ids = _buffer(body.get("row_ids"), base, area, rows * 8)
-        stamps = _buffer(body.get("row_timestamps"), base, area, rows * 8)
-        if row_ids == _NONE or stamps == _NONE:
-            return None
-        self._offers += 1
-        found: list[tuple[_Column, int, int, int, int, int]] = []
-        for spec in fields:
-            noted = self._field(spec, rows, base, area)
-            if noted is None:
+        paths: list[tuple[int, Path]] = [(_ROWS, _ROWS_PATH)]
+        for slot, key in ((_IDS, "row_ids"), (_STAMPS, "row_timestamps")):
+            if not _is_reference(body.get(key)):
+                return None
+            paths += [(slot, (key, "o")), (slot + 1, (key, "n"))]
+        seen: set[str] = set()
+        for number, spec in enumerate(fields):
+            if type(spec) is not dict:
+                return None
+            name = spec.get("name")
+            column = self._columns.get(name) if type(name) is str else None
+            if column is None or name in seen:
                 return None  # also a field named twice (and so another missing)
-            found.append(noted)
-        for column, values, size, offsets, nulls, valid in found:
-            column.values.starts.append(values)
-            column.values.sizes.append(size)
-            if column.item is None:
-                column.offsets.starts.append(offsets)
-                column.offsets.sizes.append((rows + 1) * 8)
-                column.nulls.append(nulls)
-            column.valid.append(valid)
-        self._row_ids.add(row_ids, rows * 8)
-        self._stamps.add(stamps, rows * 8)
-        return rows, partition
+            seen.add(column.spec.name)
+            if spec.get("dtype") != column.dtype or "rows" not in spec:
+                return None
+            where: Path = ("fields", number)
+            paths.append((column.at + _FIELD_ROWS, (*where, "rows")))
+            if column.spec.dim is None:
+                if spec.get("dim") is not None:
+                    return None
+            elif "dim" in spec:
+                paths.append((column.at + _DIM, (*where, "dim")))
+            else:
+                return None
+            parts = (
+                ["buf", "valid"] if column.item is not None else ["offs", "data", "valid", "nulls"]
+            )
+            for part in parts:
+                if part in ("valid", "nulls") and part not in spec:
+                    continue  # an optional mask
+                if not _is_reference(spec.get(part)):
+                    return None
+                slot = column.at + _PARTS[part]
+                paths += [(slot, (*where, part, "o")), (slot + 1, (*where, part, "n"))]
+        return _BodyPlan(partition, tuple(paths))
 
-    def _field(
-        self, spec: Any, rows: int, base: int, area: int
-    ) -> tuple[_Column, int, int, int, int, int] | None:
-        """``(column, values start, values size, offsets start, nulls start, valid
-        start)`` of one field's spec (:data:`_NONE` where it has no such buffer)."""
-        if type(spec) is not dict:
-            return None
-        name = spec.get("name")
-        column = self._columns.get(name) if type(name) is str else None
-        if column is None or column.taken == self._offers:
-            return None
-        column.taken = self._offers
-        if spec.get("dtype") != column.dtype or spec.get("rows") != rows:
-            return None
-        if spec.get("dim") != column.spec.dim:
-            return None
-        valid = _mask(spec, "valid", base, area, rows)
-        if valid is None:
-            return None
-        if column.item is not None:
-            size = rows * column.width
-            values = _buffer(spec.get("buf"), base, area, size)
-            return None if values == _NONE else (column, values, size, _NONE, _NONE, valid)
-        offs = _buffer(spec.get("offs"), base, area, (rows + 1) * 8)
-        data = _buffer(spec.get("data"), base, area, None)
-        if offs == _NONE or data == _NONE:
-            return None
-        nulls = _mask(spec, "nulls", base, area, rows)
-        if nulls is None:
-            return None
-        return column, data, spec["data"]["n"], offs, nulls, valid
+    def _layout(self, bases: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Every collected message's layout, a row each: the parsed ones as noted, the
+        others' numbers read shape by shape."""
+        layout = np.full((len(self._payloads), self._width), _NONE, np.int64)
+        if self._parsed:
+            layout[self._parsed_at] = self._parsed
+        for shapes in self._shapes.values():
+            for known in shapes:
+                members = known.members
+                if not members:
+                    continue
+                payloads = map(self._payloads.__getitem__, members)
+                bodies = map(slice, repeat(_SIZE), bases[members].tolist())
+                numbers = known.shape.numbers(b"".join(map(_cut, payloads, bodies)), len(members))
+                if numbers is None:
+                    raise BatchRefused("a body writes a number with a leading zero or too long")
+                for slot, path in known.plan.paths:
+                    layout[members, slot] = numbers[path]
+        return layout
+
+    def _check(self, layout: npt.NDArray[np.int64], bases: npt.NDArray[np.int64]) -> None:
+        """What decoding checks of every body's numbers, for all at once: row counts,
+        dimensions, each buffer's size, and that it ends inside its payload."""
+        rows = layout[:, _ROWS]
+        area = np.fromiter(map(len, self._payloads), np.int64, len(self._payloads)) - bases
+
+        def inside(slot: int, size: npt.NDArray[np.int64] | None, optional: bool = False) -> bool:
+            offset, length = layout[:, slot], layout[:, slot + 1]
+            fine = offset + length <= area
+            if size is not None:
+                fine &= length == size
+            if optional:
+                fine |= offset == _NONE
+            return bool(fine.all())
+
+        fine = bool((rows > 0).all()) and inside(_IDS, rows * 8) and inside(_STAMPS, rows * 8)
+        for column in self._columns.values():
+            if not fine:
+                break
+            at = column.at
+            fine = bool((layout[:, at + _FIELD_ROWS] == rows).all())
+            if column.spec.dim is not None:
+                fine &= bool((layout[:, at + _DIM] == column.spec.dim).all())
+            if column.item is not None:
+                fine &= inside(at + _VALUES, rows * column.width)
+            else:
+                fine &= inside(at + _OFFS, (rows + 1) * 8) and inside(at + _VALUES, None)
+                fine &= inside(at + _NULLS, rows, optional=True)
+            fine &= inside(at + _VALID, rows, optional=True)
+        if not fine:
+            raise BatchRefused(
+                "a body's numbers are not its buffers' (a size that is not its rows', a "
+                "buffer past the payload's end, another dimension)"
+            )
 
     # --- building -------------------------------------------------------------------------
     def build(self) -> pa.Table:
@@ -310,9 +382,13 @@ class InsertColumns:
         messages = self._messages
         counts = np.array(messages.counts, np.int64)
         total = int(counts.sum())
+        bases = np.array(messages.bases, np.int64)
+        layout = self._layout(bases)
+        self._check(layout, bases)
+        laid = _Laid(self._payloads, bases, layout)
         starts = np.zeros(len(counts), np.int64)
         np.cumsum(counts[:-1], out=starts[1:])
-        stamps = np.frombuffer(self._stamps.join(self._payloads), "<u8")
+        stamps = np.frombuffer(laid.join(_STAMPS), "<u8")
         if not (
             (np.minimum.reduceat(stamps, starts) == np.array(messages.begins, np.uint64)).all()
             and (np.maximum.reduceat(stamps, starts) == np.array(messages.ends, np.uint64)).all()
@@ -324,11 +400,13 @@ class InsertColumns:
         for column in self.frame.columns:
             name = column.name
             if column.dtype is not None:
-                arrays.append(self._field_array(self._columns[name], column.type, counts, total))
+                arrays.append(
+                    self._field_array(self._columns[name], column.type, counts, total, laid)
+                )
             elif name == OP:
                 arrays.append(pa.array([OP_INSERT], pa.string()).take(np.zeros(total, np.int8)))
             elif name == ROW_ID:
-                arrays.append(pa.array(np.frombuffer(self._row_ids.join(self._payloads), "<i8")))
+                arrays.append(pa.array(np.frombuffer(laid.join(_IDS), "<i8")))
             elif name == TS:
                 arrays.append(pa.array(stamps.view(np.int64)))
             elif name == MSG_ID:
@@ -342,15 +420,20 @@ class InsertColumns:
         return pa.Table.from_arrays(arrays, schema=self.frame.arrow_schema)
 
     def _field_array(
-        self, column: _Column, arrow_type: pa.DataType, counts: npt.NDArray[np.int64], total: int
+        self,
+        column: _Column,
+        arrow_type: pa.DataType,
+        counts: npt.NDArray[np.int64],
+        total: int,
+        laid: _Laid,
     ) -> pa.Array:
         spec = column.spec
-        null = _joined_mask(self._payloads, column.valid, counts, invert=True)
+        null = _joined_mask(laid.payloads, laid.starts(column.at + _VALID), counts, invert=True)
         if column.item is None:
-            return self._packed_array(column, arrow_type, counts, total, null)
+            return self._packed_array(column, arrow_type, counts, total, null, laid)
         if null is not None and not spec.nullable:
             raise BatchRefused(f"field {spec.name!r} holds nulls")
-        values = np.frombuffer(column.values.join(self._payloads), column.item)
+        values = np.frombuffer(laid.join(column.at + _VALUES), column.item)
         mask = None if null is None else pa.array(null)
         if spec.dtype.is_vector:
             dim = spec.dim or 0
@@ -365,12 +448,13 @@ class InsertColumns:
         counts: npt.NDArray[np.int64],
         total: int,
         null: npt.NDArray[np.bool_] | None,
+        laid: _Laid,
     ) -> pa.Array:
         """A varchar, JSON or binary column from every message's offsets and data,
         checked as :func:`msgstream.packed.unpack` checks each message's."""
         spec = column.spec
-        offsets = np.frombuffer(column.offsets.join(self._payloads), "<i8")
-        sizes = np.array(column.values.sizes, np.int64)
+        offsets = np.frombuffer(laid.join(column.at + _OFFS), "<i8")
+        sizes = laid.layout[:, column.at + _VALUES + 1]
         lasts = np.cumsum(counts + 1) - 1
         firsts = lasts - counts
         if not ((offsets[firsts] == 0).all() and (offsets[lasts] == sizes).all()):
@@ -383,8 +467,10 @@ class InsertColumns:
         np.cumsum(lengths, out=whole[1:])
         if whole[-1] > _INT32_MAX:
             raise BatchRefused(f"field {spec.name!r}: more than 2 GiB of values in one batch")
-        data = column.values.join(self._payloads)
-        packed_nulls = _joined_mask(self._payloads, column.nulls, counts, invert=False)
+        data = laid.join(column.at + _VALUES)
+        packed_nulls = _joined_mask(
+            laid.payloads, laid.starts(column.at + _NULLS), counts, invert=False
+        )
         if packed_nulls is not None:
             null = packed_nulls if null is None else null | packed_nulls
         if spec.dtype is DataType.JSON:
@@ -412,6 +498,43 @@ class InsertColumns:
             except pa.ArrowInvalid as exc:
                 raise BatchRefused(f"field {spec.name!r}: {exc}") from None
         return array
+
+
+@dataclass(slots=True)
+class _Laid:
+    """The collected payloads, where their bodies end and their layouts: any buffer of
+    every message, joined."""
+
+    payloads: list[bytes]
+    bases: npt.NDArray[np.int64]
+    layout: npt.NDArray[np.int64]
+
+    def join(self, slot: int) -> bytes:
+        """The buffer whose offset is in ``slot`` (its size in the next), of every message."""
+        return _join(self.payloads, self.bases + self.layout[:, slot], self.layout[:, slot + 1])
+
+    def starts(self, slot: int) -> list[int]:
+        """Where the optional buffer of ``slot`` starts in each payload (:data:`_NONE`:
+        that message has none)."""
+        offsets = self.layout[:, slot]
+        found: list[int] = np.where(offsets == _NONE, _NONE, self.bases + offsets).tolist()
+        return found
+
+
+def _is_reference(ref: Any) -> bool:
+    """A buffer reference ``{"o": offset, "n": size}`` (its numbers checked later)."""
+    return type(ref) is dict and "o" in ref and "n" in ref
+
+
+def _number_at(body: Any, path: Path) -> int | None:
+    """The number at ``path`` of a parsed body, if it is a non-negative integer (not a
+    bool) small enough to be a size or an offset."""
+    value = body
+    for key in path:
+        value = value[key]
+    if type(value) is not int or not 0 <= value < _NUMBER_LIMIT:
+        return None
+    return value
 
 
 def _index(names: dict[str, int], name: str) -> int:

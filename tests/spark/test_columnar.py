@@ -4,6 +4,7 @@ would fail or the message does not fit the frame (no Spark)."""
 
 from __future__ import annotations
 
+import re
 import struct
 import zlib
 from pathlib import Path
@@ -28,6 +29,7 @@ from msgstream import (
     envelope,
 )
 from msgstream.bridge_spark import FrameBuilder, FrameKind, FrameSchema
+from msgstream.bridge_spark.body_shapes import shape_of
 from msgstream.bridge_spark.clients import open_reader
 from msgstream.bridge_spark.columnar import BatchRefused, InsertColumns
 from msgstream.bridge_spark.cursor import SkipStats
@@ -56,6 +58,13 @@ def edit_body(payload: bytes, change: Any) -> bytes:
     new_body = orjson.dumps(change(body))
     head[-1] = len(new_body)
     return reseal(_PREFIX.pack(*head) + b"\0\0\0\0" + new_body + payload[body_end:])
+
+
+def edit_bytes(payload: bytes, old: bytes, new: bytes) -> bytes:
+    """``payload`` with ``old`` (once in it) replaced by ``new`` of the same length."""
+    assert len(old) == len(new) and payload.count(old) == 1
+    at = payload.index(old)
+    return reseal(payload[:at] + new + payload[at + len(old) :])
 
 
 def edit_buffer(payload: bytes, field: str, part: str, data: bytes) -> bytes:
@@ -171,6 +180,95 @@ def test_clear_starts_a_new_batch() -> None:
     assert columns.build().equals(decoded_table(frame, [SOUND[1]]))
 
 
+def _counting_parses(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The bodies ``InsertColumns`` parses from now on."""
+    parsed: list[bytes] = []
+    parse = InsertColumns._parse
+
+    def counting(self: InsertColumns, body: bytes, index: int) -> Any:
+        parsed.append(body)
+        return parse(self, body, index)
+
+    monkeypatch.setattr(InsertColumns, "_parse", counting)
+    return parsed
+
+
+def test_a_body_of_a_shape_seen_is_not_parsed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bodies that differ only in their numbers are parsed once: the others' numbers are
+    read by position when the batch is built, into the same table."""
+    parsed = _counting_parses(monkeypatch)
+    frame = FrameSchema(ALL_TYPES, FrameKind.CHANGES)
+    payloads = [(encode(all_types_insert(i, i * 10, (i, i + 1, i + 2))), "c") for i in (7, 8, 9)]
+    table = columnar_table(frame, payloads)
+    assert len(parsed) == 1
+    assert table.equals(decoded_table(frame, payloads))
+    assert table.column("pk").to_pylist() == [7, 8, 9, 8, 9, 10, 9, 10, 11]
+
+
+def _with_digits(name: str, msg_id: int, partition: str) -> bytes:
+    return encode(
+        InsertMsg(
+            msg_id=msg_id,
+            timestamp=100 + msg_id,
+            collection_name=name,
+            partition_name=partition,
+            row_ids=[msg_id],
+            fields=[FieldData("pk", DataType.INT64, [msg_id])],
+        )
+    )
+
+
+def test_digits_in_names_are_compared_not_read() -> None:
+    """Two bodies of one shape whose names differ by a digit: another partition is
+    taken as such, another collection refused."""
+    schema = CollectionSchema("c1", (FieldSchema("pk", DataType.INT64, is_primary=True),))
+    columns = InsertColumns(FrameSchema(schema, FrameKind.CHANGES))
+    assert columns.offer(_with_digits("c1", 1, "p1"), "ch")
+    assert columns.offer(_with_digits("c1", 2, "p2"), "ch")
+    assert not columns.offer(_with_digits("c2", 3, "p1"), "ch")
+    assert columns.offer(_with_digits("c1", 4, "p1"), "ch")
+    table = columns.build()
+    assert table.column("pk").to_pylist() == [1, 2, 4]
+    assert table.column("_partition").to_pylist() == ["p1", "p2", "p1"]
+
+
+def test_a_message_without_rows_is_refused_whether_its_shape_is_known_or_not() -> None:
+    frame = FrameSchema(
+        CollectionSchema(
+            "all", tuple(f for f in ALL_TYPES.fields if f.name in ("pk", "s", "j", "vec"))
+        ),
+        FrameKind.CHANGES,
+    )
+    empty = encode(texts_insert(3, [], []))
+    columns = InsertColumns(frame)
+    assert not columns.offer(empty, "c")
+    assert columns.offer(encode(texts_insert(4, ["a"], [1])), "c")
+    assert shape_of(empty[ENVELOPE_SIZE:]) != b"" and not columns.offer(empty, "c")
+    assert columns.rows == 1 and len(columns.payloads) == 1
+
+
+def test_a_body_not_as_orjson_writes_it_is_parsed_every_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parsed = _counting_parses(monkeypatch)
+    frame = FrameSchema(ALL_TYPES, FrameKind.CHANGES)
+    spaced = [
+        (_respaced(encode(all_types_insert(i, i * 10, (i, i + 1, i + 2)))), "c") for i in (7, 8)
+    ]
+    table = columnar_table(frame, spaced)
+    assert len(parsed) == 2
+    assert table.equals(decoded_table(frame, spaced))
+
+
+def _respaced(payload: bytes) -> bytes:
+    """``payload`` with a space after each colon of its body (still the same JSON)."""
+    head = list(_PREFIX.unpack_from(payload))
+    body_end = ENVELOPE_SIZE + head[-1]
+    body = payload[ENVELOPE_SIZE:body_end].replace(b'":', b'": ')
+    head[-1] = len(body)
+    return reseal(_PREFIX.pack(*head) + b"\0\0\0\0" + body + payload[body_end:])
+
+
 def _other_collection(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "collection_name": "other"}
 
@@ -206,7 +304,6 @@ def _past_the_end(body: dict[str, Any]) -> dict[str, Any]:
         pytest.param(edit_body(SOUND[0][0], _drop_field), id="missing field"),
         pytest.param(edit_body(SOUND[0][0], _twice), id="field twice"),
         pytest.param(edit_body(SOUND[0][0], _wrong_type), id="other type"),
-        pytest.param(edit_body(SOUND[0][0], _past_the_end), id="buffer past the end"),
         pytest.param(b"not a payload at all, longer than an envelope is", id="garbage"),
     ],
 )
@@ -246,6 +343,16 @@ BAD_BATCHES = {
         "offsets do not span",
     ),
     "JSON not JSON": (edit_buffer(SOUND[1][0], "j", "data", b"{x"), "not JSON texts"),
+    "buffer past the end": (edit_body(SOUND[1][0], _past_the_end), "past the end"),
+    # Same-shape edits: these bodies are read by position, not parsed (see below).
+    "size not the rows'": (
+        edit_bytes(SOUND[1][0], b'"row_ids":{"o":0,"n":24}', b'"row_ids":{"o":0,"n":32}'),
+        "holds 32 bytes",
+    ),
+    "leading zero": (
+        edit_bytes(SOUND[1][0], b'"row_timestamps":{"o":24,', b'"row_timestamps":{"o":04,'),
+        "leading zero",
+    ),
     "time range": (
         reseal(SOUND[1][0][:_BEGIN] + (150).to_bytes(8, "little") + SOUND[1][0][_BEGIN + 8 :]),
         "time range",
@@ -262,6 +369,55 @@ def test_a_batch_with_a_bad_message_is_refused_as_decode_refuses_it(case: str) -
     assert columns.offer(*SOUND[0]) and columns.offer(bad, "c") and columns.offer(*SOUND[2])
     with pytest.raises(BatchRefused):
         columns.build()
+
+
+def _within_shape(run: bytes) -> list[bytes]:
+    """Other numbers of as many digits as ``run``, one with a leading zero."""
+    last = str((int(run[-1:]) + 1) % 10).encode()
+    edits = [run[:-1] + last, b"9" * len(run)]
+    if len(run) > 1:
+        edits.append(b"0" + run[1:])
+    return [edit for edit in edits if edit != run]
+
+
+def test_any_number_edited_within_its_shape_builds_as_decode_or_is_refused() -> None:
+    """Every number of a body changed to another of as many digits (a leading zero
+    included), read by position behind a sound body of that shape: the batch either
+    builds the rows decoding gives, or is refused where decoding fails."""
+    frame = FrameSchema(ALL_TYPES, FrameKind.CHANGES)
+    payload = SOUND[1][0]
+    body_end = ENVELOPE_SIZE + _PREFIX.unpack_from(payload)[-1]
+    edited = 0
+    for match in re.finditer(rb"[0-9]+", payload[ENVELOPE_SIZE:body_end]):
+        at = ENVELOPE_SIZE + match.start()
+        for run in _within_shape(match.group()):
+            bad = reseal(payload[:at] + run + payload[at + len(run) :])
+            columns = InsertColumns(frame)
+            assert columns.offer(*SOUND[0])
+            if not columns.offer(bad, "c"):
+                continue  # no rows, or a name: decoded one by one
+            edited += 1
+            try:
+                table = columns.build()
+            except BatchRefused:
+                with pytest.raises(DecodeError):
+                    decode(bad)
+            else:
+                assert table.equals(decoded_table(frame, [SOUND[0], (bad, "c")]))
+    assert edited > 150
+
+
+def test_a_body_edited_within_its_shape_is_read_by_position(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same-shape cases above reach :meth:`InsertColumns.build` unparsed (a parse
+    would refuse the leading zero at once): the whole-batch checks catch them."""
+    parsed = _counting_parses(monkeypatch)
+    columns = InsertColumns(FrameSchema(ALL_TYPES, FrameKind.CHANGES))
+    assert columns.offer(*SOUND[0])
+    for case in ("size not the rows'", "leading zero"):
+        assert columns.offer(BAD_BATCHES[case][0], "c")
+    assert len(parsed) == 1
 
 
 def test_nulls_in_a_required_field_are_refused() -> None:
