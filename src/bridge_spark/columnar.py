@@ -81,7 +81,9 @@ _BLOCK = 10
 _PARTS = {"buf": _VALUES, "data": _VALUES, "offs": _OFFS, "nulls": _NULLS, "valid": _VALID}
 _ROWS_PATH: Path = ("rows",)
 MAX_SHAPES = 256
-"""Body shapes an :class:`InsertColumns` learns; a body of another shape is parsed."""
+"""Bodies an :class:`InsertColumns` tries to learn a shape from (each try re-serialises
+and scans the body); after that, a body of a shape not learned is only parsed. Bounds
+the cost of bodies that have no shape (not as ``orjson`` writes them) as well."""
 _NUMBER_LIMIT = 2**53
 """Larger numbers in a parsed body are refused by :meth:`InsertColumns.offer` (no buffer
 of a payload is that large: the checks would refuse them anyway)."""
@@ -178,7 +180,7 @@ class InsertColumns:
         }  # fmt: skip
         self._width = _HEAD + len(self._columns) * _BLOCK
         self._shapes: dict[bytes, list[_Known]] = {}
-        self._learned = 0
+        self._tries = 0
         self._parsed: list[list[int]] = []
         """The layouts of the messages whose bodies were parsed ..."""
         self._parsed_at: list[int] = []
@@ -264,11 +266,11 @@ class InsertColumns:
             layout[slot] = value
         if not layout[_ROWS]:
             return None
-        if self._learned < MAX_SHAPES:
+        if self._tries < MAX_SHAPES:
+            self._tries += 1
             shape = BodyShape.learn(body, parsed)
             if shape is not None:
                 self._shapes.setdefault(shape.key, []).append(_Known(shape, plan))
-                self._learned += 1
         self._parsed.append(layout)
         self._parsed_at.append(index)
         return layout[_ROWS], plan.partition

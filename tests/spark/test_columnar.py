@@ -28,8 +28,8 @@ from msgstream import (
     encode,
     envelope,
 )
-from msgstream.bridge_spark import FrameBuilder, FrameKind, FrameSchema
-from msgstream.bridge_spark.body_shapes import shape_of
+from msgstream.bridge_spark import FrameBuilder, FrameKind, FrameSchema, columnar
+from msgstream.bridge_spark.body_shapes import BodyShape, shape_of
 from msgstream.bridge_spark.clients import open_reader
 from msgstream.bridge_spark.columnar import BatchRefused, InsertColumns
 from msgstream.bridge_spark.cursor import SkipStats
@@ -257,6 +257,27 @@ def test_a_body_not_as_orjson_writes_it_is_parsed_every_time(
     ]
     table = columnar_table(frame, spaced)
     assert len(parsed) == 2
+    assert table.equals(decoded_table(frame, spaced))
+
+
+def test_bodies_without_a_shape_stop_being_tried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Learning a shape re-serialises the body: bodies that have none (not as orjson
+    writes them) are tried MAX_SHAPES times at most, then only parsed."""
+    monkeypatch.setattr(columnar, "MAX_SHAPES", 2)
+    tries: list[bytes] = []
+    learn = BodyShape.learn
+
+    def counting(body: bytes, parsed: Any) -> BodyShape | None:
+        tries.append(body)
+        return learn(body, parsed)
+
+    monkeypatch.setattr(BodyShape, "learn", staticmethod(counting))
+    frame = FrameSchema(ALL_TYPES, FrameKind.CHANGES)
+    spaced = [
+        (_respaced(encode(all_types_insert(i, i * 10, (i, i + 1, i + 2)))), "c") for i in (7, 8, 9)
+    ]
+    table = columnar_table(frame, spaced)
+    assert len(tries) == 2
     assert table.equals(decoded_table(frame, spaced))
 
 
