@@ -210,7 +210,8 @@ def rounds(
 
     A figure that raises (the ceiling's ``createDataFrame`` of 2 M rows can run the 1 GiB
     driver heap out of memory) is noted in ``failed`` with its error and left out of the
-    later rounds and of the result; the other figures go on."""
+    later rounds and of the result (a median of the rounds before would not compare);
+    the other figures go on."""
     samples: dict[str, list[float]] = {name: [] for name in figures}
     for r in range(count):
         order = list(figures) if r % 2 == 0 else list(reversed(figures))
@@ -220,13 +221,18 @@ def rounds(
             except Exception as exc:
                 failed[name] = error_line(exc)
                 print(f"  {name} {r}: failed: {failed[name]}", file=sys.stderr)
-    return {name: statistics.median(values) for name, values in samples.items() if values}
+    return {
+        name: statistics.median(values)
+        for name, values in samples.items()
+        if values and name not in failed
+    }
 
 
 def error_line(exc: BaseException) -> str:
     """The line of an error's text that names it (a Java one's, for Py4J errors)."""
     text = str(exc)
-    return next((ln for ln in text.splitlines() if "Error" in ln), text).strip()[:300]
+    line = next((ln for ln in text.splitlines() if "Error" in ln), text)
+    return line.strip().lstrip(": ")[:300]
 
 
 def source_options(schema_json: str, **config: str) -> dict[str, str]:
