@@ -14,6 +14,8 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers.gc_runs import collections_during
 from msgstream import (
@@ -150,6 +152,30 @@ def test_text_json_and_vectors_across_many_messages() -> None:
         None,
     ]
     assert table.column("_partition").to_pylist() == ["p1"] * 3 + ["p0"] * 2 + ["p1"]
+
+
+_TEXTS_FRAME = FrameSchema(
+    CollectionSchema(
+        "all", tuple(f for f in ALL_TYPES.fields if f.name in ("pk", "s", "j", "vec"))
+    ),
+    FrameKind.CHANGES,
+)
+_ROW = st.tuples(
+    st.one_of(st.none(), st.text(max_size=12)),
+    st.one_of(st.none(), st.integers(-50, 50), st.text(max_size=4), st.lists(st.integers(0, 9))),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(_ROW, min_size=1, max_size=4), min_size=1, max_size=12))
+def test_random_batches_build_as_decoding_them_one_by_one(batch: list[list[Any]]) -> None:
+    """Messages of one to four rows, texts and JSON of any size, nulls anywhere: bodies
+    of a shape seen are read by position, the others parsed, into decode's rows."""
+    payloads = [
+        (encode(texts_insert(i + 1, [t for t, _ in rows], [j for _, j in rows])), "c")
+        for i, rows in enumerate(batch)
+    ]
+    assert columnar_table(_TEXTS_FRAME, payloads).equals(decoded_table(_TEXTS_FRAME, payloads))
 
 
 def test_building_a_large_batch_sets_off_no_garbage_collection() -> None:
