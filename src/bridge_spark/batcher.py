@@ -576,14 +576,17 @@ class _Flights:
 
     async def make_room(self) -> None:
         """Until fewer than :attr:`LIMIT` batches are in flight."""
-        while len(self._tasks) >= self.LIMIT:
-            await self._tasks[0]  # kept until it is over: a cancelled run settles it
-            self._tasks.popleft()
+        await self._down_to(self.LIMIT - 1)
 
     async def drain(self) -> None:
         """Until every batch is committed; raise the first error."""
-        while self._tasks:
-            await self._tasks[0]
+        await self._down_to(0)
+
+    async def _down_to(self, count: int) -> None:
+        """Until at most ``count`` batches are in flight, oldest first; raise the first
+        error."""
+        while len(self._tasks) > count:
+            await self._tasks[0]  # kept until it is over: a cancelled run settles it
             self._tasks.popleft()
 
     async def settle(self) -> None:

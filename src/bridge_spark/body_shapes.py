@@ -48,7 +48,7 @@ def shape_of(body: bytes) -> bytes:
 class BodyShape:
     """Where the numbers of every body of one shape are (see the module's docstring)."""
 
-    __slots__ = ("_numbers", "_slices", "_text", "_text_of", "key", "size")
+    __slots__ = ("_numbers", "_text", "_text_of", "key", "size")
 
     def __init__(self, body: bytes, runs: list[tuple[int, int]], paths: list[Path | None]):
         self.key = shape_of(body)
@@ -57,9 +57,6 @@ class BodyShape:
             path: (start, end - start)
             for (start, end), path in zip(runs, paths, strict=True)
             if path is not None
-        }
-        self._slices: dict[Path, slice] = {
-            path: slice(start, start + length) for path, (start, length) in self._numbers.items()
         }
         text = [
             slice(start, end)
@@ -89,7 +86,8 @@ class BodyShape:
 
     def number(self, body: bytes, path: Path) -> int:
         """The number at ``path`` of one body of this shape (leading zeros not checked)."""
-        return int(body[self._slices[path]])
+        start, length = self._numbers[path]
+        return int(body[start : start + length])
 
     def numbers(self, bodies: bytes, count: int) -> dict[Path, npt.NDArray[np.int64]] | None:
         """Every number of ``count`` bodies of this shape, joined as ``bodies``, by path;
