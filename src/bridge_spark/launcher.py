@@ -45,12 +45,15 @@ from pathlib import Path
 
 from msgstream.logs import get_logger
 
+from .warm_client import WARM_MODULES
+
 log = get_logger(__name__)
 
 __all__ = [
     "installed_pyspark_zip",
     "launcher_script",
     "moduleless_spark_jar",
+    "warm_client",
     "worker_python",
 ]
 
@@ -112,21 +115,16 @@ def moduleless_spark_jar() -> Path | None:
     return jar
 
 
-def launcher_script(python: str, archives: Sequence[Path]) -> str:
+def launcher_script(python: str, archives: Sequence[Path], client: Path | None = None) -> str:
     """The launcher's text: run ``python`` with ``archives`` (each compared as a file, so
     any path that reaches it counts) left out of ``PYTHONPATH``, every other entry kept in
-    order."""
-    if not archives:
-        raise ValueError("launcher_script: no archive to leave out")
+    order; with ``client`` (:mod:`bridge_spark.warm_client`), ``python -m`` runs of the
+    modules it serves warm go through it."""
+    if not archives and client is None:
+        raise ValueError("launcher_script: no archive to leave out and no warm client")
     names = "\n".join(f"archive{n}={shlex.quote(str(a))}" for n, a in enumerate(archives))
     tests = " || ".join(f'[ "$entry" -ef "$archive{n}" ]' for n in range(len(archives)))
-    return f"""#!/bin/sh
-# Written by msgstream.bridge_spark.launcher: a Spark Python worker's interpreter.
-# Spark puts PySpark's zip first on PYTHONPATH and its core jar last. The archives below
-# repeat the PySpark installed beside them (with compiled bytecode) or hold no Python
-# module: they are left out, so nothing is compiled again and no package lookup reads them.
-{names}
-kept=
+    filtered = f"""kept=
 some=
 set -f
 IFS=:
@@ -138,8 +136,33 @@ done
 unset IFS
 set +f
 if [ -n "$some" ]; then export PYTHONPATH="$kept"; else unset PYTHONPATH; fi
-exec {shlex.quote(python)} "$@"
 """
+    warm = ""
+    if client is not None:
+        modules = "|".join(shlex.quote(f"-m {module}") for module in WARM_MODULES)
+        run = f"{shlex.quote(python)} -I -S {shlex.quote(str(client))} {shlex.quote(python)}"
+        warm = f"""case "${{1-}} ${{2-}}" in
+    {modules}) exec {run} "$@" ;;
+esac
+"""
+    return f"""#!/bin/sh
+# Written by msgstream.bridge_spark.launcher: a Spark Python worker's interpreter.
+# Spark puts PySpark's zip first on PYTHONPATH and its core jar last. The archives below
+# repeat the PySpark installed beside them (with compiled bytecode) or hold no Python
+# module: they are left out, so nothing is compiled again and no package lookup reads them.
+# A streaming source's runner, a new process per query, is forked from a warm interpreter
+# by msgstream's warm client when it can be.
+{names}
+{filtered if archives else ""}{warm}exec {shlex.quote(python)} "$@"
+"""
+
+
+def warm_client() -> Path | None:
+    """The warm client script (:mod:`bridge_spark.warm_client`), where the platform lets
+    its runner watch the driver (Linux pidfds); None elsewhere."""
+    if not hasattr(os, "pidfd_open"):
+        return None
+    return Path(__file__).with_name("warm_client.py")
 
 
 def _cache_dir() -> Path:
@@ -151,9 +174,12 @@ def _cache_dir() -> Path:
     return Path(base, "msgstream", "worker-python")
 
 
-def worker_python(python: str | None = None, cache_dir: Path | None = None) -> str:
+def worker_python(
+    python: str | None = None, cache_dir: Path | None = None, warm: bool = True
+) -> str:
     """An executable for ``PYSPARK_PYTHON``: the launcher for ``python`` (default: this
-    interpreter) when a pip-installed PySpark's zip or core jar can be left out, else
+    interpreter) when a pip-installed PySpark's zip or core jar can be left out or, with
+    ``warm``, streaming queries' runners can be forked warm (:func:`warm_client`); else
     ``python`` itself. Never raises for a cache directory it cannot write: it logs why
     and returns ``python``; a ``python`` that is not an executable file is a
     ``ValueError`` naming it."""
@@ -161,9 +187,10 @@ def worker_python(python: str | None = None, cache_dir: Path | None = None) -> s
     if not (os.path.isfile(python) and os.access(python, os.X_OK)):
         raise ValueError(f"worker_python: {python!r} is not an executable file")
     archives = [a for a in (installed_pyspark_zip(), moduleless_spark_jar()) if a is not None]
-    if not archives:
+    client = warm_client() if warm else None
+    if not archives and client is None:
         return python
-    text = launcher_script(python, archives)
+    text = launcher_script(python, archives, client)
     name = f"python-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
     try:
         folder = cache_dir if cache_dir is not None else _cache_dir()
@@ -176,8 +203,8 @@ def worker_python(python: str | None = None, cache_dir: Path | None = None) -> s
             draft.replace(path)  # atomic: a concurrent writer writes the same text
     except OSError as exc:
         log.warning(
-            "Spark's Python workers keep %s on their path: no launcher (%s)",
-            " and ".join(archive.name for archive in archives),
+            "Spark's Python workers start without msgstream's launcher (nothing left out "
+            "of their path, no warm runner): %s",
             exc,
         )
         return python

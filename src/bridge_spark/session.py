@@ -30,17 +30,20 @@ def local_spark(
     master: str = "local[2]",
     app_name: str = "msgstream",
     conf: Mapping[str, str] | None = None,
+    warm_runner: bool = True,
 ) -> SparkSession:
     """Get (or create) a Spark session with the ``msgstream`` source registered.
 
     Spark's Python workers run this interpreter (``PYSPARK_PYTHON``, unless it is set),
     so they can import the bridge, through :func:`~bridge_spark.launcher.worker_python`'s
-    launcher: they import the installed PySpark rather than compiling its zip again. An
-    already running session is returned as is (settings that only apply at start-up are
-    then ignored).
+    launcher: they import the installed PySpark rather than compiling its zip again and,
+    with ``warm_runner``, each streaming query's source runner is forked from a warm
+    interpreter (:mod:`~bridge_spark.warm_runner`) instead of starting cold. An already
+    running session is returned as is (settings that only apply at start-up are then
+    ignored).
     """
     if "PYSPARK_PYTHON" not in os.environ:
-        os.environ["PYSPARK_PYTHON"] = worker_python()
+        os.environ["PYSPARK_PYTHON"] = worker_python(warm=warm_runner)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 

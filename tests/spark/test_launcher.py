@@ -154,7 +154,9 @@ def zip_with_version(package: Path, text: str) -> None:
 def test_a_zip_of_another_release_is_left_alone(fake_pyspark: Path, tmp_path: Path) -> None:
     zip_with_version(fake_pyspark, '__version__: str = "4.2.0"\n')
     assert installed_pyspark_zip() is None
-    assert worker_python(sys.executable, cache_dir=tmp_path / "cache") == sys.executable
+    assert worker_python(sys.executable, cache_dir=tmp_path / "cache", warm=False) == (
+        sys.executable
+    )
     assert not (tmp_path / "cache").exists()
 
 
@@ -203,7 +205,11 @@ def test_a_pyspark_without_its_zip_or_jar_keeps_the_interpreter(
 ) -> None:
     assert installed_pyspark_zip() is None  # a PySpark without python/lib/pyspark.zip
     assert moduleless_spark_jar() is None  # ... and without jars/
-    assert worker_python(sys.executable, cache_dir=tmp_path / "c") == sys.executable
+    assert worker_python(sys.executable, cache_dir=tmp_path / "c", warm=False) == sys.executable
+    warm = worker_python(sys.executable, cache_dir=tmp_path / "c")  # the warm client only
+    assert Path(warm).parent == tmp_path / "c"
+    assert "archive0" not in Path(warm).read_text()
+    assert path_seen_by(warm, "/a:/b") == "/a:/b"
 
 
 def test_an_unwritable_cache_keeps_the_interpreter_and_says_why(
@@ -215,7 +221,7 @@ def test_an_unwritable_cache_keeps_the_interpreter_and_says_why(
         assert worker_python(sys.executable, cache_dir=blocker / "cache") == (sys.executable)
     [record] = caplog.records
     assert ZIP is not None and JAR is not None
-    assert f"workers keep {ZIP.name} and {JAR.name} on their path" in record.getMessage()
+    assert "workers start without msgstream's launcher" in record.getMessage()
     assert str(blocker / "cache") in record.getMessage()
 
 
