@@ -53,6 +53,7 @@ report = {
     "path0": sys.path[0],
     "marker": os.environ.get("WARM_TEST_MARKER"),
     "preloaded": "msgstream.bridge_spark.source" in sys.modules,
+    "backends": [m for m in sys.modules if m.startswith("msgstream.backends.")],
     "main": __name__,
     "stdin": sys.stdin.readline().strip() if mode == "stdin" else None,
 }
@@ -139,6 +140,11 @@ def test_the_child_is_the_process_spark_asked_for(
     assert status == 0
     assert report["ppid"] == runner.pid  # forked by the runner, not started cold
     assert report["preloaded"] is True
+    assert set(report["backends"]) >= {  # every installed backend's client, Kafka's included
+        "msgstream.backends.kafka.client",
+        "msgstream.backends.pulsar.client",
+        "msgstream.backends.rocksmq.client",
+    }
     assert report["argv"] == ["stdin", "two"]
     assert report["cwd"] == str(tmp_path) == report["path0"]
     assert report["marker"] == "from the client"
@@ -405,3 +411,18 @@ def test_a_bad_request_leaves_the_runner_serving(
             assert conn.recv(16) == b""  # no child: closed without a word
     assert runner.poll() is None
     assert run(place, "plain")[1]["ppid"] == runner.pid
+
+
+def test_a_backend_library_that_is_missing_or_broken_is_left_to_the_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from msgstream.bridge_spark.warm_runner import _import_if_installed
+
+    (tmp_path / "broken_backend_lib.py").write_text("raise RuntimeError('no licence')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _import_if_installed("no_such_backend_lib")
+    assert capsys.readouterr().err == ""  # not installed: nothing to say
+    _import_if_installed("broken_backend_lib")
+    assert capsys.readouterr().err == (
+        "warm runner: not preloaded: broken_backend_lib: RuntimeError('no licence')\n"
+    )
