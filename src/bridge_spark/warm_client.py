@@ -47,6 +47,8 @@ PID, EXIT, REFUSED = b"P", b"X", b"R"
 """Replies: the child's pid (4 bytes follow), its exit status (1 byte), or a refusal."""
 _PID = struct.Struct("!cI")
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+MAX_SOCKET_PATH = 107
+"""The longest path a Unix socket can be bound to on Linux (``sun_path`` is 108 bytes)."""
 
 
 def shaping_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -68,7 +70,7 @@ def socket_path(python: str, parent: int, env: Mapping[str, str]) -> str | None:
     """Where the warm runner for this interpreter set-up under driver JVM ``parent``
     listens: in a directory of the temporary directory (``env``'s ``TMPDIR``, else
     Python's default) that only this user may use; None when that directory cannot be
-    made or is not private."""
+    made or is not private, or the path is too long for a socket."""
     base = env.get("TMPDIR") or _default_tmp()
     folder = os.path.join(base, f"msgstream-warm-{os.getuid()}")
     try:
@@ -82,7 +84,8 @@ def socket_path(python: str, parent: int, env: Mapping[str, str]) -> str | None:
     # refuses one of them (it compares the set-ups themselves).
     shape = "\0".join([python, *sorted(f"{k}={v}" for k, v in shaping_env(env).items())])
     digest = zlib.crc32(shape.encode("utf-8", "surrogateescape"))
-    return os.path.join(folder, f"{parent}-{digest:08x}.sock")
+    path = os.path.join(folder, f"{parent}-{digest:08x}.sock")
+    return path if len(os.fsencode(path)) <= MAX_SOCKET_PATH else None
 
 
 def _default_tmp() -> str:
@@ -147,7 +150,9 @@ def _run_cold(python: str, argv: Sequence[str]) -> None:
 
 def _start_runner(python: str, path: str, parent: int) -> None:
     """Start the warm runner for the next query, detached; its errors go to a log beside
-    its socket."""
+    its socket. Not where the runner could not watch the driver (a kernel without
+    pidfds): it would exit at once, and every query would start another."""
+    os.close(os.pidfd_open(parent))  # an OSError here: no runner
     import subprocess  # only the first query of a driver starts one
 
     log = path[: -len(".sock")] + ".log"
@@ -211,10 +216,7 @@ def main(arguments: Sequence[str]) -> None:
             pass  # no runner: every query runs cold, as before
         _run_cold(python, argv)
         return
-    try:
-        status = _serve_warm(conn, python, argv)
-    except OSError:
-        status = None
+    status = _serve_warm(conn, python, argv)
     if status is None:
         conn.close()
         _run_cold(python, argv)

@@ -3,10 +3,9 @@ runner once and forks a child for every query (see :mod:`bridge_spark.warm_clien
 
 ``python -m msgstream.bridge_spark.warm_runner SOCKET PARENT [MODULE ...]`` binds
 ``SOCKET`` (one runner per socket, under a lock; a stale socket is replaced), imports the
-modules it serves (default :data:`~bridge_spark.warm_client.WARM_MODULES`) and the
-msgstream source, then serves
-until the driver JVM ``PARENT`` exits (watched through a pidfd, so Linux only: elsewhere
-it exits at once and every query runs cold).
+modules it serves (default :data:`~bridge_spark.warm_client.WARM_MODULES`), the msgstream
+source and the backends' clients, then serves until the driver JVM ``PARENT`` exits
+(watched through a pidfd, so Linux only: elsewhere every query runs cold).
 
 A request carries the arguments, environment, working directory and standard streams
 of the process Spark started. The runner refuses one whose interpreter or start-up

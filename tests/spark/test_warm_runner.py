@@ -39,34 +39,41 @@ TARGET = "warm_target"
 TARGET_CODE = """
 import json, os, signal, sys, time
 
+IMPORTED_AS = __name__  # the runner imports it once; each child runs it as __main__
+
+
 def on_term(number, frame):
-    print("got SIGTERM", flush=True)
+    os.write(1, b"got SIGTERM\\n")  # not print: the main thread may be inside one
     sys.exit(7)
 
-signal.signal(signal.SIGTERM, on_term)
-mode = sys.argv[1]
-report = {
-    "pid": os.getpid(),
-    "ppid": os.getppid(),
-    "argv": sys.argv[1:],
-    "cwd": os.getcwd(),
-    "path0": sys.path[0],
-    "marker": os.environ.get("WARM_TEST_MARKER"),
-    "preloaded": "msgstream.bridge_spark.source" in sys.modules,
-    "backends": [m for m in sys.modules if m.startswith("msgstream.backends.")],
-    "main": __name__,
-    "stdin": sys.stdin.readline().strip() if mode == "stdin" else None,
-}
-print(json.dumps(report), flush=True)
-print("to stderr", file=sys.stderr, flush=True)
-if mode == "exit3":
-    sys.exit(3)
-if mode == "raise":
-    raise RuntimeError("target failed")
-if mode == "message":
-    sys.exit("a message")
-if mode == "sleep":
-    time.sleep(60)
+
+def main(mode):
+    signal.signal(signal.SIGTERM, on_term)
+    report = {
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "argv": sys.argv[1:],
+        "cwd": os.getcwd(),
+        "path0": sys.path[0],
+        "marker": os.environ.get("WARM_TEST_MARKER"),
+        "preloaded": "msgstream.bridge_spark.source" in sys.modules,
+        "backends": [m for m in sys.modules if m.startswith("msgstream.backends.")],
+        "stdin": sys.stdin.readline().strip() if mode == "stdin" else None,
+    }
+    print(json.dumps(report), flush=True)
+    print("to stderr", file=sys.stderr, flush=True)
+    if mode == "exit3":
+        sys.exit(3)
+    if mode == "raise":
+        raise RuntimeError("target failed")
+    if mode == "message":
+        sys.exit("a message")
+    if mode == "sleep":
+        time.sleep(60)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
 """
 
 
@@ -149,7 +156,6 @@ def test_the_child_is_the_process_spark_asked_for(
     assert report["cwd"] == str(tmp_path) == report["path0"]
     assert report["marker"] == "from the client"
     assert report["stdin"] == "a line"
-    assert report["main"] == "__main__"
     assert err == "to stderr\n"
 
 
@@ -426,3 +432,27 @@ def test_a_backend_library_that_is_missing_or_broken_is_left_to_the_child(
     assert capsys.readouterr().err == (
         "warm runner: not preloaded: broken_backend_lib: RuntimeError('no licence')\n"
     )
+
+
+def test_a_socket_path_too_long_or_in_a_shared_directory_means_cold(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    assert warm_client.socket_path(PYTHON, 1, {"TMPDIR": str(deep)}) is None  # > 107 bytes
+    short = Path(tempfile.mkdtemp(prefix="mw", dir="/tmp"))
+    try:
+        found = warm_client.socket_path(PYTHON, 1, {"TMPDIR": str(short)})
+        assert found is not None and len(found) <= warm_client.MAX_SOCKET_PATH
+        folder = Path(found).parent
+        assert folder.stat().st_mode & 0o777 == 0o700
+        folder.chmod(0o770)  # someone else's group could reach the socket
+        assert warm_client.socket_path(PYTHON, 1, {"TMPDIR": str(short)}) is None
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
+
+
+def test_the_socket_names_the_driver_and_the_interpreter_set_up(place: dict[str, str]) -> None:
+    path = socket_of(place)
+    assert Path(path).name.startswith(f"{os.getpid()}-")
+    assert socket_of({**place, "PYTHON_WORKER_FACTORY_PORT": "9"}) == path  # per process
+    assert socket_of({**place, "LC_ALL": "C"}) != path
+    assert warm_client.socket_path("/other/python", os.getpid(), place) != path
