@@ -456,3 +456,16 @@ def test_the_socket_names_the_driver_and_the_interpreter_set_up(place: dict[str,
     assert socket_of({**place, "PYTHON_WORKER_FACTORY_PORT": "9"}) == path  # per process
     assert socket_of({**place, "LC_ALL": "C"}) != path
     assert warm_client.socket_path("/other/python", os.getpid(), place) != path
+
+
+def test_without_pidfds_the_launcher_has_no_warm_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a runner could not watch its driver (no ``os.pidfd_open``: macOS, say), the
+    launcher sends everything to the interpreter, as before the warm runner."""
+    from msgstream.bridge_spark import launcher
+
+    monkeypatch.delattr(os, "pidfd_open")
+    assert launcher.warm_client() is None
+    made = launcher.worker_python(sys.executable, cache_dir=tmp_path)
+    assert "warm_client" not in Path(made).read_text()
