@@ -10,10 +10,9 @@ import os
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
 from importlib.machinery import ModuleSpec
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -24,6 +23,7 @@ from msgstream.bridge_spark.launcher import (
     moduleless_spark_jar,
     worker_python,
 )
+from spark.probes import probe_query
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -259,7 +259,6 @@ def test_a_streaming_query_runner_and_its_workers_import_the_installed_pyspark(
     executors' workers report where they imported PySpark from (not the zip) and the
     archives on their path (not Spark's core jar: only py4j's zip is left; Python's own
     ``python311.zip`` entry names no file here)."""
-    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
     def origin() -> str:
         import os
@@ -270,42 +269,7 @@ def test_a_streaming_query_runner_and_its_workers_import_the_installed_pyspark(
         archives = sorted(os.path.basename(p) for p in sys.path if os.path.isfile(p))
         return f"{pyspark.__file__} {archives}"
 
-    class Reader(DataSourceStreamReader):
-        def initialOffset(self) -> dict[str, Any]:
-            return {"n": 0, "runner": origin()}
-
-        def latestOffset(self) -> dict[str, Any]:
-            return {"n": 1, "runner": origin()}
-
-        def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-            return [InputPartition(end["runner"])] if start["n"] < end["n"] else []
-
-        def read(self, partition: InputPartition) -> Iterator[tuple[str, str]]:
-            yield partition.value, origin()
-
-    class Where(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return "pyspark_origin"
-
-        def schema(self) -> str:
-            return "runner string, worker string"
-
-        def streamReader(self, schema: Any) -> Reader:
-            return Reader()
-
-    spark.dataSource.register(Where)
-    query = (
-        spark.readStream.format("pyspark_origin")
-        .load()
-        .writeStream.format("memory")
-        .queryName("pyspark_origin")
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(120)
-    [row] = spark.table("pyspark_origin").collect()
+    row = probe_query(spark, tmp_path / "checkpoint", "pyspark_origin", origin, origin)
     import pyspark
 
     py4j_zip = next(Path(pyspark.__file__).parent.glob("python/lib/py4j-*-src.zip"))

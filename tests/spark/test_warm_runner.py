@@ -27,6 +27,7 @@ from msgstream.bridge_spark import warm_client
 from msgstream.bridge_spark.launcher import launcher_script
 from msgstream.bridge_spark.launcher import warm_client as client_script
 from msgstream.bridge_spark.warm_runner import refusal
+from spark.probes import probe_query
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -320,7 +321,6 @@ def test_a_sessions_streaming_queries_get_warm_runners(spark: SparkSession, tmp_
     """Through ``local_spark()``'s launcher, a query's source runner is forked by the
     warm runner of this session's JVM (the first query of a session may run cold while
     it starts one)."""
-    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
     def runner_parent() -> str:
         import os
@@ -328,49 +328,13 @@ def test_a_sessions_streaming_queries_get_warm_runners(spark: SparkSession, tmp_
         with open(f"/proc/{os.getppid()}/cmdline", "rb") as cmdline:
             return cmdline.read().replace(b"\0", b" ").decode()
 
-    class Reader(DataSourceStreamReader):
-        def initialOffset(self) -> dict[str, Any]:
-            return {"n": 0}
-
-        def latestOffset(self) -> dict[str, Any]:
-            return {"n": 1, "parent": runner_parent()}
-
-        def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-            return [InputPartition(end["parent"])] if start["n"] < end["n"] else []
-
-        def read(self, partition: InputPartition) -> Iterator[tuple[str]]:
-            yield (partition.value,)
-
-    class Parent(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return "runner_parent"
-
-        def schema(self) -> str:
-            return "parent string"
-
-        def streamReader(self, schema: Any) -> Reader:
-            return Reader()
-
-    spark.dataSource.register(Parent)
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     driver = jvm.java.lang.ProcessHandle.current().pid()
-    parents = []
-    for attempt in range(3):
-        name = f"runner_parent_{attempt}"
-        query = (
-            spark.readStream.format("runner_parent")
-            .load()
-            .writeStream.format("memory")
-            .queryName(name)
-            .option("checkpointLocation", str(tmp_path / name))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination(120)
-        [row] = spark.table(name).collect()
-        parents.append(row["parent"])
+    parents = [
+        probe_query(spark, tmp_path / str(n), f"runner_parent_{n}", runner_parent, str)["runner"]
+        for n in range(3)
+    ]
     assert f"-m {warm_client.RUNNER_MODULE} " in parents[-1]
     assert parents[-1].split()[-1] == str(driver)  # the runner of this session's JVM
     assert parents[-1] == parents[-2]  # one runner serves query after query
