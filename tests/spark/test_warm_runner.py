@@ -38,7 +38,9 @@ PYTHON = sys.executable
 CLIENT = str(client_script())
 TARGET = "warm_target"
 TARGET_CODE = """
-import json, os, signal, sys, time
+import json, os, random, signal, sys, time
+
+import numpy
 
 IMPORTED_AS = __name__  # the runner imports it once; each child runs it as __main__
 
@@ -60,6 +62,7 @@ def main(mode):
         "preloaded": "msgstream.bridge_spark.source" in sys.modules,
         "backends": [m for m in sys.modules if m.startswith("msgstream.backends.")],
         "stdin": sys.stdin.readline().strip() if mode == "stdin" else None,
+        "draws": [random.getrandbits(60), int(numpy.random.randint(1 << 60))],
     }
     print(json.dumps(report), flush=True)
     print("to stderr", file=sys.stderr, flush=True)
@@ -158,6 +161,18 @@ def test_the_child_is_the_process_spark_asked_for(
     assert report["marker"] == "from the client"
     assert report["stdin"] == "a line"
     assert err == "to stderr\n"
+
+
+def test_children_draw_different_random_numbers(
+    place: dict[str, str], runner: subprocess.Popen[bytes]
+) -> None:
+    """Forked from one runner that imported numpy and random once, each child still draws
+    its own numbers, as a new interpreter would (both libraries reseed a forked child;
+    a runner that handed children its state some other way would break this)."""
+    first, second = (run(place, "plain")[1] for _ in range(2))
+    assert first["ppid"] == second["ppid"] == runner.pid
+    assert first["draws"][0] != second["draws"][0]  # Python's random: reseeded at fork
+    assert first["draws"][1] != second["draws"][1]  # numpy's global generator
 
 
 @pytest.mark.parametrize(
