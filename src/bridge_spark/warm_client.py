@@ -135,12 +135,9 @@ def read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
 
 
 def _read_exactly(conn: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = conn.recv(size - len(data))
-        if not chunk:
-            raise ValueError(f"request cut short at {len(data)} of {size} bytes")
-        data += chunk
+    data = _read_reply(conn, size)
+    if len(data) < size:
+        raise ValueError(f"request cut short at {len(data)} of {size} bytes")
     return data
 
 
@@ -191,10 +188,10 @@ def _serve_warm(conn: socket.socket, python: str, argv: Sequence[str]) -> int | 
 
 def _read_reply(conn: socket.socket, size: int) -> bytes:
     """Up to ``size`` bytes: fewer when the other end closes first."""
-    reply = b""
+    reply = bytearray()
     while len(reply) < size and (chunk := conn.recv(size - len(reply))):
         reply += chunk
-    return reply
+    return bytes(reply)
 
 
 def main(arguments: Sequence[str]) -> None:

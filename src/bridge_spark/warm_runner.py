@@ -115,6 +115,7 @@ def _bind(path: str) -> socket.socket | None:
 def serve(listener: socket.socket, watch: int, python: str, modules: Sequence[str]) -> Job | None:
     """Accept requests until the watched driver exits (None, in the runner) or a child
     is forked (its :class:`Job`, in the child)."""
+    own = dict(os.environ)
     while True:
         ready, _, _ = select.select([listener.fileno(), watch], [], [])
         if watch in ready:
@@ -127,7 +128,7 @@ def serve(listener: socket.socket, watch: int, python: str, modules: Sequence[st
             print(f"warm runner: bad request: {exc}", file=sys.stderr)
             conn.close()
             continue
-        why = refusal(request, python, dict(os.environ), modules)
+        why = refusal(request, python, own, modules)
         if why is not None:
             print(f"warm runner: refused: {why}", file=sys.stderr)
             _close(fds)
