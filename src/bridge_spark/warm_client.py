@@ -40,6 +40,7 @@ WARM_MODULES = ("pyspark.sql.streaming.python_streaming_source_runner",)
 """Modules whose ``python -m`` runs are served warm (Spark runs them as new processes, not
 forked from its Python daemon)."""
 RUNNER_MODULE = "msgstream.bridge_spark.warm_runner"
+CLIENT_USAGE = "python -I -S warm_client.py PYTHON ARG [ARG ...] (what Spark gave the launcher)"
 STREAMS = (0, 1, 2)
 """The descriptors handed to the child: stdin, stdout, stderr (Spark reads the last two)."""
 _LENGTH = struct.Struct("!I")
@@ -47,6 +48,8 @@ PID, EXIT, REFUSED = b"P", b"X", b"R"
 """Replies: the child's pid (4 bytes follow), its exit status (1 byte), or a refusal."""
 _PID = struct.Struct("!cI")
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+MAX_REQUEST_BYTES = 1 << 20
+"""The largest request a runner reads (arguments and environment: a few KiB in practice)."""
 MAX_SOCKET_PATH = 107
 """The longest path a Unix socket can be bound to on Linux (``sun_path`` is 108 bytes)."""
 
@@ -118,12 +121,14 @@ def decode_request(data: bytes) -> dict[str, Any]:
 
 def read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     """The request on ``conn`` and the descriptors that came with it (an ``OSError`` or
-    ``ValueError`` when it is cut short or malformed)."""
+    ``ValueError`` when it is cut short, malformed or over :data:`MAX_REQUEST_BYTES`)."""
     head, fds, _, _ = socket.recv_fds(conn, _LENGTH.size, len(STREAMS))
     try:
         if len(head) < _LENGTH.size:
             head += _read_exactly(conn, _LENGTH.size - len(head))
         (length,) = _LENGTH.unpack(head)
+        if length > MAX_REQUEST_BYTES:
+            raise ValueError(f"a request of {length} bytes (at most {MAX_REQUEST_BYTES})")
         request = decode_request(_read_exactly(conn, length))
         if len(fds) != len(STREAMS):
             raise ValueError(f"malformed request with {len(fds)} descriptors")
@@ -196,6 +201,8 @@ def _read_reply(conn: socket.socket, size: int) -> bytes:
 
 def main(arguments: Sequence[str]) -> None:
     """``python -I -S warm_client.py PYTHON -m MODULE [ARG ...]``."""
+    if len(arguments) < 2:
+        raise SystemExit(f"usage: {CLIENT_USAGE}; got {list(arguments)!r}")
     python, argv = arguments[0], list(arguments[1:])
     parent = os.getppid()
     path = socket_path(python, parent, os.environ)

@@ -34,7 +34,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .warm_client import EXIT, PID, REFUSED, STREAMS, WARM_MODULES, read_request, shaping_env
+from .warm_client import (
+    EXIT,
+    PID,
+    REFUSED,
+    RUNNER_MODULE,
+    STREAMS,
+    WARM_MODULES,
+    read_request,
+    shaping_env,
+)
 
 PRELOADED = ("msgstream.bridge_spark.source",)
 """What the runner imports before serving besides the modules it serves: what a msgstream
@@ -42,6 +51,7 @@ query's runner unpickles. Every installed backend's client module is imported to
 (:func:`backend_client_modules`): a query's runner opens a client, and the Kafka
 client's import alone took 70 ms of every query."""
 _REQUEST_TIMEOUT_S = 10.0
+USAGE = f"python -m {RUNNER_MODULE} SOCKET PARENT_PID [MODULE ...]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +225,8 @@ def _die_with_client(conn: socket.socket, status: _Status) -> None:
 
 def main(arguments: Sequence[str]) -> None:
     """``python -m msgstream.bridge_spark.warm_runner SOCKET PARENT [MODULE ...]``."""
+    if len(arguments) < 2 or not arguments[1].isdigit():
+        raise SystemExit(f"usage: {USAGE}; got {list(arguments)!r}")
     path, parent = arguments[0], int(arguments[1])
     modules = tuple(arguments[2:]) or WARM_MODULES
     try:

@@ -448,3 +448,47 @@ def test_without_pidfds_the_launcher_has_no_warm_path(
     assert launcher.warm_client() is None
     made = launcher.worker_python(sys.executable, cache_dir=tmp_path)
     assert "warm_client" not in Path(made).read_text()
+
+
+def test_a_request_over_the_limit_is_refused_before_it_is_read(
+    place: dict[str, str], runner: subprocess.Popen[bytes]
+) -> None:
+    """The announced length is checked first: a runner never buffers more than
+    MAX_REQUEST_BYTES for one request, whatever a client claims."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(socket_of(place))
+        conn.settimeout(5)  # well under the runner's 10 s wait for a slow request
+        announced = warm_client.MAX_REQUEST_BYTES + 1
+        socket.send_fds(conn, [announced.to_bytes(4, "big")], [0, 1, 2])
+        assert conn.recv(16) == b""  # closed without reading further
+    assert runner.poll() is None
+    assert run(place, "plain")[1]["ppid"] == runner.pid
+
+
+@pytest.mark.parametrize("arguments", [[], ["/tmp/x.sock"], ["/tmp/x.sock", "jvm"]])
+def test_the_runner_names_its_usage(arguments: list[str]) -> None:
+    from msgstream.bridge_spark.warm_runner import main
+
+    with pytest.raises(SystemExit, match=r"usage: python -m msgstream\.bridge_spark\.warm_runner "
+                       r"SOCKET PARENT_PID \[MODULE \.\.\.\]; got \["):  # fmt: skip
+        main(arguments)
+
+
+def test_the_client_names_its_usage() -> None:
+    done = subprocess.run(
+        [PYTHON, "-I", "-S", CLIENT, PYTHON], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 1
+    assert done.stderr == f"usage: {warm_client.CLIENT_USAGE}; got ['{PYTHON}']\n"
+
+
+def test_a_client_whose_driver_is_gone_starts_no_runner(tmp_path: Path) -> None:
+    """No pidfd for the parent (it has exited): the runner could watch nothing and would
+    end at once, so none is started and the query runs cold."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    with pytest.raises(ProcessLookupError):
+        warm_client._start_runner(PYTHON, str(tmp_path / "x.sock"), gone.pid)
+    assert list(tmp_path.iterdir()) == []  # not even its log
