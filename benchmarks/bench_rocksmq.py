@@ -8,7 +8,9 @@ Figures (goals from the core issue):
   3. TtMsgStream end-to-end msgs/s over 16 channels                     (>= 200k/s)
      next to the same stream with a header-only decode stub (what the pipeline costs
      without validating and planning payloads) and a raw rocksdict scan of the data
-  4. codec encode+decode MB/s, 1,000-row Insert with a 128-dim vector
+  4. codec encode+decode MB/s, 1,000-row Insert with a 128-dim vector; and encoding
+     1,000-message packs of one-row Inserts as a producer does (``encode_batch``)
+     against ``encode`` one message at a time
   5. what Prometheus metrics cost the produce path: MsgStream.produce latency and the
      throughput of 100-message packs with metrics on, beside the same with metrics off
      (the default), interleaved in the same run
@@ -51,8 +53,10 @@ from msgstream import (
     repack_by_first_key,
 )
 from msgstream.backends.rocksmq import RocksOptions, open_client
+from msgstream.batch_encoder import encode_batch
 from msgstream.bench.runner import Side
 from msgstream.bench.targets import MsgStreamTarget, Target
+from msgstream.bench.workload import MessageFactory, Workload
 from msgstream.codec import ENVELOPE_SIZE, DecodedBatch
 from msgstream.config import Config
 from msgstream.metrics import PrometheusInstruments
@@ -296,6 +300,26 @@ def bench_codec(rounds: int) -> float:
     return len(payload) * rounds / 1e6 / elapsed
 
 
+def bench_pack_encode(rounds: int) -> tuple[float, float]:
+    """Encoding 1,000-message packs of the harness's one-row Inserts: ``encode_batch``
+    (the producer's path) against ``encode`` one message at a time, rounds alternating;
+    the medians in msgs/s."""
+    factory = MessageFactory(Workload(size=BROKER_RECORD))
+    packs = [factory.pack(0, 1000) for _ in range(4)]
+    batch, single = [], []
+    for round_ in range(rounds):
+        pack = packs[round_ % len(packs)]
+        start = time.perf_counter()
+        encode_batch(pack)
+        middle = time.perf_counter()
+        for msg in pack:
+            encode(msg)
+        end = time.perf_counter()
+        batch.append(len(pack) / (middle - start))
+        single.append(len(pack) / (end - middle))
+    return statistics.median(batch), statistics.median(single)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else "")
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
@@ -371,6 +395,16 @@ def main() -> int:
         rows.append(Row("  same, header-only decode stub (ceiling)", ceiling, raw, "msgs/s", ""))
         codec = timed("codec", lambda: bench_codec(max(20, int(500 * scale))))
         rows.append(Row("codec encode+decode, 1000x128 f32 Insert", codec, None, "MB/s", ""))
+        batched, single = timed("pack encode", lambda: bench_pack_encode(max(20, int(200 * scale))))
+        rows.append(
+            Row(
+                "encode a pack of one-row Inserts, batch vs one by one",
+                batched,
+                single,
+                "msgs/s",
+                "",
+            )
+        )
 
     print_table(rows, args.json)
     return 0

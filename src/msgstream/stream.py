@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapp
 from typing import Literal, TypedDict
 
 from .backend import Client, ConsumedMessage, Consumer, MessageID, Producer
+from .batch_encoder import encode_batch
 from .channels import validate_channel_name, validate_subscription_name
 from .codec import MessageRegistry, default_registry, encode
 from .errors import (
@@ -229,7 +230,12 @@ class MsgStream(AsyncScope):
 
     def _encode_for(self, channels: str, msgs: Sequence[TsMsg]) -> list[bytes]:
         """Encode, and refuse oversized messages before anything of the pack is sent."""
-        return [self._encode_one(channels, m) for m in msgs]
+        payloads = encode_batch(msgs, self.registry)
+        limit = self._max_message_bytes
+        if max(map(len, payloads), default=0) > limit:
+            size = next(len(p) for p in payloads if len(p) > limit)
+            raise MessageTooLargeError(channels, size, limit)
+        return payloads
 
     def _encode_one(self, channels: str, msg: TsMsg) -> bytes:
         payload = encode(msg, self.registry)

@@ -1,0 +1,224 @@
+"""``encode_batch`` against ``encode``: the same bytes, sizes and errors for any pack.
+
+The fast path (one-row Inserts grouped by shape) must be invisible: whatever the mix of
+messages, columns, lengths and bad values, a pack encodes to exactly what encoding each
+message on its own gives, or raises the error the first bad message raises there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import msgstream.batch_encoder as batch_encoder
+from msgstream.batch_encoder import MIN_BATCH, encode_batch
+from msgstream.codec import MessageRegistry, decode, encode
+from msgstream.errors import CodecError, UnknownMessageTypeError
+from msgstream.messages import BUILTIN_TYPES, DeleteMsg, InsertMsg, TimeTickMsg, TsMsg
+from msgstream.schema import DataType, FieldData
+
+_U64 = 1 << 64
+_I64 = 1 << 63
+
+
+def one_row(
+    msg_id: int,
+    *,
+    text: str = "abc",
+    blob: bytes = b"\x00\x01",
+    collection: str = "c",
+    partition: str = "_default",
+    timestamp: int | None = None,
+    source_id: int = 7,
+) -> InsertMsg:
+    stamp = 1000 + msg_id if timestamp is None else timestamp
+    return InsertMsg(
+        msg_id=msg_id,
+        timestamp=stamp,
+        source_id=source_id,
+        collection_name=collection,
+        partition_name=partition,
+        row_ids=[msg_id * 10],
+        fields=[
+            FieldData("pk", DataType.INT64, np.array([msg_id])),
+            FieldData("score", DataType.FLOAT, np.array([msg_id / 3], np.float32)),
+            FieldData("ok", DataType.BOOL, np.array([msg_id % 2 == 0])),
+            FieldData("vec", DataType.FLOAT_VECTOR, np.full((1, 3), msg_id, np.float32), dim=3),
+            FieldData("name", DataType.VARCHAR, [text]),
+            FieldData("raw", DataType.BINARY, [blob]),
+        ],
+    )
+
+
+def per_message(msgs: list[TsMsg], registry: MessageRegistry | None = None) -> list[bytes]:
+    return [encode(m) if registry is None else encode(m, registry) for m in msgs]
+
+
+def test_a_pack_of_one_row_inserts_takes_the_fast_path_and_matches_encode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    msgs: list[TsMsg] = [one_row(i, text="é" * (i % 3), blob=bytes(i % 5)) for i in range(40)]
+    grouped: list[int] = []
+    real = batch_encoder._encode_group
+
+    def counting(group: list[Any]) -> list[bytes]:
+        grouped.append(len(group))
+        return real(group)
+
+    monkeypatch.setattr(batch_encoder, "_encode_group", counting)
+    payloads = encode_batch(msgs)
+    assert grouped == [40]  # one group: one collection, partition and set of columns
+    assert payloads == per_message(msgs)
+    assert [m.size for m in msgs] == [len(p) for p in payloads]
+    assert [decode(p) for p in payloads] == msgs
+
+
+def test_inserts_of_one_collection_with_other_columns_are_grouped_apart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plain: list[TsMsg] = [one_row(i) for i in range(12)]
+    narrow: list[TsMsg] = [one_row(100 + i) for i in range(10)]
+    masked: list[TsMsg] = [one_row(200 + i) for i in range(9)]
+    for msg in narrow:
+        assert isinstance(msg, InsertMsg)
+        del msg.fields[1:3]
+    for msg in masked:
+        assert isinstance(msg, InsertMsg)
+        msg.fields[0].valid = np.array([True])
+    msgs = [m for trio in zip(plain, narrow, masked, strict=False) for m in trio]
+    msgs += plain[9:] + narrow[9:]
+    grouped: list[int] = []
+    real = batch_encoder._encode_group
+
+    def counting(group: list[Any]) -> list[bytes]:
+        grouped.append(len(group))
+        return real(group)
+
+    monkeypatch.setattr(batch_encoder, "_encode_group", counting)
+    assert encode_batch(msgs) == per_message(msgs)
+    assert sorted(grouped) == [10, 12]  # the masked ones go message by message
+
+
+def test_mixed_packs_keep_their_order() -> None:
+    msgs: list[TsMsg] = []
+    for i in range(30):
+        msgs.append(one_row(i, collection="a" if i % 2 else "b"))
+        if i % 7 == 0:
+            msgs.append(
+                DeleteMsg(msg_id=100 + i, timestamp=5000 + i, collection_name="a", primary_keys=[i])
+            )
+            msgs.append(TimeTickMsg(msg_id=200 + i, timestamp=6000 + i))
+    payloads = encode_batch(msgs)
+    assert payloads == per_message(msgs)
+    assert [decode(p) for p in payloads] == msgs
+
+
+def test_small_packs_and_unregistered_inserts_go_message_by_message() -> None:
+    few: list[TsMsg] = [one_row(i) for i in range(MIN_BATCH - 1)]
+    assert encode_batch(few) == per_message(few)
+    bare = MessageRegistry(tuple(t for t in BUILTIN_TYPES if t is not InsertMsg))
+    many: list[TsMsg] = [one_row(i) for i in range(MIN_BATCH * 2)]
+    with pytest.raises(UnknownMessageTypeError, match="InsertMsg"):
+        encode_batch(many, bare)
+
+
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [
+        (lambda m: setattr(m, "msg_id", _I64), "msg_id must fit int64"),
+        (lambda m: setattr(m, "source_id", -_I64 - 1), "source_id"),
+        (lambda m: setattr(m, "timestamp", 1.5), "header out of range"),
+        (lambda m: m.fields[4].values.__setitem__(0, "\ud800"), "field 'name'"),
+    ],
+    ids=["msg_id", "source_id", "float-timestamp", "surrogate"],
+)
+def test_a_bad_message_raises_what_encode_raises(bad: Any, needle: str) -> None:
+    msgs: list[TsMsg] = [one_row(i) for i in range(20)]
+    bad(msgs[13])
+    with pytest.raises(CodecError) as expected:
+        per_message(msgs)
+    assert needle in str(expected.value)
+    with pytest.raises(type(expected.value)) as got:
+        encode_batch(msgs)
+    assert str(got.value) == str(expected.value)
+
+
+def test_values_of_another_type_than_declared_are_encoded_as_encode_does() -> None:
+    msgs: list[TsMsg] = [one_row(i) for i in range(20)]
+    msgs[3].fields[0].values = np.array([3], np.int32)  # not the column's int64
+    msgs[5].fields[5].values = (b"tuple",)
+    msgs[6].row_ids = np.array([60], ">i8")
+    assert encode_batch(msgs) == per_message(msgs)
+
+
+# --- any pack ---------------------------------------------------------------------------
+
+_TEXT = st.text(max_size=6)
+_BLOB = st.binary(max_size=6)
+_STAMP = st.integers(1, _U64 - 1)
+
+
+@st.composite
+def insert(draw: st.DrawFn, msg_id: int) -> InsertMsg:
+    rows = draw(st.sampled_from([1, 1, 1, 1, 2]))
+    kinds = draw(st.sampled_from(["plain", "plain", "plain", "masked", "nulls", "json"]))
+    columns = [
+        FieldData("pk", DataType.INT64, np.arange(rows) + msg_id),
+        FieldData("name", DataType.VARCHAR, draw(st.lists(_TEXT, min_size=rows, max_size=rows))),
+    ]
+    collection = draw(st.sampled_from(["c", "d"]))
+    if collection == "c":
+        columns.append(
+            FieldData("raw", DataType.BINARY, draw(st.lists(_BLOB, min_size=rows, max_size=rows)))
+        )
+    if kinds == "masked":
+        columns.append(FieldData("d", DataType.DOUBLE, np.zeros(rows), valid=[False] * rows))
+    elif kinds == "nulls":
+        columns.append(FieldData("n", DataType.VARCHAR, [None] * rows))
+    elif kinds == "json":
+        columns.append(FieldData("j", DataType.JSON, [{"k": msg_id}] * rows))
+    stamps = draw(st.lists(_STAMP, min_size=rows, max_size=rows))
+    return InsertMsg(
+        msg_id=msg_id,
+        timestamp=draw(st.sampled_from([0, max(stamps)])) or max(stamps),
+        source_id=draw(st.integers(-_I64, _I64 - 1)),
+        collection_name=collection,
+        partition_name=draw(st.sampled_from(["_default", "p"])),
+        row_ids=np.arange(rows) + msg_id,
+        row_timestamps=stamps,
+        fields=columns,
+    )
+
+
+@st.composite
+def packs(draw: st.DrawFn) -> list[TsMsg]:
+    count = draw(st.integers(0, 3 * MIN_BATCH))
+    msgs: list[TsMsg] = []
+    for msg_id in range(count):
+        kind = draw(st.sampled_from(["insert"] * 6 + ["delete", "tick"]))
+        if kind == "insert":
+            msgs.append(draw(insert(msg_id)))
+        elif kind == "delete":
+            msgs.append(
+                DeleteMsg(
+                    msg_id=msg_id,
+                    timestamp=draw(_STAMP),
+                    collection_name="c",
+                    primary_keys=[msg_id],
+                )
+            )
+        else:
+            msgs.append(TimeTickMsg(msg_id=msg_id, timestamp=draw(_STAMP)))
+    return msgs
+
+
+@given(packs())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_any_pack_encodes_as_each_message_does(msgs: list[TsMsg]) -> None:
+    payloads = encode_batch(msgs)
+    assert payloads == per_message(msgs)
+    assert [m.size for m in msgs] == list(map(len, payloads))
