@@ -398,7 +398,7 @@ def main() -> int:
         batched, single = timed("pack encode", lambda: bench_pack_encode(max(20, int(200 * scale))))
         rows.append(
             Row(
-                "encode a pack of one-row Inserts, batch vs one by one",
+                "encode 1,000 one-row Inserts: pack vs each",
                 batched,
                 single,
                 "msgs/s",
