@@ -65,9 +65,9 @@ def test_a_pack_of_one_row_inserts_takes_the_fast_path_and_matches_encode(
     grouped: list[int] = []
     real = batch_encoder._encode_group
 
-    def counting(group: list[Any]) -> list[bytes]:
+    def counting(group: list[Any], columns: Any) -> list[bytes] | None:
         grouped.append(len(group))
-        return real(group)
+        return real(group, columns)
 
     monkeypatch.setattr(batch_encoder, "_encode_group", counting)
     payloads = encode_batch(msgs)
@@ -94,9 +94,9 @@ def test_inserts_of_one_collection_with_other_columns_are_grouped_apart(
     grouped: list[int] = []
     real = batch_encoder._encode_group
 
-    def counting(group: list[Any]) -> list[bytes]:
+    def counting(group: list[Any], columns: Any) -> list[bytes] | None:
         grouped.append(len(group))
-        return real(group)
+        return real(group, columns)
 
     monkeypatch.setattr(batch_encoder, "_encode_group", counting)
     assert encode_batch(msgs) == per_message(msgs)
@@ -147,12 +147,68 @@ def test_a_bad_message_raises_what_encode_raises(bad: Any, needle: str) -> None:
     assert str(got.value) == str(expected.value)
 
 
-def test_values_of_another_type_than_declared_are_encoded_as_encode_does() -> None:
+def test_unusual_values_leave_the_rest_of_the_pack_on_the_fast_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     msgs: list[TsMsg] = [one_row(i) for i in range(20)]
-    msgs[3].fields[0].values = np.array([3], np.int32)  # not the column's int64
-    msgs[5].fields[5].values = (b"tuple",)
+    cells = [m.fields for m in msgs if isinstance(m, InsertMsg)]
+    cells[3][0].values = np.array([3], np.int32)  # not the column's int64
+    cells[4][4].values = [None]  # a null varchar
+    cells[5][5].values = (b"tuple",)  # a tuple is taken like a list
+    cells[6][1].values = [0.5]  # a list where an array belongs
+    grouped: list[int] = []
+    real = batch_encoder._encode_group
+
+    def counting(group: list[Any], columns: Any) -> list[bytes] | None:
+        grouped.append(len(group))
+        return real(group, columns)
+
+    monkeypatch.setattr(batch_encoder, "_encode_group", counting)
+    assert encode_batch(msgs) == per_message(msgs)
+    assert grouped == [17]  # all but the int32, the null and the list
+
+
+def test_row_ids_of_another_type_send_their_group_message_by_message() -> None:
+    msgs: list[TsMsg] = [one_row(i) for i in range(20)]
+    assert isinstance(msgs[6], InsertMsg)
     msgs[6].row_ids = np.array([60], ">i8")
     assert encode_batch(msgs) == per_message(msgs)
+
+
+def _texts(msg_id: int, lengths: tuple[int, ...]) -> InsertMsg:
+    return InsertMsg(
+        msg_id=msg_id,
+        timestamp=1000 + msg_id,
+        collection_name="c",
+        row_ids=[msg_id],
+        fields=[FieldData(f"s{i}", DataType.VARCHAR, ["x" * n]) for i, n in enumerate(lengths)],
+    )
+
+
+@pytest.mark.parametrize(
+    ("lengths", "calls"),
+    [
+        ([(i % 5, 3, i % 2) for i in range(200)], [(200, True)]),  # 10 bodies: column-wise
+        ([(i, i % 7, 1) for i in range(200)], []),  # the first 64 differ: not even tried
+        ([(1, 1, 1)] * 64 + [(i, 2, 2) for i in range(136)], [(200, False)]),  # 137 bodies
+    ],
+    ids=["repeating", "distinct", "distinct-after-the-sample"],
+)
+def test_groups_whose_bodies_mostly_differ_go_message_by_message(
+    monkeypatch: pytest.MonkeyPatch, lengths: list[tuple[int, ...]], calls: list[Any]
+) -> None:
+    msgs: list[TsMsg] = [_texts(i, shape) for i, shape in enumerate(lengths)]
+    seen: list[tuple[int, bool]] = []
+    real = batch_encoder._encode_group
+
+    def counting(group: list[Any], columns: Any) -> list[bytes] | None:
+        encoded = real(group, columns)
+        seen.append((len(group), encoded is not None))
+        return encoded
+
+    monkeypatch.setattr(batch_encoder, "_encode_group", counting)
+    assert encode_batch(msgs) == per_message(msgs)
+    assert seen == calls
 
 
 # --- any pack ---------------------------------------------------------------------------

@@ -5,15 +5,17 @@ most of, and the one whose encoding costs most per row: :func:`msgstream.codec.e
 builds its JSON body from dicts, one small buffer at a time, for every message. Yet
 one-row Inserts of one collection, partition and columns have the same JSON body
 whenever their variable-length values have the same byte lengths, and their numeric
-columns are fixed-width slices of one array. So :func:`encode_batch` groups them by that
-shape, writes each distinct body once (through ``encode_body`` itself, so the body's
-layout has one definition), takes each column of a group as one numpy array, and joins
-every payload from those pieces: about a third of the per-message cost.
+columns are fixed-width. So :func:`encode_batch` groups them by that shape, writes each
+distinct body once (through ``encode_body`` itself, so the body's layout has one
+definition), reads and checks each column across the group at once, fills the
+envelopes as one numpy record array, and joins every payload from those pieces: about
+half the cost of encoding the messages one by one.
 
-The bytes are exactly :func:`~msgstream.codec.encode`'s, and so are the errors: anything
-the fast path does not take (other types, more rows, null masks, JSON columns, values of
-unexpected types) is encoded message by message, and a batch in which anything fails is
-encoded again message by message, which raises the error :func:`encode` would.
+The bytes are exactly :func:`~msgstream.codec.encode`'s, and so are the errors. What the
+fast path does not take is encoded message by message: other types, more rows, validity
+masks, JSON columns, nulls, values of another type than their column's, groups whose
+bodies mostly differ. A pack in which anything fails on the fast path is encoded again
+message by message, which raises the error :func:`encode` would.
 """
 
 from __future__ import annotations
@@ -32,10 +34,17 @@ from . import envelope
 from .buffers import BodyWriter
 from .codec import MAGIC, VERSION, MessageRegistry, default_registry, encode
 from .messages import InsertMsg, TsMsg
-from .schema import DataType, FieldData
+from .schema import DataType
 
 MIN_BATCH = 8
 """Below this many one-row Inserts, grouping costs more than it saves."""
+SAMPLE = 64
+"""How many Inserts of a group :func:`_bodies_repeat` looks at."""
+MIN_BODY_REUSE = 4
+"""How many messages of a group must share each distinct body, on average, for the
+group to be encoded column by column. Writing a body costs about what encoding its
+message does, so a group of mostly distinct bodies (several varchar columns of varied
+lengths) is encoded message by message instead."""
 
 _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
 _PACKED_TYPES = {DataType.VARCHAR: str, DataType.BINARY: bytes}
@@ -51,6 +60,8 @@ _place = attrgetter("collection_name", "partition_name")
 _name_and_dim = attrgetter("name", "dim")
 _valid = attrgetter("valid")
 _NONE_ID = {id(None)}
+_PLAIN = {list, tuple}
+_ARRAY_TYPES = {np.ndarray}
 _msg_id = attrgetter("msg_id")
 _timestamp = attrgetter("timestamp")
 _source_id = attrgetter("source_id")
@@ -93,10 +104,10 @@ def _encode_grouped(
         for index, key in zip(inserts, keys, strict=True):
             groups.setdefault(key, []).append(index)
     for (_, rows_each), members in groups.items():
-        if rows_each == 1:
-            for shaped in _by_columns(msgs, members):
-                group = [msgs[i] for i in shaped]
-                for index, payload in zip(shaped, _encode_group(group), strict=True):
+        if rows_each == 1 and _bodies_repeat([msgs[i] for i in members[:SAMPLE]]):
+            for shaped, columns in _by_columns(msgs, members):
+                encoded = _encode_group([msgs[i] for i in shaped], columns)
+                for index, payload in zip(shaped, encoded or (), strict=True):
                     payloads[index] = payload
     for index, msg in enumerate(msgs):
         if payloads[index] is None:
@@ -104,65 +115,100 @@ def _encode_grouped(
     return payloads  # type: ignore[return-value]  # every slot was filled above
 
 
-def _by_columns(msgs: Sequence[TsMsg], members: list[int]) -> list[list[int]]:
+def _bodies_repeat(sample: list[Any]) -> bool:
+    """Whether one-row Inserts like ``sample`` (the first of a group) may share their
+    bodies often enough for the fast path: False when most of the sample's bodies differ
+    (a look at the lengths of their variable-length values, in characters: an estimate),
+    so that a pack of mostly distinct bodies costs little more than encoding it message
+    by message. :func:`_encode_group` checks the whole group."""
+    keys = set()
+    for msg in sample:
+        keys.add(tuple([_first_length(c.values) for c in msg.fields if c.dtype in _PACKED_TYPES]))
+    return len(keys) <= len(sample) * 3 // 4
+
+
+def _first_length(values: Any) -> int:
+    first = values[0] if len(values) == 1 else None
+    return len(first) if isinstance(first, str | bytes) else -1
+
+
+_Columns = list[tuple[list[bytes], bool]]
+"""A group's columns in order: each row's bytes, and whether the column is packed
+(varchar or binary: offsets go before the bytes)."""
+
+
+def _by_columns(msgs: Sequence[TsMsg], members: list[int]) -> list[tuple[list[int], _Columns]]:
     """``members`` (one-row Inserts of one collection and partition) split by their
-    columns, keeping only the groups the fast path takes. Usually all have the same
-    columns, checked a column at a time across the messages; else they are sorted out
-    one by one."""
-    if _columns_agree([msgs[i] for i in members]):
-        return [members]
+    columns, with the columns' bytes, keeping only the groups the fast path takes.
+    Usually all have the same columns, checked a column at a time across the messages;
+    else they are sorted out one by one."""
+    columns = _columns([msgs[i] for i in members])
+    if columns is not None:
+        return [(members, columns)]
     groups: dict[tuple[Any, ...], list[int]] = {}
     for index in members:
         groups.setdefault(_columns_of(msgs[index]), []).append(index)
-    return [shaped for shaped in groups.values() if _columns_agree([msgs[i] for i in shaped])]
+    found = []
+    for shaped in groups.values():
+        columns = _columns([msgs[i] for i in shaped])
+        if columns is not None:
+            found.append((shaped, columns))
+    return found
 
 
 def _columns_of(msg: Any) -> tuple[Any, ...]:
-    """What of an Insert's columns its body depends on, besides its values."""
-    return tuple([(c.name, id(c.dtype), c.dim, c.valid is None) for c in msg.fields])
+    """What of an Insert's columns decides whether and how the fast path takes them."""
+    return tuple(
+        [(c.name, id(c.dtype), c.dim, c.valid is None, _cell_kind(c.values)) for c in msg.fields]
+    )
 
 
-def _columns_agree(group: list[Any]) -> bool:
-    """Whether the Inserts of ``group`` have the same columns (names, types, dims), all
-    of a kind the fast path takes: numeric or vector, varchar or binary, no validity
-    mask."""
-    columns = list(map(_fields, group))
-    if len(set(map(len, columns))) != 1:
-        return False
-    for cells in zip(*columns, strict=True):
+def _cell_kind(values: Any) -> Any:
+    if type(values) in (list, tuple):
+        return type(values[0]) if len(values) == 1 else -len(values)
+    return getattr(values, "dtype", type(values))
+
+
+def _columns(group: list[Any]) -> _Columns | None:
+    """The columns of ``group``'s Inserts, row by row as bytes, if they have the same
+    columns (names, types, dims) and all are of a kind the fast path takes: numeric or
+    vector arrays of the column's type, or one str (varchar) or bytes (binary) value, and
+    no validity mask; else None."""
+    fields = list(map(_fields, group))
+    if len(set(map(len, fields))) != 1:
+        return None
+    columns: _Columns = []
+    for cells in zip(*fields, strict=True):
         # By identity where it can: hashing an enum member runs Python code.
-        dtypes = set(map(id, map(_dtype, cells)))
         if (
-            len(dtypes) != 1
+            len(set(map(id, map(_dtype, cells)))) != 1
             or set(map(id, map(_valid, cells))) != _NONE_ID
             or len(set(map(_name_and_dim, cells))) != 1
         ):
-            return False
+            return None
         dtype = cells[0].dtype
-        if dtype.numpy_dtype is None and dtype not in _PACKED_TYPES:
-            return False
-    return True
+        kind = _PACKED_TYPES.get(dtype)
+        data = (
+            _row_bytes(list(map(_values, cells)), np.dtype(dtype.numpy_dtype))
+            if kind is None
+            else _one_value_each(list(map(_values, cells)), kind)
+        )
+        if data is None:
+            return None
+        columns.append((data, kind is not None))
+    return columns
 
 
-def _encode_group(group: list[Any]) -> list[bytes]:
-    """Payloads of one-row Inserts of one collection, partition and columns, column by
-    column."""
+def _encode_group(group: list[Any], columns: _Columns) -> list[bytes] | None:
+    """Payloads of one-row Inserts of one collection, partition and ``columns``; None if
+    their variable-length values make most bodies differ."""
     count = len(group)
-    columns: list[tuple[list[bytes], bool]] = []  # each column's bytes, and if packed
-    packed: list[list[bytes]] = []  # the variable-length values, column by column
-    for position, column in enumerate(group[0].fields):
-        cells: list[Any] = [g.fields[position] for g in group]
-        kind = _PACKED_TYPES.get(column.dtype)
-        if kind is None:
-            target = np.dtype(column.dtype.numpy_dtype)
-            columns.append((_row_bytes(list(map(_values, cells)), target), False))
-        else:
-            data = _one_value_each(cells, kind)
-            columns.append((data, True))
-            packed.append(data)
+    packed = [data for data, is_packed in columns if is_packed]
     # The JSON body of each distinct combination of value lengths, from the first
     # message that has it.
     keys: list[Any] = list(zip(*map(_lengths, packed), strict=True)) if packed else [()] * count
+    if len(set(keys)) * MIN_BODY_REUSE > count:
+        return None
     bodies: dict[Any, bytes] = {}
     for key, msg in zip(keys, group, strict=True):
         if key not in bodies:
@@ -170,6 +216,8 @@ def _encode_group(group: list[Any]) -> list[bytes]:
     body_of = list(map(bodies.__getitem__, keys))
     heads = _envelopes(group, list(map(len, body_of)))
     row_ids = _row_bytes(list(map(_row_ids, group)), _ROW_ID)
+    if row_ids is None:
+        return None
     stamps = heads["end_ts"].tobytes()  # one row: its timestamp is the message's range
     prefixes = heads.tobytes()
     payloads = []
@@ -215,21 +263,25 @@ def _envelopes(group: list[Any], body_sizes: list[int]) -> Any:
     return heads
 
 
-def _row_bytes(arrays: list[Any], dtype: np.dtype[Any]) -> list[bytes]:
-    """The bytes of each one-row array, as ``BodyWriter.add_array`` writes them. Every
-    array must hold ``dtype`` already: a converted value could differ from a value
-    converted on its own (the per-message path)."""
-    if set(map(_dtype, arrays)) != {dtype} or set(map(len, arrays)) != {1}:
-        raise TypeError(f"a column is not one row of {dtype}")
+def _row_bytes(arrays: list[Any], dtype: np.dtype[Any]) -> list[bytes] | None:
+    """The bytes of each one-row array, as ``BodyWriter.add_array`` writes them; None
+    unless every one is an array of ``dtype`` (a converted value could differ from one
+    converted on its own, as the per-message path does)."""
+    if (
+        not set(map(type, arrays)) <= _ARRAY_TYPES
+        or set(map(_dtype, arrays)) != {dtype}
+        or set(map(len, arrays)) != {1}
+    ):
+        return None
     return list(map(np.ndarray.tobytes, arrays))
 
 
-def _one_value_each(cells: list[FieldData], kind: type) -> list[bytes]:
-    """The bytes of the one value of each varchar (UTF-8) or binary cell."""
-    values = [cell.values for cell in cells]
-    if not set(map(type, values)) <= {list, tuple} or set(map(len, values)) != {1}:
-        raise TypeError("not one plain value per cell")
-    firsts = [value[0] for value in values]
+def _one_value_each(values: list[Any], kind: type) -> list[bytes] | None:
+    """The bytes of the one value of each varchar (``kind`` str, UTF-8) or binary (bytes)
+    cell, given the cells' values; None unless each is a list or tuple of one ``kind``."""
+    if not set(map(type, values)) <= _PLAIN or set(map(len, values)) != {1}:
+        return None
+    firsts = list(map(_first, values))
     if set(map(type, firsts)) != {kind}:
-        raise TypeError(f"values other than {kind.__name__}")
+        return None
     return list(map(str.encode, firsts)) if kind is str else firsts
