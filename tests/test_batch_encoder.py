@@ -58,27 +58,34 @@ def per_message(msgs: list[TsMsg], registry: MessageRegistry | None = None) -> l
     return [encode(m) if registry is None else encode(m, registry) for m in msgs]
 
 
-def test_a_pack_of_one_row_inserts_takes_the_fast_path_and_matches_encode(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    msgs: list[TsMsg] = [one_row(i, text="é" * (i % 3), blob=bytes(i % 5)) for i in range(40)]
-    grouped: list[int] = []
+@pytest.fixture
+def groups(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bool]]:
+    """Each group the fast path is asked to encode: its size, and whether it did."""
+    seen: list[tuple[int, bool]] = []
     real = batch_encoder._encode_group
 
-    def counting(group: list[Any], columns: Any) -> list[bytes] | None:
-        grouped.append(len(group))
-        return real(group, columns)
+    def recording(group: list[Any], columns: Any) -> list[bytes] | None:
+        encoded = real(group, columns)
+        seen.append((len(group), encoded is not None))
+        return encoded
 
-    monkeypatch.setattr(batch_encoder, "_encode_group", counting)
+    monkeypatch.setattr(batch_encoder, "_encode_group", recording)
+    return seen
+
+
+def test_a_pack_of_one_row_inserts_takes_the_fast_path_and_matches_encode(
+    groups: list[tuple[int, bool]],
+) -> None:
+    msgs: list[TsMsg] = [one_row(i, text="é" * (i % 2), blob=bytes(i % 3)) for i in range(40)]
     payloads = encode_batch(msgs)
-    assert grouped == [40]  # one group: one collection, partition and set of columns
+    assert groups == [(40, True)]  # one group: one collection, partition and set of columns
     assert payloads == per_message(msgs)
     assert [m.size for m in msgs] == [len(p) for p in payloads]
     assert [decode(p) for p in payloads] == msgs
 
 
 def test_inserts_of_one_collection_with_other_columns_are_grouped_apart(
-    monkeypatch: pytest.MonkeyPatch,
+    groups: list[tuple[int, bool]],
 ) -> None:
     plain: list[TsMsg] = [one_row(i) for i in range(12)]
     narrow: list[TsMsg] = [one_row(100 + i) for i in range(10)]
@@ -91,16 +98,8 @@ def test_inserts_of_one_collection_with_other_columns_are_grouped_apart(
         msg.fields[0].valid = np.array([True])
     msgs = [m for trio in zip(plain, narrow, masked, strict=False) for m in trio]
     msgs += plain[9:] + narrow[9:]
-    grouped: list[int] = []
-    real = batch_encoder._encode_group
-
-    def counting(group: list[Any], columns: Any) -> list[bytes] | None:
-        grouped.append(len(group))
-        return real(group, columns)
-
-    monkeypatch.setattr(batch_encoder, "_encode_group", counting)
     assert encode_batch(msgs) == per_message(msgs)
-    assert sorted(grouped) == [10, 12]  # the masked ones go message by message
+    assert sorted(groups) == [(10, True), (12, True)]  # the masked ones go message by message
 
 
 def test_mixed_packs_keep_their_order() -> None:
@@ -148,7 +147,7 @@ def test_a_bad_message_raises_what_encode_raises(bad: Any, needle: str) -> None:
 
 
 def test_unusual_values_leave_the_rest_of_the_pack_on_the_fast_path(
-    monkeypatch: pytest.MonkeyPatch,
+    groups: list[tuple[int, bool]],
 ) -> None:
     msgs: list[TsMsg] = [one_row(i) for i in range(20)]
     cells = [m.fields for m in msgs if isinstance(m, InsertMsg)]
@@ -156,16 +155,8 @@ def test_unusual_values_leave_the_rest_of_the_pack_on_the_fast_path(
     cells[4][4].values = [None]  # a null varchar
     cells[5][5].values = (b"tuple",)  # a tuple is taken like a list
     cells[6][1].values = [0.5]  # a list where an array belongs
-    grouped: list[int] = []
-    real = batch_encoder._encode_group
-
-    def counting(group: list[Any], columns: Any) -> list[bytes] | None:
-        grouped.append(len(group))
-        return real(group, columns)
-
-    monkeypatch.setattr(batch_encoder, "_encode_group", counting)
     assert encode_batch(msgs) == per_message(msgs)
-    assert grouped == [17]  # all but the int32, the null and the list
+    assert groups == [(17, True)]  # all but the int32, the null and the list
 
 
 def test_row_ids_of_another_type_send_their_group_message_by_message() -> None:
@@ -195,20 +186,11 @@ def _texts(msg_id: int, lengths: tuple[int, ...]) -> InsertMsg:
     ids=["repeating", "distinct", "distinct-after-the-sample"],
 )
 def test_groups_whose_bodies_mostly_differ_go_message_by_message(
-    monkeypatch: pytest.MonkeyPatch, lengths: list[tuple[int, ...]], calls: list[Any]
+    groups: list[tuple[int, bool]], lengths: list[tuple[int, ...]], calls: list[Any]
 ) -> None:
     msgs: list[TsMsg] = [_texts(i, shape) for i, shape in enumerate(lengths)]
-    seen: list[tuple[int, bool]] = []
-    real = batch_encoder._encode_group
-
-    def counting(group: list[Any], columns: Any) -> list[bytes] | None:
-        encoded = real(group, columns)
-        seen.append((len(group), encoded is not None))
-        return encoded
-
-    monkeypatch.setattr(batch_encoder, "_encode_group", counting)
     assert encode_batch(msgs) == per_message(msgs)
-    assert seen == calls
+    assert groups == calls
 
 
 # --- any pack ---------------------------------------------------------------------------
