@@ -182,7 +182,7 @@ def become(job: Job) -> None:
     status = _Status()
     atexit.register(status.report, job.conn)
     job.conn.sendall(PID + os.getpid().to_bytes(4, "big"))
-    threading.Thread(target=_die_with_client, args=(job.conn, status), daemon=True).start()
+    _start_without_signals(threading.Thread(target=_die_with_client, args=(job.conn, status)))
     try:
         runpy.run_module(job.module, run_name="__main__", alter_sys=True)
     except SystemExit as exc:
@@ -212,6 +212,20 @@ class _Status:
                 stream.flush()
         self.reported = True
         _send_quietly(conn, EXIT + bytes([self.code]))
+
+
+def _start_without_signals(thread: threading.Thread) -> None:
+    """Start ``thread`` (a daemon) with every signal blocked in it, so that a signal sent
+    to the process (the client forwards SIGTERM, say) goes to the main thread. Python runs
+    its signal handlers there; one the kernel handed this thread instead would only set a
+    flag, and a main thread asleep or blocked in a read would not see it until it woke.
+    The thread inherits the mask it starts with: blocked here, restored after."""
+    thread.daemon = True
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        thread.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _die_with_client(conn: socket.socket, status: _Status) -> None:

@@ -204,6 +204,35 @@ def test_a_signal_to_the_client_reaches_the_child(
     assert started.stdout.read() == "got SIGTERM\n"
 
 
+def _blocked(pid: int, tid: int) -> int:
+    """The signal mask of thread ``tid`` of process ``pid``."""
+    for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines():
+        if line.startswith("SigBlk:"):
+            return int(line.split()[1], 16)
+    raise AssertionError(f"no SigBlk for thread {tid}")
+
+
+def test_only_the_childs_main_thread_takes_signals(
+    place: dict[str, str], runner: subprocess.Popen[bytes]
+) -> None:
+    """The child's thread that watches the client blocks every signal, so a forwarded
+    SIGTERM always reaches the main thread, where Python runs the target's handler (one
+    that reached the watch thread waited for the main thread to wake: a flaky hang)."""
+    started = client(place, "sleep")
+    assert started.stdout is not None
+    child = json.loads(started.stdout.readline())["pid"]
+    try:
+        threads = sorted(int(t.name) for t in Path(f"/proc/{child}/task").iterdir())
+        term = 1 << (signal.SIGTERM - 1)
+        assert len(threads) == 2 and threads[0] == child  # the main thread and the watch
+        assert not _blocked(child, child) & term
+        assert _blocked(child, threads[1]) & term
+        assert _blocked(child, threads[1]) & (1 << (signal.SIGINT - 1))
+    finally:
+        started.send_signal(signal.SIGTERM)
+        assert started.wait(timeout=30) == 7
+
+
 def test_a_killed_client_takes_its_child_with_it(
     place: dict[str, str], runner: subprocess.Popen[bytes]
 ) -> None:
