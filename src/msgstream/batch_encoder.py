@@ -80,15 +80,16 @@ def encode_batch(
     """``[encode(m, registry) for m in msgs]``, the same bytes and errors, faster for
     one-row Inserts (see the module doc). Sets each message's ``size`` as ``encode``
     does."""
-    # One pass that costs a multi-row pack (which gains nothing) little.
-    singles = [i for i, msg in enumerate(msgs) if type(msg) is InsertMsg and len(msg.row_ids) == 1]
-    if len(singles) < MIN_BATCH or not registry.knows(InsertMsg):
-        return [encode(msg, registry) for msg in msgs]
     try:
-        payloads = _encode_grouped(msgs, singles, registry)
+        # One pass that costs a multi-row pack (which gains nothing) little.
+        singles = [
+            i for i, msg in enumerate(msgs) if type(msg) is InsertMsg and len(msg.row_ids) == 1
+        ]
+        if len(singles) >= MIN_BATCH and registry.knows(InsertMsg):
+            return _encode_grouped(msgs, singles, registry)
     except _FAILURES:
-        return [encode(msg, registry) for msg in msgs]  # the first bad message's error
-    return payloads
+        pass  # encoded again below, which raises the first bad message's error
+    return [encode(msg, registry) for msg in msgs]
 
 
 def _encode_grouped(
