@@ -231,17 +231,18 @@ class MsgStream(AsyncScope):
     def _encode_for(self, channels: str, msgs: Sequence[TsMsg]) -> list[bytes]:
         """Encode, and refuse oversized messages before anything of the pack is sent."""
         payloads = encode_batch(msgs, self.registry)
-        limit = self._max_message_bytes
-        if max(map(len, payloads), default=0) > limit:
-            size = next(len(p) for p in payloads if len(p) > limit)
-            raise MessageTooLargeError(channels, size, limit)
+        for payload in payloads:
+            self._check_size(channels, payload)
         return payloads
 
     def _encode_one(self, channels: str, msg: TsMsg) -> bytes:
         payload = encode(msg, self.registry)
+        self._check_size(channels, payload)
+        return payload
+
+    def _check_size(self, channels: str, payload: bytes) -> None:
         if len(payload) > self._max_message_bytes:
             raise MessageTooLargeError(channels, len(payload), self._max_message_bytes)
-        return payload
 
     async def produce(self, pack: MsgPack) -> ProduceResult:
         """Route every message of ``pack`` to its bucket's channel and send it.
