@@ -15,6 +15,10 @@ noise hits every side alike), with their stable ``id`` in ``--json``:
 ``source_rocksmq``          the streaming source, one Trigger.AvailableNow query into the
                             ``noop`` sink                                  (>= 0.8x ceiling)
 ``source_rocksmq_limited``  the same with ``maxRowsPerTrigger=50000``      (>= 0.6x ceiling)
+``floor``, ``floor_limited`` the same two queries of a Python streaming source that
+                            does no work (``floor_source.py``: the rows already in Arrow
+                            files, one partition per channel): the most any PySpark
+                            Python source of this shape can reach here, beside the ceiling
 
 With ``--kafka`` (a local broker from tests/brokers, or ``--bootstrap``), same rows:
 
@@ -52,6 +56,7 @@ from typing import Any
 
 import pyarrow as pa
 
+import floor_source
 from msgstream import Config, SubscriptionPosition, config_from_dict, decode, new_msgstream
 from msgstream.bridge_spark import FrameBuilder, FrameKind, FrameSchema, MicroBatcher, local_spark
 from msgstream.bridge_spark.workload import Produced, SampleProducer, sample_schema
@@ -140,7 +145,9 @@ def run_to_noop(frame: Any, workdir: Path) -> tuple[float, int]:
     query.awaitTermination()
     elapsed = time.perf_counter() - start
     shutil.rmtree(checkpoint, ignore_errors=True)
-    return elapsed, sum(p["numInputRows"] for p in query.recentProgress)
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    print(f"    {len(progress)} micro-batch(es) with rows", file=sys.stderr)
+    return elapsed, sum(p["numInputRows"] for p in progress)
 
 
 def bench_source(
@@ -155,6 +162,21 @@ def bench_source(
     elapsed, rows = run_to_noop(reader.load(), workdir)
     if rows != expected:
         raise AssertionError(f"the msgstream source read {rows} rows, expected {expected}")
+    return rows / elapsed
+
+
+def bench_floor(
+    spark: Any, options: dict[str, str], workdir: Path, expected: int, limit: int | None
+) -> float:
+    """The same rows through :mod:`floor_source`: what Spark alone charges a Python
+    streaming source of this shape."""
+    reader = spark.readStream.format(floor_source.NAME)
+    limits = {} if limit is None else {"maxRowsPerTrigger": limit}
+    for key, value in {**options, **limits}.items():
+        reader = reader.option(key, str(value))
+    elapsed, rows = run_to_noop(reader.load(), workdir)
+    if rows != expected:
+        raise AssertionError(f"the floor source read {rows} rows, expected {expected}")
     return rows / elapsed
 
 
@@ -307,6 +329,12 @@ def run(args: argparse.Namespace, total: int, workdir: Path, stack: ExitStack) -
         if connector.jars:
             conf["spark.jars"] = ",".join(connector.jars)
     spark = timed("spark start", lambda: local_spark(conf=conf))
+    floor_source.register(spark)
+    floor = {
+        "directory": str(workdir / "floor"),
+        "schema": frame.spark_schema().json(),
+    }
+    floor_source.write_pieces(table, workdir / "floor", len(CHANNELS), BATCH_ROWS)
     sampler = RssSampler(spark.sparkContext._gateway.proc.pid).start()
     stack.callback(sampler.stop)
     rocksmq = source_options(schema_json, **{"rocksmq.path": str(workdir / "store")})
@@ -320,6 +348,8 @@ def run(args: argparse.Namespace, total: int, workdir: Path, stack: ExitStack) -
             "source_rocksmq_limited": lambda: bench_source(
                 spark, rocksmq, workdir, expected, BATCH_ROWS
             ),
+            "floor": lambda: bench_floor(spark, floor, workdir, expected, None),
+            "floor_limited": lambda: bench_floor(spark, floor, workdir, expected, BATCH_ROWS),
         },
         failed,
     )
@@ -330,6 +360,8 @@ def run(args: argparse.Namespace, total: int, workdir: Path, stack: ExitStack) -
         "source_rocksmq": ("streaming source (rocksmq), one batch", ">= 0.8x"),
         "source_rocksmq_limited": (f"streaming source (rocksmq), {BATCH_ROWS} rows/trigger",
                                    ">= 0.6x"),
+        "floor": ("floor: Python source serving Arrow files", "bound"),
+        "floor_limited": (f"floor, {BATCH_ROWS} rows/trigger", "bound"),
     }  # fmt: skip
     rows += [
         Row(figure, local[name], None if name == "ceiling" else top, "rows/s", goal, name)
