@@ -30,6 +30,8 @@ With ``--kafka`` (a local broker from tests/brokers, or ``--bootstrap``), same r
 ``source_kafka_confluent``, ``source_kafka_confluent_fair``
                             the two above with ``kafka.client=confluent`` (the source
                             reads through librdkafka), when confluent-kafka is installed
+``floor_vs_spark_kafka``    the floor (above) in the Kafka rounds, beside Spark's Kafka
+                            source: what is left for a Python source's own work
 
 Spark's Kafka source is ``spark-sql-kafka-0-10`` from Maven Central: the newest release
 that resolves, PySpark's version first (see ``spark_connector.py``). With ``--pulsar``
@@ -379,6 +381,7 @@ def run(args: argparse.Namespace, total: int, workdir: Path, stack: ExitStack) -
             schema_json,
             bool(conf.get("spark.jars")),
             failed,
+            floor=lambda: bench_floor(spark, floor, workdir, expected, None),
         )
     if args.pulsar:
         if args.service_url:
@@ -413,6 +416,7 @@ def kafka_rows(
     schema_json: str,
     has_connector: bool,
     failed: dict[str, str],
+    floor: Figure,
 ) -> list[Row]:
     config = config_from_dict({"mq": {"type": "kafka"}, "kafka": {"brokers": bootstrap}}, env={})
     produced = timed("produce to Kafka", lambda: asyncio.run(produce(config, total)))
@@ -421,6 +425,8 @@ def kafka_rows(
     figures: dict[str, Figure] = {
         "source_kafka": lambda: bench_source(spark, options, workdir, expected, None)
     }
+    if has_connector:
+        figures["floor"] = floor
     confluent = {**options, "kafka.client": "confluent"}
     if has_confluent_kafka():
         figures["source_kafka_confluent"] = lambda: bench_source(
@@ -448,6 +454,11 @@ def kafka_rows(
             Row("  vs Spark's Kafka source + decoding (mapInArrow)", ours,
                 got.get("spark_kafka_fair"), "rows/s", ">= 2.0x", f"{name}_fair"),
         ]  # fmt: skip
+    if "floor" in got:
+        rows.append(
+            Row("floor (Python source, no work) vs Spark's Kafka source", got["floor"],
+                got.get("spark_kafka"), "rows/s", "bound", "floor_vs_spark_kafka")
+        )  # fmt: skip
     return rows
 
 
