@@ -36,7 +36,6 @@ import contextlib
 import itertools
 import os
 import struct
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -78,6 +77,7 @@ from ..log_client.store import (
 from .failures import check_store_path, store_error
 from .holds import Holds
 from .retention import Page, RetentionPolicy, expired_pages
+from .secondary import SecondaryDir
 from .wal import damaged_tails
 
 log = get_logger(__name__)
@@ -153,7 +153,7 @@ class RocksStore(LogStore):
         self.options = options or RocksOptions()
         self.read_only = self.options.read_only
         self._lock = threading.RLock()
-        self._secondary_dir: tempfile.TemporaryDirectory[str] | None = None
+        self._secondary_dir: SecondaryDir | None = None
         # rocksdict creates a missing directory even for a secondary: check first.
         check_store_path(path, create=self.options.create and not self.read_only)
         damage = damaged_tails(path)
@@ -192,7 +192,7 @@ class RocksStore(LogStore):
         try:
             if self.read_only:
                 assert self._secondary_dir is None
-                self._secondary_dir = tempfile.TemporaryDirectory(prefix="msgstream-secondary-")
+                self._secondary_dir = SecondaryDir()
                 db_options.set_max_open_files(-1)
                 access = AccessType.secondary(self._secondary_dir.name)
                 return Rdict(self.path, db_options, access_type=access)
@@ -201,6 +201,7 @@ class RocksStore(LogStore):
         except Exception as exc:
             if self._secondary_dir is not None:
                 self._secondary_dir.cleanup()
+                self._secondary_dir = None
             raise store_error(self.path, exc, "opening the store") from exc
 
     def _failed(self, exc: Exception, doing: str) -> StoreError:
