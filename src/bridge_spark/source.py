@@ -53,6 +53,7 @@ from .frames import FrameKind, FrameSchema
 from .offsets import LATEST, SliceOffset, StartSpec, parse_start
 from .options import bridge_config, parse_channels, parse_schema, positive_int
 from .planner import RowFilter, SlicePlanner
+from .runner_exit import stop_on_sigterm
 from .slices import ChannelSlice, iterate_slice
 from .subscription import QuerySubscription, query_subscription
 
@@ -169,9 +170,12 @@ class ChannelSlicePartition(InputPartition):
 
 class _DriverRuntime:
     """The planner of the driver-side runner: a reader client on a private event loop,
-    kept open across Spark's calls (never pickled)."""
+    kept open across Spark's calls (never pickled). In Spark's runner process, SIGTERM --
+    how Spark stops it -- is made to unwind so that :meth:`close` runs
+    (:mod:`bridge_spark.runner_exit`)."""
 
     def __init__(self, spec: SourceSpec) -> None:
+        self._sigterm = stop_on_sigterm()
         self.loop = asyncio.new_event_loop()
         self.reader: ReaderClient = open_reader(spec.config)
         self.planner = SlicePlanner(
@@ -187,7 +191,8 @@ class _DriverRuntime:
         self._held = False
 
     def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        return self.loop.run_until_complete(coro)
+        with self._sigterm.busy():
+            return self.loop.run_until_complete(coro)
 
     def hold(self, offset: SliceOffset) -> None:
         """Make sure the query's subscription exists (once per run): a new one holds
@@ -197,10 +202,19 @@ class _DriverRuntime:
             self._held = True
 
     def close(self) -> None:
+        """Close the subscription, the planner and the client, each even if one before
+        failed: a failure is logged, not raised, since Spark is done with the source."""
+        self._sigterm.closing()
         try:
-            self.run(self.subscription.close())
-            self.run(self.planner.close())
-            self.run(self.reader.client.close())
+            for what, closing in (
+                ("the query's subscription", self.subscription.close),
+                ("the planner", self.planner.close),
+                ("the reader client", self.reader.client.close),
+            ):
+                try:
+                    self.run(closing())
+                except Exception as exc:
+                    log.warning("closing %s of the msgstream source failed: %r", what, exc)
         finally:
             self.loop.close()
 

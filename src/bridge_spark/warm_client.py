@@ -36,7 +36,9 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-WARM_MODULES = ("pyspark.sql.streaming.python_streaming_source_runner",)
+SOURCE_RUNNER_MODULE = "pyspark.sql.streaming.python_streaming_source_runner"
+"""The module PySpark runs (``python -m``) as a streaming source's driver-side runner."""
+WARM_MODULES = (SOURCE_RUNNER_MODULE,)
 """Modules whose ``python -m`` runs are served warm (Spark runs them as new processes, not
 forked from its Python daemon)."""
 RUNNER_MODULE = "msgstream.bridge_spark.warm_runner"

@@ -3,11 +3,15 @@ Pulsar."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
+import tempfile
 import time
 import uuid
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -90,6 +94,22 @@ class Target:
     prefix: str
 
 
+def make_target(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Target:
+    prefix = f"half-{uuid.uuid4().hex[:6]}"
+    if backend == "rocksmq":
+        store = tmp_path / "store"
+        return Target(rocksmq_config(store), {"rocksmq.path": str(store)}, prefix)
+    if backend == "kafka":
+        broker = request.getfixturevalue("kafka_broker")
+        settings = {"brokers": broker.bootstrap}
+    else:
+        broker = request.getfixturevalue("pulsar_broker")
+        settings = {"address": broker.service_url, "admin_url": broker.admin_url}
+    options = {"mq.type": backend, **{f"{backend}.{k}": v for k, v in settings.items()}}
+    config = config_from_dict({"mq": {"type": backend}, backend: settings}, env={})
+    return Target(config, options, prefix)
+
+
 @pytest.fixture(
     params=[
         "rocksmq",
@@ -98,20 +118,90 @@ class Target:
     ],
 )
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
-    prefix = f"half-{uuid.uuid4().hex[:6]}"
-    if request.param == "rocksmq":
-        store = tmp_path / "store"
-        return Target(rocksmq_config(store), {"rocksmq.path": str(store)}, prefix)
-    if request.param == "kafka":
-        broker = request.getfixturevalue("kafka_broker")
-        settings = {"brokers": broker.bootstrap}
-    else:
-        broker = request.getfixturevalue("pulsar_broker")
-        settings = {"address": broker.service_url, "admin_url": broker.admin_url}
-    backend = request.param
-    options = {"mq.type": backend, **{f"{backend}.{k}": v for k, v in settings.items()}}
-    config = config_from_dict({"mq": {"type": backend}, backend: settings}, env={})
-    return Target(config, options, prefix)
+    return make_target(request, request.param, tmp_path)
+
+
+@pytest.fixture(params=["rocksmq", pytest.param("pulsar", marks=pytest.mark.pulsar)])
+def planner_target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
+    """The backends where the driver's planner leaves something behind when it is not
+    closed (on Kafka it holds nothing a test can see)."""
+    return make_target(request, request.param, tmp_path)
+
+
+async def wait_until(
+    condition: Callable[[], Awaitable[bool]], what: str, timeout_s: float = 30
+) -> None:
+    """Poll ``condition`` until it holds (the runner Spark stops closes after the query)."""
+    deadline = time.monotonic() + timeout_s
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not {what} after {timeout_s} s")
+        await asyncio.sleep(0.2)
+
+
+def secondary_dirs(store: Path) -> list[Path]:
+    """The secondary-instance directories of the read-only rocksmq stores open on
+    ``store`` now, in this process or another (RocksDB's info LOG in each names the
+    primary's directory; a store removes its directory when closed)."""
+    found = []
+    for entry in Path(tempfile.gettempdir()).glob("msgstream-secondary-*"):
+        with contextlib.suppress(OSError):
+            if f" {store} " in (entry / "LOG").read_text(errors="replace"):
+                found.append(entry)
+    return found
+
+
+async def planner_subscriptions(target: Target, channels: list[str]) -> list[str]:
+    """The channels whose planner subscription exists (Pulsar)."""
+    client: Any = new_client(target.config)
+    try:
+        names = {c: {i.name for i in await client.list_subscriptions(c)} for c in channels}
+    finally:
+        await client.close()
+    return [c for c in channels if "msgstream-spark.planner" in names[c]]
+
+
+async def test_a_stopped_query_closes_what_its_planner_opened(
+    spark: SparkSession, tmp_path: Path, planner_target: Target
+) -> None:
+    """Spark stops a query's source runner with SIGTERM; the source's stop still runs
+    there: the driver's read-only store goes (rocksmq), and so does the planner's durable
+    subscription (Pulsar), which would otherwise keep the channels' backlog."""
+    target = planner_target
+    channels = channel_names(target.prefix, 2)
+    await produce_sample(target.config, channels, 100, msgs_per_tick=4)
+    reader = spark.readStream.format("msgstream").option("channels", ",".join(channels))
+    for key, value in target.options.items():
+        reader = reader.option(key, value)
+    query = (
+        reader.load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    try:
+        wait_for_batches(query, 1)
+        if target.config.mq.type == "rocksmq":
+            store = target.config.section(RocksmqConfig).resolved_path()
+
+            async def opened() -> bool:
+                return bool(secondary_dirs(store))
+
+            async def closed() -> bool:
+                return not secondary_dirs(store)
+        else:
+
+            async def opened() -> bool:
+                return await planner_subscriptions(target, channels) == channels
+
+            async def closed() -> bool:
+                return await planner_subscriptions(target, channels) == []
+
+        await wait_until(opened, "open while the query runs")
+    finally:
+        query.stop()
+    await wait_until(closed, "closed once the query stopped")
+    await drop_subscription(target.config, channels, "msgstream-spark")
 
 
 async def test_query_stopped_half_way_and_restarted_writes_every_row_once(
@@ -194,16 +284,20 @@ async def check_query_subscription(
         await drop_subscription(target.config, channels, "msgstream-spark")
         assert not any(store.holds.of_channel(c) for c in channels)
         return
+
+    async def only_the_querys() -> bool:  # the planner's goes when Spark stops its runner
+        return await planner_subscriptions(target, channels) == []
+
+    await wait_until(only_the_querys, "only the query's subscription left")
     client: Any = new_client(target.config)
     try:
         infos = {c: await client.list_subscriptions(c) for c in channels}
     finally:
         await client.close()
-    # no reader's subscription is left; the planner's may be (Spark kills the driver's
-    # Python worker, which may not get to close it)
-    assert {
-        c: sorted({i.name for i in infos[c]} - {"msgstream-spark.planner"}) for c in channels
-    } == {c: ["msgstream-spark"] for c in channels}
+    # no reader's subscription is left, nor the planner's
+    assert {c: sorted(i.name for i in infos[c]) for c in channels} == {
+        c: ["msgstream-spark"] for c in channels
+    }
     infos = {c: [i for i in infos[c] if i.name == "msgstream-spark"] for c in channels}
     for channel in channels:
         acked, end = infos[channel][0].acked_id, client.message_id_from_bytes(ends[channel])

@@ -1,0 +1,113 @@
+"""Letting the source close when Spark stops its driver-side runner.
+
+Spark runs a Python streaming source's planning in a process of its own, PySpark's
+:data:`SOURCE_RUNNER_MODULE`, one per query. When the query stops, Spark ends that
+process with SIGTERM (``Process.destroy``) instead of asking it to finish. Python's
+default disposition for SIGTERM ends a process on the spot, so the runner's own
+``finally: reader.stop()`` never runs, and nor does anything the source's ``stop``
+would close:
+
+- the planner's consumers, and their subscription, which on Pulsar is durable and keeps
+  the channels' backlog from retention until someone drops it;
+- the driver's read-only rocksmq store, whose secondary instance leaves a directory
+  under the temporary directory, one per query.
+
+:func:`stop_on_sigterm` makes SIGTERM raise ``SystemExit`` in that process instead, so
+the runner unwinds through its ``finally`` and ``stop`` runs. (The warm runner's client
+passes SIGTERM on to the runner it stands for and waits for its exit, so the same holds
+there.) Three details:
+
+- the exit is raised at once only while the runner waits for Spark's next call. During a
+  call (:meth:`SigtermExit.busy`: the source's event loop is running) it is raised when
+  the call returns: raised inside the loop it could cut a callback short and leave a
+  waiter that ``stop`` then waits on forever. Once the source is closing
+  (:meth:`SigtermExit.closing`: Spark may also end the runner by closing its socket, and
+  signal it while ``stop`` runs) it is not raised at all;
+- Spark sends SIGTERM twice in a row (``stopWorker``, then its factory's ``stop``), so
+  later ones are ignored;
+- a timer gives the call and ``stop`` :data:`STOP_GRACE_S` seconds, after which SIGALRM's
+  default action ends the process wherever it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+from .warm_client import SOURCE_RUNNER_MODULE
+
+SIGTERM_STATUS = 128 + signal.SIGTERM
+"""The exit status of a runner ended by SIGTERM, as a shell reports a signal's."""
+
+STOP_GRACE_S = 15.0
+"""How long a runner told to stop may take to finish its call and close what the source
+opened (each broker call has its own deadline too, ``msgstream.operation_timeout_s``)."""
+
+
+def in_source_runner() -> bool:
+    """Whether this process is a streaming source's runner: ``__main__`` is PySpark's
+    runner module."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return getattr(spec, "name", None) == SOURCE_RUNNER_MODULE
+
+
+class SigtermExit:
+    """SIGTERM as ``SystemExit(SIGTERM_STATUS)``, held back while :meth:`busy`."""
+
+    def __init__(self, grace_s: float) -> None:
+        self.grace_s = grace_s
+        self.installed = False
+        self._busy = 0
+        self._requested = False
+        self._closing = False
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        self.installed = True
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.setitimer(signal.ITIMER_REAL, self.grace_s)
+        if self._closing:
+            return
+        if self._busy:
+            self._requested = True
+            return
+        raise SystemExit(SIGTERM_STATUS)
+
+    def closing(self) -> None:
+        """The source is closing: from now on a SIGTERM only starts the grace timer, so
+        nothing cuts the closing short."""
+        self._closing = True
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """A call in progress: a SIGTERM meanwhile exits when it ends."""
+        self._busy += 1
+        try:
+            yield
+        finally:
+            self._busy -= 1
+            if self._requested and not self._busy:
+                self._requested = False
+                raise SystemExit(SIGTERM_STATUS)
+
+
+def stop_on_sigterm(grace_s: float = STOP_GRACE_S) -> SigtermExit:
+    """In a source runner, make SIGTERM end the process through ``SystemExit`` (see the
+    module's text); wrap each call in the result's :meth:`~SigtermExit.busy`. Anywhere
+    else -- the user's own driver, tests, another thread than the main one (where
+    handlers cannot be set) -- or when SIGTERM or SIGALRM already has a handler that is
+    not the default, nothing is installed (``installed`` is False) and ``busy`` does
+    nothing."""
+    exit_ = SigtermExit(grace_s)
+    if not in_source_runner() or threading.current_thread() is not threading.main_thread():
+        return exit_
+    if any(signal.getsignal(s) is not signal.SIG_DFL for s in (signal.SIGTERM, signal.SIGALRM)):
+        return exit_
+    exit_.install()
+    return exit_

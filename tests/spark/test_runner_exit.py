@@ -1,0 +1,149 @@
+"""SIGTERM in a streaming source's runner process unwinds it, so the source's ``stop``
+runs (:mod:`msgstream.bridge_spark.runner_exit`); anywhere else it changes nothing."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from msgstream.bridge_spark.runner_exit import SIGTERM_STATUS
+from msgstream.bridge_spark.warm_client import SOURCE_RUNNER_MODULE
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+CHILD = textwrap.dedent(
+    """
+    import importlib.machinery, signal, sys, time
+    main = sys.modules["__main__"]
+    if sys.argv[1] == "runner":  # what `python -m <runner>` gives __main__
+        main.__spec__ = importlib.machinery.ModuleSpec(sys.argv[2], None)
+    if sys.argv[3] == "own-handler":
+        signal.signal(signal.SIGTERM, lambda *_: print("own handler", flush=True))
+    from msgstream.bridge_spark.runner_exit import stop_on_sigterm
+    sigterm = stop_on_sigterm(grace_s=1.0)
+    said = "installed" if sigterm.installed else "unchanged"
+    try:
+        print(said, flush=True)  # inside the try: SIGTERM may come as soon as it is read
+        if sys.argv[3] == "closing":  # the source's stop, begun by Spark closing the socket
+            sigterm.closing()
+            with sigterm.busy():
+                print("closing", flush=True)
+                sys.stdin.readline()
+            print("between", flush=True)  # between two closing steps
+            sys.stdin.readline()
+            print("closed", flush=True)
+            sys.exit(0)
+        if sys.argv[3] == "busy":  # a call of Spark's in progress
+            with sigterm.busy():
+                print("busy", flush=True)
+                sys.stdin.readline()
+                print("call done", flush=True)
+        sys.stdin.readline()  # blocked, as the runner is in its socket read
+    finally:
+        print("stop ran", flush=True)
+        if sys.argv[3] == "second-sigterm":
+            print("closing", flush=True)
+            time.sleep(30)
+            print("closed", flush=True)
+    """
+)
+
+
+def run_child(main: str, handler: str) -> subprocess.Popen[str]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, main, SOURCE_RUNNER_MODULE, handler],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    return child
+
+
+def test_sigterm_in_the_runner_runs_its_finally_and_exits_143() -> None:
+    child = run_child("runner", "default")
+    assert child.stdout is not None
+    assert child.stdout.readline() == "installed\n"
+    child.send_signal(signal.SIGTERM)
+    out, _ = child.communicate(timeout=30)
+    assert out == "stop ran\n"
+    assert child.returncode == SIGTERM_STATUS == 143
+
+
+def test_sigterm_during_a_call_exits_when_the_call_ends() -> None:
+    """Raised inside the source's event loop, the exit could cut a callback short."""
+    child = run_child("runner", "busy")
+    assert child.stdin is not None and child.stdout is not None
+    assert child.stdout.readline() == "installed\n"
+    assert child.stdout.readline() == "busy\n"
+    child.send_signal(signal.SIGTERM)
+    child.stdin.write("\n")  # the call returns
+    child.stdin.flush()
+    out, _ = child.communicate(timeout=30)
+    assert out == "call done\nstop ran\n"
+    assert child.returncode == SIGTERM_STATUS
+
+
+@pytest.mark.parametrize("signalled_after", ["closing", "between"])
+def test_sigterm_while_the_source_closes_cuts_nothing_short(signalled_after: str) -> None:
+    """Spark may end the runner by closing its socket and signal it while ``stop``
+    runs: in a closing call or between two, the rest of the closing still runs."""
+    child = run_child("runner", "closing")
+    assert child.stdin is not None and child.stdout is not None
+    assert child.stdout.readline() == "installed\n"
+    assert child.stdout.readline() == "closing\n"
+    if signalled_after == "closing":
+        child.send_signal(signal.SIGTERM)
+    child.stdin.write("\n")  # the closing call returns
+    child.stdin.flush()
+    assert child.stdout.readline() == "between\n"
+    if signalled_after == "between":
+        child.send_signal(signal.SIGTERM)
+    out, _ = child.communicate("\n", timeout=30)
+    assert out == "closed\nstop ran\n"
+    assert child.returncode == 0
+
+
+def test_a_second_sigterm_is_ignored_and_a_hanging_close_ends_after_the_grace() -> None:
+    """Spark sends two SIGTERMs at once; the second must not cut ``stop`` short. A
+    ``stop`` that hangs is ended by the grace timer (SIGALRM) instead."""
+    child = run_child("runner", "second-sigterm")
+    assert child.stdout is not None
+    assert child.stdout.readline() == "installed\n"
+    child.send_signal(signal.SIGTERM)
+    assert child.stdout.readline() == "stop ran\n"
+    assert child.stdout.readline() == "closing\n"
+    child.send_signal(signal.SIGTERM)
+    out, _ = child.communicate(timeout=20)
+    assert out == ""  # never "closed": the close would take 30 s
+    assert child.returncode == -signal.SIGALRM
+
+
+@pytest.mark.parametrize(
+    ("main", "handler", "said", "after_sigterm", "status"),
+    [
+        # a user's own process (a driver, a test): SIGTERM still ends it at once
+        ("user", "default", "unchanged", "", -signal.SIGTERM),
+        # a handler someone set stays in charge
+        ("runner", "own-handler", "unchanged", "own handler\n", None),
+    ],
+)
+def test_sigterm_elsewhere_is_left_alone(
+    main: str, handler: str, said: str, after_sigterm: str, status: int | None
+) -> None:
+    child = run_child(main, handler)
+    assert child.stdout is not None
+    assert child.stdout.readline() == f"{said}\n"
+    child.send_signal(signal.SIGTERM)
+    if status is None:  # the own handler returned: the child goes on until told to stop
+        assert child.stdout.readline() == after_sigterm
+        child.kill()
+        child.communicate(timeout=30)
+        return
+    out, _ = child.communicate(timeout=30)
+    assert out == after_sigterm
+    assert child.returncode == status
