@@ -121,10 +121,17 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
     return make_target(request, request.param, tmp_path)
 
 
-@pytest.fixture(params=["rocksmq", pytest.param("pulsar", marks=pytest.mark.pulsar)])
+@pytest.fixture(
+    params=[
+        "rocksmq",
+        pytest.param("kafka", marks=pytest.mark.kafka),
+        pytest.param("pulsar", marks=pytest.mark.pulsar),
+    ],
+)
 def planner_target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
-    """The backends where the driver's planner leaves something behind when it is not
-    closed (on Kafka it holds nothing a test can see)."""
+    """What the driver's planner leaves behind when it is not closed: on rocksmq its
+    read-only store's directory, on Kafka and Pulsar its subscription (a consumer group
+    with the offsets its seeks committed; a durable subscription)."""
     return make_target(request, request.param, tmp_path)
 
 
@@ -152,7 +159,7 @@ def secondary_dirs(store: Path) -> list[Path]:
 
 
 async def planner_subscriptions(target: Target, channels: list[str]) -> list[str]:
-    """The channels whose planner subscription exists (Pulsar)."""
+    """The channels on which the query's planner subscription exists (Kafka, Pulsar)."""
     client: Any = new_client(target.config)
     try:
         names = {c: {i.name for i in await client.list_subscriptions(c)} for c in channels}
@@ -165,8 +172,8 @@ async def test_a_stopped_query_closes_what_its_planner_opened(
     spark: SparkSession, tmp_path: Path, planner_target: Target
 ) -> None:
     """Spark stops a query's source runner with SIGTERM; the source's stop still runs
-    there: the driver's read-only store goes (rocksmq), and so does the planner's durable
-    subscription (Pulsar), which would otherwise keep the channels' backlog."""
+    there: the driver's read-only store goes (rocksmq), and so does the planner's
+    subscription (Kafka; Pulsar, where it would otherwise keep the channels' backlog)."""
     target = planner_target
     channels = channel_names(target.prefix, 2)
     await produce_sample(target.config, channels, 100, msgs_per_tick=4)
