@@ -153,33 +153,30 @@ def run_to_noop(frame: Any, workdir: Path) -> tuple[float, int]:
 
 
 def bench_source(
-    spark: Any, options: dict[str, str], workdir: Path, expected: int, limit: int | None
+    spark: Any,
+    options: dict[str, str],
+    workdir: Path,
+    expected: int,
+    limit: int | None,
+    source: str = "msgstream",
 ) -> float:
-    reader = spark.readStream.format("msgstream")
-    for key, value in {
-        **options,
-        **({} if limit is None else {"maxRowsPerTrigger": limit}),
-    }.items():
+    """Rows/s of an AvailableNow query of ``source`` (the msgstream source, or
+    :mod:`floor_source`'s: what Spark alone charges a Python streaming source of this
+    shape) into ``noop``."""
+    reader = spark.readStream.format(source)
+    limits = {} if limit is None else {"maxRowsPerTrigger": limit}
+    for key, value in {**options, **limits}.items():
         reader = reader.option(key, str(value))
     elapsed, rows = run_to_noop(reader.load(), workdir)
     if rows != expected:
-        raise AssertionError(f"the msgstream source read {rows} rows, expected {expected}")
+        raise AssertionError(f"the {source} source read {rows} rows, expected {expected}")
     return rows / elapsed
 
 
 def bench_floor(
     spark: Any, options: dict[str, str], workdir: Path, expected: int, limit: int | None
 ) -> float:
-    """The same rows through :mod:`floor_source`: what Spark alone charges a Python
-    streaming source of this shape."""
-    reader = spark.readStream.format(floor_source.NAME)
-    limits = {} if limit is None else {"maxRowsPerTrigger": limit}
-    for key, value in {**options, **limits}.items():
-        reader = reader.option(key, str(value))
-    elapsed, rows = run_to_noop(reader.load(), workdir)
-    if rows != expected:
-        raise AssertionError(f"the floor source read {rows} rows, expected {expected}")
-    return rows / elapsed
+    return bench_source(spark, options, workdir, expected, limit, floor_source.NAME)
 
 
 def spark_kafka(spark: Any, bootstrap: str) -> Any:

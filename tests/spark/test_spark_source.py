@@ -94,8 +94,16 @@ class Target:
     prefix: str
 
 
-def make_target(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Target:
+@pytest.fixture(
+    params=[
+        "rocksmq",
+        pytest.param("kafka", marks=pytest.mark.kafka),
+        pytest.param("pulsar", marks=pytest.mark.pulsar),
+    ],
+)
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
     prefix = f"half-{uuid.uuid4().hex[:6]}"
+    backend = request.param
     if backend == "rocksmq":
         store = tmp_path / "store"
         return Target(rocksmq_config(store), {"rocksmq.path": str(store)}, prefix)
@@ -108,31 +116,6 @@ def make_target(request: pytest.FixtureRequest, backend: str, tmp_path: Path) ->
     options = {"mq.type": backend, **{f"{backend}.{k}": v for k, v in settings.items()}}
     config = config_from_dict({"mq": {"type": backend}, backend: settings}, env={})
     return Target(config, options, prefix)
-
-
-@pytest.fixture(
-    params=[
-        "rocksmq",
-        pytest.param("kafka", marks=pytest.mark.kafka),
-        pytest.param("pulsar", marks=pytest.mark.pulsar),
-    ],
-)
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
-    return make_target(request, request.param, tmp_path)
-
-
-@pytest.fixture(
-    params=[
-        "rocksmq",
-        pytest.param("kafka", marks=pytest.mark.kafka),
-        pytest.param("pulsar", marks=pytest.mark.pulsar),
-    ],
-)
-def planner_target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
-    """What the driver's planner leaves behind when it is not closed: on rocksmq its
-    read-only store's directory, on Kafka and Pulsar its subscription (a consumer group
-    with the offsets its seeks committed; a durable subscription)."""
-    return make_target(request, request.param, tmp_path)
 
 
 async def wait_until(
@@ -169,12 +152,12 @@ async def planner_subscriptions(target: Target, channels: list[str]) -> list[str
 
 
 async def test_a_stopped_query_closes_what_its_planner_opened(
-    spark: SparkSession, tmp_path: Path, planner_target: Target
+    spark: SparkSession, tmp_path: Path, target: Target
 ) -> None:
     """Spark stops a query's source runner with SIGTERM; the source's stop still runs
     there: the driver's read-only store goes (rocksmq), and so does the planner's
-    subscription (Kafka; Pulsar, where it would otherwise keep the channels' backlog)."""
-    target = planner_target
+    subscription (Kafka: a consumer group holding the offsets its seeks committed;
+    Pulsar: a durable subscription, which would otherwise keep the channels' backlog)."""
     channels = channel_names(target.prefix, 2)
     await produce_sample(target.config, channels, 100, msgs_per_tick=4)
     reader = spark.readStream.format("msgstream").option("channels", ",".join(channels))
