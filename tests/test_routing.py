@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from msgstream import routing
 from msgstream.errors import MsgStreamError
 from msgstream.messages import (
     CreatePartitionMsg,
@@ -548,7 +549,7 @@ def test_split_is_a_partition_of_the_rows(keys: list[int], n: int) -> None:
     assert list(out) == sorted(out)
 
 
-@given(
+_MESSAGE = st.tuples(
     st.sampled_from(["delete", "insert", "drop"]),
     st.integers(min_value=0, max_value=3),
     st.lists(
@@ -559,38 +560,55 @@ def test_split_is_a_partition_of_the_rows(keys: list[int], n: int) -> None:
         ),
         max_size=3,
     ),
-    st.integers(min_value=1, max_value=5),
 )
-def test_a_message_alone_routes_as_it_would_within_a_pack(
-    kind: str, rows: int, keys: list[int], n: int
-) -> None:
-    """``produce`` of one message takes a short path in ``default_repack``: same buckets,
-    same errors as the general path (here forced by a second message on another key)."""
-    msg: TsMsg
-    if kind == "delete":
-        msg = DeleteMsg(timestamp=1, msg_id=9, collection_name="c", primary_keys=list(range(rows)))
-    elif kind == "insert":
-        msg = make_insert(list(range(rows)), msg_id=9)
-    else:
-        msg = DropCollectionMsg(msg_id=9, collection_name="c")
-    msg.hash_keys = list(keys)
-    other = DropCollectionMsg(msg_id=10, collection_name="c", hash_keys=[0])
 
-    def outcome(pack: list[TsMsg]) -> object:
+
+def _general_rules(msgs: list[TsMsg], n: int) -> dict[int, list[TsMsg]]:
+    """``default_repack`` as its docstring states it, message by message, without the
+    quick route it takes for a message with one int key."""
+    pairs: list[tuple[int, TsMsg]] = []
+    for msg in msgs:
+        if isinstance(msg, InsertMsg | DeleteMsg):
+            pairs.extend(routing._split_dml(msg, n))
+        else:
+            pairs.append((routing._first_key_bucket(msg, n), msg))
+    found: dict[int, list[TsMsg]] = {}
+    for bucket, msg in pairs:
+        found.setdefault(bucket, []).append(msg)
+    return dict(sorted(found.items()))
+
+
+@given(st.lists(_MESSAGE, min_size=1, max_size=4), st.integers(min_value=1, max_value=5))
+def test_the_quick_route_of_one_key_messages_follows_the_general_rules(
+    specs: list[tuple[str, int, list[int]]], n: int
+) -> None:
+    """``default_repack`` routes a message with one int key (and at most one row) without
+    the general path's calls: same buckets, same messages, same errors, alone or in a pack."""
+    pack: list[TsMsg] = []
+    for msg_id, (kind, rows, keys) in enumerate(specs):
+        msg: TsMsg
+        if kind == "delete":
+            msg = DeleteMsg(
+                timestamp=1, msg_id=msg_id, collection_name="c", primary_keys=list(range(rows))
+            )
+        elif kind == "insert":
+            msg = make_insert(list(range(rows)), msg_id=msg_id)
+        else:
+            msg = DropCollectionMsg(msg_id=msg_id, collection_name="c")
+        msg.hash_keys = list(keys)
+        pack.append(msg)
+
+    def outcome(repack: RepackFunc) -> object:
         try:
-            routed = default_repack(pack, n)
+            routed = repack(pack, n)
         except (ValueError, TypeError) as exc:
             return type(exc), str(exc)
         return {
             bucket: [(m.msg_id, m.num_rows if isinstance(m, DmlMsg) else 0) for m in msgs]
             for bucket, msgs in routed.items()
-            if any(m.msg_id == 9 for m in msgs)
         }
 
-    alone, within = outcome([msg]), outcome([msg, other])
-    if isinstance(within, dict):
-        within = {b: [entry for entry in ms if entry[0] == 9] for b, ms in within.items()}
-    assert alone == within
+    assert outcome(default_repack) == outcome(_general_rules)
 
 
 # Values computed by the hand-written MurmurHash3 that mmh3 replaced: routing must not move.
