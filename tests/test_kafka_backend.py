@@ -32,6 +32,7 @@ from msgstream import (
     new_client,
 )
 from msgstream.backend import Client
+from msgstream.backends.kafka.producer import RECORD_OVERHEAD
 from msgstream.messages import DeleteMsg
 
 pytestmark = pytest.mark.kafka
@@ -123,6 +124,27 @@ async def test_message_over_the_broker_limit_names_size_and_limit(kafka_broker: 
     assert str(kafka_broker.message_max_bytes) in str(info.value)
     # The producer is still usable afterwards.
     assert (await producer.send(b"small")).offset == 0  # type: ignore[attr-defined]
+    await client.close()
+
+
+async def test_headers_that_push_a_record_over_the_limit_fail_its_pack_before_sending(
+    kafka_broker: Any,
+) -> None:
+    """A pack is checked at once, against its largest payload framed with its headers:
+    a payload that fits alone but not with the pack's properties fails the whole pack,
+    naming the framed size, and nothing of it is sent."""
+    limit = 10_000
+    client = client_for(kafka_broker.bootstrap, max_request_size=limit)
+    channel = channel_name()
+    producer = await client.create_producer(channel)
+    fits_alone = b"x" * (limit - RECORD_OVERHEAD - 50)
+    properties = {"k": "v" * 100}
+    with pytest.raises(MessageTooLargeError) as info:
+        await producer.send_many([b"small", fits_alone], properties)
+    framed = len(fits_alone) + RECORD_OVERHEAD + len("k") + 100 + 8
+    assert (info.value.channel, info.value.size, info.value.limit) == (channel, framed, limit)
+    ids = await producer.send_many([b"small", fits_alone])  # without the headers it fits
+    assert [i.offset for i in ids] == [0, 1]  # type: ignore[attr-defined]
     await client.close()
 
 

@@ -229,10 +229,12 @@ class MsgStream(AsyncScope):
             raise StreamStateError("no producer channels: call as_producer() first")
 
     def _encode_for(self, channels: str, msgs: Sequence[TsMsg]) -> list[bytes]:
-        """Encode, and refuse oversized messages before anything of the pack is sent."""
+        """Encode, and refuse oversized messages before anything of the pack is sent (the
+        error names the largest)."""
         payloads = encode_batch(msgs, self.registry)
-        for payload in payloads:
-            self._check_size(channels, payload)
+        biggest = max(map(len, payloads), default=0)
+        if biggest > self._max_message_bytes:
+            raise MessageTooLargeError(channels, biggest, self._max_message_bytes)
         return payloads
 
     def _encode_one(self, channels: str, msg: TsMsg) -> bytes:
