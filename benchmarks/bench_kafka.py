@@ -18,9 +18,16 @@ Both are measured by the ``msgstream bench`` harness (``msgstream bench produce
 --baseline raw``: the engine's raw target, HDR histograms, slices that alternate).
   3. confluent against raw aiokafka: pipelined (>= 3x) and p50 (below)
      [pipelined_confluent_vs_aiokafka, p50_confluent_vs_aiokafka]
-  4. TtMsgStream reading 16 channels on the confluent engine (>= 200k msgs/s), beside the
+  4. in the confluent engine's slices, two more sides (confluent_floor.py), p50 and
+     pipelined against raw confluent-kafka: the *asyncio floor* (raw confluent-kafka
+     woken on the loop as the engine is, nothing of msgstream: what any asyncio code can
+     reach) [p50_confluent_floor, pipelined_confluent_floor] and confluent-kafka's own
+     ``confluent_kafka.aio.AIOProducer`` [p50_confluent_aio, pipelined_confluent_aio];
+     then the engine against the floor [p50_confluent_vs_floor] and the floor against
+     raw aiokafka [pipelined_floor_vs_aiokafka]
+  5. TtMsgStream reading 16 channels on the confluent engine (>= 200k msgs/s), beside the
      same on aiokafka                                                  [tt_read_confluent]
-  5. reference: the raw clients vs Kafka's Java producer (ProducerPerformance) on the
+  6. reference: the raw clients vs Kafka's Java producer (ProducerPerformance) on the
      same broker, to show how much of the ceiling is the Python client; and, when a Go
      toolchain is on PATH, raw librdkafka from Go (benchmarks/librdkafka_go) in
      1,000-record packs (the harness's pipelining) and with nothing awaited, beside raw
@@ -40,6 +47,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+from confluent_floor import AioProducer, AsyncioFloor
 from msgstream import (
     DeleteMsg,
     MsgPack,
@@ -62,6 +70,10 @@ from report import (
 )
 
 ENGINES = ("aiokafka", "confluent")
+FLOORS = (AsyncioFloor, AioProducer)
+"""Measured in the confluent engine's slices (see confluent_floor.py)."""
+FLOOR_IDS = ("floor", "aio")
+"""Their ``--json`` ids: ``p50_confluent_floor``, ``pipelined_confluent_aio``..."""
 PREBUILT = 4
 """Packs per channel built before the pipelined run and sent in turn."""
 TT_CHANNELS = 16
@@ -215,14 +227,18 @@ def main() -> int:
         by_id: dict[str, Row] = {}
         for engine in ENGINES:
             config = engine_config(bootstrap, engine)
+            extra = FLOORS if engine == "confluent" else ()
             produced = timed(
                 f"produce, {engine}",
-                lambda config=config: asyncio.run(
-                    broker_produce_rows(config, latency_n, total, prebuilt=PREBUILT)
+                lambda config=config, extra=extra: asyncio.run(
+                    broker_produce_rows(config, latency_n, total, prebuilt=PREBUILT, extra=extra)
                 ),
             )
-            for row, figure in zip(produced, ("p50", "p99", "pipelined"), strict=True):
-                row.id = f"{figure}_{engine}"
+            figures = ["p50", "p99", "pipelined"]
+            if extra:
+                figures += [f"{f}_confluent_{n}" for n in FLOOR_IDS for f in ("p50", "pipelined")]
+            for row, figure in zip(produced, figures, strict=True):
+                row.id = figure if figure.endswith(tuple(FLOOR_IDS)) else f"{figure}_{engine}"
                 row.figure = f"{row.figure} [{engine}]"
                 by_id[row.id] = row
             if engine == "confluent":  # issue 16's goal for the librdkafka engine
@@ -232,6 +248,18 @@ def main() -> int:
             Row("pipelined: confluent engine vs raw aiokafka", by_id["pipelined_confluent"].ours,
                 by_id["pipelined_aiokafka"].baseline, "msgs/s", ">= 3x raw aiokafka",
                 "pipelined_confluent_vs_aiokafka")
+        )  # fmt: skip
+        rows.append(
+            Row("p50: confluent engine vs the asyncio floor", by_id["p50_confluent"].ours,
+                by_id["p50_confluent_floor"].ours, "us",
+                "floor: raw confluent-kafka from asyncio, nothing of msgstream",
+                "p50_confluent_vs_floor")
+        )  # fmt: skip
+        rows.append(
+            Row("pipelined: the asyncio floor vs raw aiokafka",
+                by_id["pipelined_confluent_floor"].ours, by_id["pipelined_aiokafka"].baseline,
+                "msgs/s", "what >= 3x raw aiokafka asks of any asyncio code",
+                "pipelined_floor_vs_aiokafka")
         )  # fmt: skip
         rows.append(
             Row("p50: confluent engine vs raw aiokafka", by_id["p50_confluent"].ours,

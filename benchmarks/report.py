@@ -7,7 +7,7 @@ from __future__ import annotations
 import gc
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from msgstream.bench.common import channel_names, delete_channels
 from msgstream.bench.report import describe_machine
 from msgstream.bench.report import machine as bench_machine
 from msgstream.bench.runner import Side, run_sides
-from msgstream.bench.targets import MsgStreamTarget, raw_target
+from msgstream.bench.targets import MsgStreamTarget, Target, raw_target
 from msgstream.bench.workload import Workload
 from msgstream.config import Config, resolve_backend
 
@@ -124,15 +124,26 @@ async def broker_produce_rows(
     pipelined_messages: int,
     size: int = BROKER_RECORD,
     prebuilt: int = 0,
+    extra: Sequence[Callable[[Config], Target]] = (),
 ) -> list[Row]:
     """The broker issues' three figures, msgstream beside the backend's raw client, both
     measured by the harness: latency p50/p99 of one message per call, and pipelined
-    throughput (1,000 messages per call, ``prebuilt`` as in :func:`pipelined_workload`)."""
-    raw, ours = await harness_sides(config, latency_workload(latency_messages, size))
-    raw_tput, ours_tput = await harness_sides(
-        config, pipelined_workload(pipelined_messages, size, 1000, prebuilt)
+    throughput (1,000 messages per call, ``prebuilt`` as in :func:`pipelined_workload`).
+    Each ``extra`` target is measured in the same slices; its p50 and pipelined rows
+    (against the raw client) follow the three."""
+    backend = resolve_backend(config)
+
+    def extras() -> list[Side]:
+        targets = [make(config) for make in extra]
+        return [Side(target, target.label, backend) for target in targets]
+
+    raw, ours, *others = await harness_sides(
+        config, latency_workload(latency_messages, size), *extras()
     )
-    return [
+    raw_tput, ours_tput, *others_tput = await harness_sides(
+        config, pipelined_workload(pipelined_messages, size, 1000, prebuilt), *extras()
+    )
+    rows = [
         Row("MsgStream.produce latency p50", latency_us(ours, 50), latency_us(raw, 50), "us",
             "<= 1.10x raw"),
         Row("MsgStream.produce latency p99", latency_us(ours, 99), latency_us(raw, 99), "us",
@@ -140,6 +151,16 @@ async def broker_produce_rows(
         Row(f"pipelined produce, {size} B msgs", ours_tput.msgs_per_s, raw_tput.msgs_per_s,
             "msgs/s", ">= 0.9x raw"),
     ]  # fmt: skip
+    for other, other_tput in zip(others, others_tput, strict=True):
+        rows.append(
+            Row(f"{other.name}: latency p50", latency_us(other, 50), latency_us(raw, 50), "us",
+                "reference")
+        )  # fmt: skip
+        rows.append(
+            Row(f"{other.name}: pipelined", other_tput.msgs_per_s, raw_tput.msgs_per_s,
+                "msgs/s", "reference")
+        )  # fmt: skip
+    return rows
 
 
 async def tt_read_rate(client: Client, channels: list[str], expected: int, subname: str) -> float:

@@ -30,8 +30,9 @@ from msgstream.messages import TsMsg
 from .settings import KafkaConfig, librdkafka_producer, producer_kwargs
 
 
-async def _create_topics(config: Config, channels: Sequence[str]) -> None:
-    """One-partition topics, as msgstream makes them."""
+async def create_topics(config: Config, channels: Sequence[str]) -> None:
+    """One-partition topics, as msgstream makes them (also used by the benchmarks' own
+    confluent-kafka targets)."""
     client = new_client(config)
     try:
         for channel in channels:
@@ -51,7 +52,7 @@ class RawAiokafka(Target):
 
     async def open(self, channels: Sequence[str]) -> None:
         self.channels = [f"{channel}-raw" for channel in channels]
-        await _create_topics(self.config, self.channels)
+        await create_topics(self.config, self.channels)
         self.producer = AIOKafkaProducer(**producer_kwargs(self.section))
         await self.producer.start()
 
@@ -93,7 +94,7 @@ class RawConfluent(Target):
         from confluent_kafka import Producer
 
         self.channels = [f"{channel}-rawc" for channel in channels]
-        await _create_topics(self.config, self.channels)
+        await create_topics(self.config, self.channels)
         self.producer = Producer(librdkafka_producer(self.section))
 
     def prepare(self, channel: int, msgs: list[TsMsg]) -> Any:
