@@ -820,6 +820,26 @@ def test_good_librdkafka_properties_load_and_reach_both_clients() -> None:
     consumer = librdkafka_consumer(cfg.kafka, "sub")
     assert (consumer["group.id"], consumer["enable.auto.commit"]) == ("sub", False)
     assert consumer["enable.idempotence"] is True
+    assert consumer["queued.max.messages.kbytes"] == 4096
+
+
+@pytest.mark.parametrize(
+    ("kafka", "kbytes"),
+    [
+        ({}, 4096),  # PREFETCH_BYTES, not librdkafka's 64 MiB
+        ({"max_request_size": 16 * 1024 * 1024}, 16384),  # at least one fetch
+        ({"confluent": {"queued.max.messages.kbytes": 100}}, 100),  # the user's word last
+    ],
+)
+def test_what_a_confluent_reader_fetches_ahead_is_bounded(
+    kafka: dict[str, Any], kbytes: int
+) -> None:
+    from msgstream.backends.kafka.settings import librdkafka_consumer
+
+    cfg = config_from_dict(
+        {"kafka": {"brokers": "k:9092", "client": "confluent", **kafka}}, env=NO_ENV
+    )
+    assert librdkafka_consumer(cfg.kafka, "sub")["queued.max.messages.kbytes"] == kbytes
 
 
 @pytest.mark.parametrize(

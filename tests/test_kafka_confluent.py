@@ -6,11 +6,13 @@ on both engines in ``test_kafka_backend.py`` and the conformance suite.)"""
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import threading
 from typing import Any
 
 import pytest
 
+from conftest import kafka_config
 from msgstream import StreamClosedError, SubscriptionPosition
 from msgstream.backend import Client
 from test_kafka_backend import TIMEOUT, channel_name, client_for
@@ -160,3 +162,60 @@ async def test_a_confluent_reader_without_queue_signals_reads_through_a_thread(
     assert (await consumer.receive()).payload == b"3"
     await consumer.close()
     await client.close()
+
+
+def _queued(consumer: Any) -> int:
+    """Records librdkafka holds in ``consumer``'s queue, fetched ahead of the reader (its
+    own count, through the library :mod:`.rdkafka_io` reaches)."""
+    from msgstream.backends.kafka.engines.rdkafka_io import _library
+
+    lib = _library()
+    lib.rd_kafka_queue_length.restype = ctypes.c_size_t
+    lib.rd_kafka_queue_length.argtypes = [ctypes.c_void_p]
+    rk = ctypes.c_void_p.from_address(id(consumer) + object.__basicsize__).value
+    queue = lib.rd_kafka_queue_get_consumer(rk)
+    try:
+        return int(lib.rd_kafka_queue_length(queue))
+    finally:
+        lib.rd_kafka_queue_destroy(queue)
+
+
+async def test_a_confluent_reader_fetches_a_bounded_amount_ahead(kafka_broker: Any) -> None:
+    """librdkafka fetches ahead into its own queue, outside msgstream's byte limits; the
+    engine's consumer properties bound that to PREFETCH_BYTES (at least one fetch), not
+    librdkafka's 64 MiB a channel. A channel holds 24 MB nobody reads: librdkafka stops
+    near the bound, and a ``kafka.confluent`` override moves it."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from msgstream import config_from_dict
+    from msgstream.backends.kafka.settings import PREFETCH_BYTES, KafkaConfig, librdkafka_consumer
+
+    client = client_for(kafka_broker.bootstrap, client="confluent")
+    channel = channel_name("prefetch")
+    producer = await client.create_producer(channel)
+    record = 4000
+    for _ in range(6):
+        await asyncio.wait_for(producer.send_many([b"x" * record] * 1000), TIMEOUT)
+    await client.close()
+
+    async def settled(extra: dict[str, Any]) -> int:
+        options = kafka_config(kafka_broker.bootstrap, client="confluent", confluent=extra)
+        conf = librdkafka_consumer(config_from_dict(options, env={}).section(KafkaConfig), "pf")
+        consumer = Consumer(conf)
+        try:
+            consumer.assign([TopicPartition(channel, 0, 0)])
+            counts = [-1]
+            for _ in range(60):  # until two looks half a second apart agree (30 s at most)
+                await asyncio.sleep(0.5)
+                counts.append(_queued(consumer))
+                if counts[-1] > 0 and counts[-1] == counts[-2]:
+                    break
+            return counts[-1]
+        finally:
+            await asyncio.to_thread(consumer.close)
+
+    fetch = 1024 * 1024  # max.partition.fetch.bytes: what librdkafka may overshoot by
+    bounded = await settled({})
+    assert PREFETCH_BYTES // record <= bounded <= (PREFETCH_BYTES + fetch) // record + 1
+    everything = await settled({"queued.max.messages.kbytes": 65536})
+    assert everything >= 6000

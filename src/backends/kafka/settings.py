@@ -308,8 +308,20 @@ def librdkafka_producer(section: KafkaConfig) -> dict[str, Any]:
     return conf
 
 
+PREFETCH_BYTES = 4 * 1024 * 1024
+"""What a confluent-engine reader lets librdkafka fetch ahead of the stream (its
+``queued.max.messages.kbytes``; at least one fetch), beside msgstream's own bounded
+buffers. librdkafka's default, 64 MiB a channel, held that much in every reader of a
+TtMsgStream that a silent channel holds back, whatever ``msgstream`` limits said; the
+aiokafka engine holds about one fetch (1 MiB) a channel. Measured reading 16 channels:
+4 MiB reads as fast as 64 MiB, 1 MiB ~15 % slower."""
+
+
 def librdkafka_consumer(section: KafkaConfig, group_id: str) -> dict[str, Any]:
-    """The confluent engine's consumer properties for subscription ``group_id``."""
+    """The confluent engine's consumer properties for subscription ``group_id``: what it
+    fetches ahead is bounded by :data:`PREFETCH_BYTES` (``kafka.confluent`` last, so
+    ``queued.max.messages.kbytes`` there overrides it)."""
+    fetch_bytes = max(1048576, section.max_request_size)
     conf = _librdkafka_connection(section)
     conf.update(
         {
@@ -319,8 +331,9 @@ def librdkafka_consumer(section: KafkaConfig, group_id: str) -> dict[str, Any]:
             # Only reached when a position fell out of the log (retention removed it).
             "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 100,
-            "max.partition.fetch.bytes": max(1048576, section.max_request_size),
+            "max.partition.fetch.bytes": fetch_bytes,
             "fetch.max.bytes": max(52428800, section.max_request_size),
+            "queued.max.messages.kbytes": max(PREFETCH_BYTES, fetch_bytes) // 1024,
         }
     )
     conf.update(section.confluent)
