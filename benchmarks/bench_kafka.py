@@ -234,11 +234,11 @@ def main() -> int:
                     broker_produce_rows(config, latency_n, total, prebuilt=PREBUILT, extra=extra)
                 ),
             )
-            figures = ["p50", "p99", "pipelined"]
-            if extra:
-                figures += [f"{f}_confluent_{n}" for n in FLOOR_IDS for f in ("p50", "pipelined")]
-            for row, figure in zip(produced, figures, strict=True):
-                row.id = figure if figure.endswith(tuple(FLOOR_IDS)) else f"{figure}_{engine}"
+            ids = [f"{figure}_{engine}" for figure in ("p50", "p99", "pipelined")]
+            if extra:  # p50_confluent_floor, pipelined_confluent_floor, ...
+                ids += [f"{f}_{engine}_{name}" for name in FLOOR_IDS for f in ("p50", "pipelined")]
+            for row, row_id in zip(produced, ids, strict=True):
+                row.id = row_id
                 row.figure = f"{row.figure} [{engine}]"
                 by_id[row.id] = row
             if engine == "confluent":  # issue 16's goal for the librdkafka engine

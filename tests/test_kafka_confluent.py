@@ -216,6 +216,8 @@ async def test_a_confluent_reader_fetches_a_bounded_amount_ahead(kafka_broker: A
 
     fetch = 1024 * 1024  # max.partition.fetch.bytes: what librdkafka may overshoot by
     bounded = await settled({})
-    assert PREFETCH_BYTES // record <= bounded <= (PREFETCH_BYTES + fetch) // record + 1
+    # At least one fetch came in; librdkafka stops asking once its queue nears the bound
+    # (it may stop a little short of it, or pass it by up to one fetch).
+    assert fetch // record <= bounded <= (PREFETCH_BYTES + fetch) // record + 1
     everything = await settled({"queued.max.messages.kbytes": 65536})
     assert everything >= 6000

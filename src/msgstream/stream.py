@@ -232,19 +232,17 @@ class MsgStream(AsyncScope):
         """Encode, and refuse oversized messages before anything of the pack is sent (the
         error names the largest)."""
         payloads = encode_batch(msgs, self.registry)
-        biggest = max(map(len, payloads), default=0)
-        if biggest > self._max_message_bytes:
-            raise MessageTooLargeError(channels, biggest, self._max_message_bytes)
+        self._check_size(channels, max(map(len, payloads), default=0))
         return payloads
 
     def _encode_one(self, channels: str, msg: TsMsg) -> bytes:
         payload = encode(msg, self.registry)
-        self._check_size(channels, payload)
+        self._check_size(channels, len(payload))
         return payload
 
-    def _check_size(self, channels: str, payload: bytes) -> None:
-        if len(payload) > self._max_message_bytes:
-            raise MessageTooLargeError(channels, len(payload), self._max_message_bytes)
+    def _check_size(self, channels: str, size: int) -> None:
+        if size > self._max_message_bytes:
+            raise MessageTooLargeError(channels, size, self._max_message_bytes)
 
     async def produce(self, pack: MsgPack) -> ProduceResult:
         """Route every message of ``pack`` to its bucket's channel and send it.

@@ -43,7 +43,7 @@ class KafkaProducer(ProducerBase):
         self._limit = limit
         """The largest record, in bytes, this channel accepts (client and topic limits)."""
         self._plain_limit = min(limit - RECORD_OVERHEAD, max_message_bytes)
-        """The largest payload that passes :meth:`_check_size` when sent without headers."""
+        """The largest payload :meth:`_checked_headers` passes when sent without headers."""
 
     def _checked_headers(
         self, payloads: Sequence[bytes], properties: Mapping[str, str] | None

@@ -120,7 +120,8 @@ class KafkaConfig(Section):
         default_factory=dict,
         description=(
             "Extra librdkafka properties for kafka.client confluent, producer and consumer "
-            "(e.g. {batch.size: 1000000}); checked by librdkafka at load"
+            "(e.g. {batch.size: 1000000}); checked by librdkafka at load. A reader fetches "
+            "at most 4 MiB a channel ahead unless queued.max.messages.kbytes says otherwise"
         ),
     )
 

@@ -101,7 +101,9 @@ class PulsarConfig(Section):
     lets a standby consumer take over)"""
 
     receiver_queue_size: Count = 1000
-    """Messages a consumer prefetches from the broker"""
+    """Messages a consumer prefetches from the broker, counted in messages (the Pulsar
+    client has no byte limit for it): up to this many times the message size a channel,
+    beside msgstream's byte limits; lower it for large messages"""
 
     @model_validator(mode="after")
     def _check_together(self) -> Self:
