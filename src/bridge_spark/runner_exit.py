@@ -26,12 +26,15 @@ there.) Three details:
 - Spark sends SIGTERM twice in a row (``stopWorker``, then its factory's ``stop``), so
   later ones are ignored;
 - a timer gives the call and ``stop`` :data:`STOP_GRACE_S` seconds, after which SIGALRM's
-  default action ends the process wherever it is.
+  default action ends the process wherever it is. Shortly before, :mod:`faulthandler`
+  writes every thread's stack to stderr (Spark passes it on to the driver's): a runner
+  ended that way says where its stop was stuck, which nothing else would.
 """
 
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import signal
 import sys
 import threading
@@ -46,6 +49,9 @@ SIGTERM_STATUS = 128 + signal.SIGTERM
 STOP_GRACE_S = 15.0
 """How long a runner told to stop may take to finish its call and close what the source
 opened (each broker call has its own deadline too, ``msgstream.operation_timeout_s``)."""
+
+DUMP_AT = 0.9
+"""When, as a share of the grace, a runner still stopping writes its threads' stacks."""
 
 
 def in_source_runner() -> bool:
@@ -72,6 +78,8 @@ class SigtermExit:
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.setitimer(signal.ITIMER_REAL, self.grace_s)
+        with contextlib.suppress(ValueError, RuntimeError, AttributeError):  # no usable stderr
+            faulthandler.dump_traceback_later(self.grace_s * DUMP_AT, exit=False)
         if self._closing:
             return
         if self._busy:

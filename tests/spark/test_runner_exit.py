@@ -58,6 +58,7 @@ def run_child(main: str, handler: str) -> subprocess.Popen[str]:
         [sys.executable, "-c", CHILD, main, SOURCE_RUNNER_MODULE, handler],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
     assert child.stdout is not None
@@ -110,7 +111,8 @@ def test_sigterm_while_the_source_closes_cuts_nothing_short(signalled_after: str
 
 def test_a_second_sigterm_is_ignored_and_a_hanging_close_ends_after_the_grace() -> None:
     """Spark sends two SIGTERMs at once; the second must not cut ``stop`` short. A
-    ``stop`` that hangs is ended by the grace timer (SIGALRM) instead."""
+    ``stop`` that hangs is ended by the grace timer (SIGALRM) instead, after writing
+    where it hung to stderr."""
     child = run_child("runner", "second-sigterm")
     assert child.stdout is not None
     assert child.stdout.readline() == "installed\n"
@@ -118,9 +120,12 @@ def test_a_second_sigterm_is_ignored_and_a_hanging_close_ends_after_the_grace() 
     assert child.stdout.readline() == "stop ran\n"
     assert child.stdout.readline() == "closing\n"
     child.send_signal(signal.SIGTERM)
-    out, _ = child.communicate(timeout=20)
+    out, err = child.communicate(timeout=20)
     assert out == ""  # never "closed": the close would take 30 s
     assert child.returncode == -signal.SIGALRM
+    assert "Timeout (0:00:00.900000)!" in err  # the stacks, at 0.9 of the 1 s grace
+    hung = CHILD.splitlines().index("        time.sleep(30)") + 1
+    assert f'File "<string>", line {hung} in <module>' in err  # where the close hung
 
 
 @pytest.mark.parametrize(
