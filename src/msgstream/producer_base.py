@@ -19,13 +19,15 @@ class ProducerBase:
         if self._closed:
             raise StreamClosedError(f"producer of channel {self.channel!r}")
 
-    def _check_sizes(self, payloads: Sequence[bytes], *limits: int) -> None:
+    def _check_sizes(self, payloads: Sequence[bytes], *limits: int) -> int:
         """Refuse ``payloads`` if the largest is over a limit; the error names the first of
-        ``limits`` exceeded (msgstream's own before a broker's, say)."""
+        ``limits`` exceeded (msgstream's own before a broker's, say). Returns the largest
+        size."""
         biggest = max(map(len, payloads), default=0)
         for limit in limits:
             if biggest > limit:
                 raise MessageTooLargeError(self.channel, biggest, limit)
+        return biggest
 
     async def close(self) -> None:
         self._closed = True

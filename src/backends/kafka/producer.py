@@ -53,12 +53,9 @@ class KafkaProducer(ProducerBase):
         look at the lengths, not a check per record)."""
         self._check_open()
         headers = [(k, v.encode()) for k, v in properties.items()] if properties else None
-        biggest = max(map(len, payloads), default=0)
+        biggest = self._check_sizes(payloads, min(self._limit, self._max_message_bytes))
         if headers is None and biggest <= self._plain_limit:
             return None
-        limit = min(self._limit, self._max_message_bytes)
-        if biggest > limit:
-            raise MessageTooLargeError(self.channel, biggest, limit)
         framed = biggest + RECORD_OVERHEAD + sum(len(k) + len(v) + 8 for k, v in headers or ())
         if framed > self._limit:
             raise MessageTooLargeError(self.channel, framed, self._limit)
