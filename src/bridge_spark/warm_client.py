@@ -27,6 +27,7 @@ from it.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import stat
@@ -183,14 +184,45 @@ def _serve_warm(conn: socket.socket, python: str, argv: Sequence[str]) -> int | 
     if len(reply) < _PID.size or reply[:1] != PID:
         return None
     _, child = _PID.unpack(reply)
-    for number in _FORWARDED:
-        signal.signal(number, lambda received, _frame: os.kill(child, received))
     try:
-        done = _read_reply(conn, 2)
+        done = _forward_until_exit(conn, child)
     except OSError:
         done = b""
     # Without a status the child died without saying how (killed by a signal).
     return done[1] if len(done) == 2 and done[:1] == EXIT else 1
+
+
+def _forward_until_exit(conn: socket.socket, child: int) -> bytes:
+    """Pass the signals in :data:`_FORWARDED` on to ``child`` until its exit status (2
+    bytes) arrives or the runner closes ``conn``; return what arrived.
+
+    A Python handler that called ``os.kill`` itself would lose a signal that came just
+    before the wait for the status began: Python runs handlers between bytecodes, and
+    not while blocked in ``recv``. So the handlers only record, through the wakeup
+    descriptor Python writes every caught signal's number to, and one ``select`` waits
+    for either that or the status."""
+    wakeup, wakeup_write = os.pipe()
+    os.set_blocking(wakeup_write, False)
+    signal.set_wakeup_fd(wakeup_write, warn_on_full_buffer=False)
+    for forwarded in _FORWARDED:
+        signal.signal(forwarded, _recorded)
+    done = bytearray()
+    while len(done) < 2:
+        ready, _, _ = select.select([conn.fileno(), wakeup], [], [])
+        if wakeup in ready:
+            for number in os.read(wakeup, 64):
+                if number in _FORWARDED:
+                    os.kill(child, number)
+        if conn.fileno() in ready:
+            chunk = conn.recv(2 - len(done))
+            if not chunk:
+                break
+            done += chunk
+    return bytes(done)
+
+
+def _recorded(number: int, frame: object) -> None:
+    """The forwarded signals' handler: the wakeup descriptor has their numbers."""
 
 
 def _read_reply(conn: socket.socket, size: int) -> bytes:

@@ -72,8 +72,9 @@ def main(mode):
         raise RuntimeError("target failed")
     if mode == "message":
         sys.exit("a message")
-    if mode == "sleep":
-        time.sleep(60)
+    if mode == "sleep":  # short sleeps: a SIGTERM caught just before one is handled soon
+        for _ in range(1200):
+            time.sleep(0.05)
 
 
 if __name__ == "__main__":
