@@ -15,20 +15,26 @@ would close:
 :func:`stop_on_sigterm` makes SIGTERM raise ``SystemExit`` in that process instead, so
 the runner unwinds through its ``finally`` and ``stop`` runs. (The warm runner's client
 passes SIGTERM on to the runner it stands for and waits for its exit, so the same holds
-there.) Three details:
+there.) Four details:
 
 - the exit is raised at once only while the runner waits for Spark's next call. During a
   call (:meth:`SigtermExit.busy`: the source's event loop is running) it is raised when
   the call returns: raised inside the loop it could cut a callback short and leave a
-  waiter that ``stop`` then waits on forever. Once the source is closing
-  (:meth:`SigtermExit.closing`: Spark may also end the runner by closing its socket, and
-  signal it while ``stop`` runs) it is not raised at all;
+  waiter that ``stop`` then waits on forever. While the source's close is running
+  (a function marked :func:`closes` is on the main thread's stack) it is not raised at
+  all: Spark also closes the runner's socket, which sends the runner into ``stop`` by
+  itself, and a SIGTERM handled then -- the warm runner's client passes it on later than
+  the socket's end arrives, and Python runs a handler at the next function it enters,
+  which may be the close itself -- would cut the close short before its first line;
 - Spark sends SIGTERM twice in a row (``stopWorker``, then its factory's ``stop``), so
   later ones are ignored;
 - a timer gives the call and ``stop`` :data:`STOP_GRACE_S` seconds, after which SIGALRM's
   default action ends the process wherever it is. Shortly before, :mod:`faulthandler`
   writes every thread's stack to stderr (Spark passes it on to the driver's): a runner
-  ended that way says where its stop was stuck, which nothing else would.
+  ended that way says where its stop was stuck, which nothing else would;
+- once the source has closed (:meth:`SigtermExit.closed`), a connection error nobody
+  caught ends the runner without a traceback: it is PySpark reporting the runner's end
+  on the socket Spark has already closed.
 """
 
 from __future__ import annotations
@@ -38,8 +44,9 @@ import faulthandler
 import signal
 import sys
 import threading
-from collections.abc import Iterator
-from types import FrameType
+from collections.abc import Callable, Iterator
+from types import CodeType, FrameType, TracebackType
+from typing import TypeVar
 
 from .warm_client import SOURCE_RUNNER_MODULE
 
@@ -52,6 +59,25 @@ opened (each broker call has its own deadline too, ``msgstream.operation_timeout
 
 DUMP_AT = 0.9
 """When, as a share of the grace, a runner still stopping writes its threads' stacks."""
+
+_F = TypeVar("_F", bound=Callable[..., object])
+_CLOSES: set[CodeType] = set()
+
+
+def closes(function: _F) -> _F:
+    """Mark ``function`` as (part of) the source's close: a SIGTERM handled while it runs
+    is not raised, not even at its first instruction, before it could say so itself."""
+    _CLOSES.add(function.__code__)
+    return function
+
+
+def _closing(frame: FrameType | None) -> bool:
+    """Whether a function marked :func:`closes` is on the stack from ``frame`` down."""
+    while frame is not None:
+        if frame.f_code in _CLOSES:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def in_source_runner() -> bool:
@@ -69,28 +95,39 @@ class SigtermExit:
         self.installed = False
         self._busy = 0
         self._requested = False
-        self._closing = False
+        self._closed = False
+        self._excepthook = sys.excepthook
 
     def install(self) -> None:
         signal.signal(signal.SIGTERM, self._on_sigterm)
+        sys.excepthook = self._on_uncaught
         self.installed = True
+
+    def closed(self) -> None:
+        """The source has closed. From now on the connection to Spark failing is no news:
+        Spark closed it as it stopped the query, and when the close took a while the
+        runner's last write to it (PySpark's, reporting how the runner ended) fails;
+        its traceback is not printed."""
+        self._closed = True
+
+    def _on_uncaught(
+        self, kind: type[BaseException], value: BaseException, tb: TracebackType | None
+    ) -> None:
+        if self._closed and issubclass(kind, ConnectionError):
+            return
+        self._excepthook(kind, value, tb)
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.setitimer(signal.ITIMER_REAL, self.grace_s)
         with contextlib.suppress(ValueError, RuntimeError, AttributeError):  # no usable stderr
             faulthandler.dump_traceback_later(self.grace_s * DUMP_AT, exit=False)
-        if self._closing:
+        if _closing(frame):
             return
         if self._busy:
             self._requested = True
             return
         raise SystemExit(SIGTERM_STATUS)
-
-    def closing(self) -> None:
-        """The source is closing: from now on a SIGTERM only starts the grace timer, so
-        nothing cuts the closing short."""
-        self._closing = True
 
     @contextlib.contextmanager
     def busy(self) -> Iterator[None]:

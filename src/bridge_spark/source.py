@@ -53,7 +53,7 @@ from .frames import FrameKind, FrameSchema
 from .offsets import LATEST, SliceOffset, StartSpec, parse_start
 from .options import bridge_config, parse_channels, parse_schema, positive_int
 from .planner import RowFilter, SlicePlanner
-from .runner_exit import stop_on_sigterm
+from .runner_exit import closes, stop_on_sigterm
 from .slices import ChannelSlice, iterate_slice
 from .subscription import QuerySubscription, query_subscription
 
@@ -201,10 +201,10 @@ class _DriverRuntime:
             self.run(self.subscription.ensure(offset))
             self._held = True
 
+    @closes
     def close(self) -> None:
         """Close the subscription, the planner and the client, each even if one before
         failed: a failure is logged, not raised, since Spark is done with the source."""
-        self._sigterm.closing()
         try:
             for what, closing in (
                 ("the query's subscription", self.subscription.close),
@@ -217,6 +217,7 @@ class _DriverRuntime:
                     log.warning("closing %s of the msgstream source failed: %r", what, exc)
         finally:
             self.loop.close()
+            self._sigterm.closed()
 
 
 class MsgStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -312,6 +313,7 @@ class MsgStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         runtime.hold(offset)
         runtime.run(runtime.subscription.commit(offset))
 
+    @closes  # Spark's runner calls it as SIGTERM comes: see bridge_spark.runner_exit
     def stop(self) -> None:
         runtime, self._runtime = self._runtime, None
         if runtime is not None:

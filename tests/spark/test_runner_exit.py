@@ -17,26 +17,39 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 CHILD = textwrap.dedent(
     """
-    import importlib.machinery, signal, sys, time
+    import importlib.machinery, os, signal, sys, time
     main = sys.modules["__main__"]
     if sys.argv[1] == "runner":  # what `python -m <runner>` gives __main__
         main.__spec__ = importlib.machinery.ModuleSpec(sys.argv[2], None)
     if sys.argv[3] == "own-handler":
         signal.signal(signal.SIGTERM, lambda *_: print("own handler", flush=True))
-    from msgstream.bridge_spark.runner_exit import stop_on_sigterm
+    from msgstream.bridge_spark.runner_exit import closes, stop_on_sigterm
     sigterm = stop_on_sigterm(grace_s=1.0)
     said = "installed" if sigterm.installed else "unchanged"
+
+    @closes
+    def close():  # the source's stop, begun by Spark closing the socket
+        if sys.argv[3] == "into-close":  # the held SIGTERM is handled here, at the start
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
+        with sigterm.busy():
+            print("closing", flush=True)
+            sys.stdin.readline()
+        print("between", flush=True)  # between two closing steps
+        sys.stdin.readline()
+        print("closed", flush=True)
+
     try:
         print(said, flush=True)  # inside the try: SIGTERM may come as soon as it is read
-        if sys.argv[3] == "closing":  # the source's stop, begun by Spark closing the socket
-            sigterm.closing()
-            with sigterm.busy():
-                print("closing", flush=True)
-                sys.stdin.readline()
-            print("between", flush=True)  # between two closing steps
-            sys.stdin.readline()
-            print("closed", flush=True)
+        if sys.argv[3] == "into-close":  # a SIGTERM that came as the runner went to stop
+            signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
+            os.kill(os.getpid(), signal.SIGTERM)
+        if sys.argv[3] in ("closing", "into-close"):
+            close()
             sys.exit(0)
+        if sys.argv[3] in ("gone-after-close", "gone-before-close"):  # Spark's socket
+            if sys.argv[3] == "gone-after-close":
+                sigterm.closed()
+            raise BrokenPipeError(32, "Broken pipe")
         if sys.argv[3] == "busy":  # a call of Spark's in progress
             with sigterm.busy():
                 print("busy", flush=True)
@@ -107,6 +120,35 @@ def test_sigterm_while_the_source_closes_cuts_nothing_short(signalled_after: str
     out, _ = child.communicate("\n", timeout=30)
     assert out == "closed\nstop ran\n"
     assert child.returncode == 0
+
+
+def test_sigterm_handled_as_the_close_begins_cuts_nothing_short() -> None:
+    """Spark closes the runner's socket as it signals it, so the runner may be on its way
+    into ``stop`` when the SIGTERM is handled (the warm runner's client passes it on a
+    little later). Python runs the handler at the next function it enters: here the
+    close's first line. The close still runs to its end and the runner exits as the
+    close leaves it."""
+    child = run_child("runner", "into-close")
+    assert child.stdin is not None and child.stdout is not None
+    assert child.stdout.readline() == "installed\n"
+    assert child.stdout.readline() == "closing\n"
+    out, _ = child.communicate("\n\n", timeout=30)
+    assert out == "between\nclosed\nstop ran\n"
+    assert child.returncode == 0
+
+
+@pytest.mark.parametrize("when", ["after", "before"])
+def test_a_lost_connection_to_spark_is_no_news_once_the_source_closed(when: str) -> None:
+    """Once the source has closed, PySpark's last write to the socket Spark closed fails:
+    no traceback for that. Before, the failure is news and is printed as usual."""
+    child = run_child("runner", f"gone-{when}-close")
+    out, err = child.communicate(timeout=30)
+    assert out == "installed\nstop ran\n"
+    assert child.returncode == 1
+    if when == "after":
+        assert err == ""
+    else:
+        assert err.splitlines()[-1] == "BrokenPipeError: [Errno 32] Broken pipe"
 
 
 def test_a_second_sigterm_is_ignored_and_a_hanging_close_ends_after_the_grace() -> None:
