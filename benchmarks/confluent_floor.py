@@ -41,6 +41,7 @@ class _Raw(Target):
         self.config = config
         self.conf = librdkafka_producer(config.section(KafkaConfig))
         self.channels: list[str] = []
+        self.producer: Any = None  # the subclass's producer, made in its open
 
     async def open(self, channels: Sequence[str]) -> None:
         self.channels = [f"{channel}-{self.suffix}" for channel in channels]
@@ -59,7 +60,6 @@ class AsyncioFloor(_Raw):
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
-        self.producer: Any = None
         self.events: QueueEvents | None = None
 
     async def open(self, channels: Sequence[str]) -> None:
@@ -118,10 +118,6 @@ class AsyncioFloor(_Raw):
 class AioProducer(_Raw):
     label = "confluent_kafka.aio AIOProducer"
     suffix = "aio"
-
-    def __init__(self, config: Config) -> None:
-        super().__init__(config)
-        self.producer: Any = None
 
     async def open(self, channels: Sequence[str]) -> None:
         from confluent_kafka.aio import AIOProducer as Producer
