@@ -107,6 +107,12 @@ class BackendUnavailableError(MsgStreamError):
     """A backend is not installed, not implemented, or its broker cannot be reached."""
 
 
+class SendOutcomeUnknownError(BackendUnavailableError):
+    """A send got no acknowledgement before its deadline and could not be settled by a
+    retry: its messages may or may not have been stored. Nothing is retried silently
+    after this (a retry with a new send could store them twice); the caller decides."""
+
+
 class MessageTooLargeError(MsgStreamError, ValueError):
     """A message exceeds the size a channel accepts."""
 
