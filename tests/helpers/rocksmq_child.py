@@ -10,9 +10,10 @@ at once, so the parent sees it as soon as the step it reports has completed.
     ``send_many`` batch without properties. Prints ``ACK <channel> <id> <seq>`` for every
     message once its ``send``/``send_many`` has returned.
 
-``ack PATH CHANNEL COUNT ACK_AT``
+``ack PATH CHANNEL COUNT ACK_AT [SHARING]``
     Produce ``COUNT`` messages, subscribe ``sub`` at EARLIEST, receive up to the message
-    with id ``ACK_AT``, ack it, print ``ACKED <id>``, then wait to be killed.
+    with id ``ACK_AT``, ack it, print ``ACKED <id>``, then wait to be killed. The store is
+    opened with ``rocksmq.sharing`` ``SHARING`` (``auto`` by default).
 
 ``read PATH CHANNEL EXPECTED LATE_CHANNEL LATE_EXPECTED``
     Open the store read-only, subscribe ``reader`` at EARLIEST, print ``OPENED``, then
@@ -143,8 +144,9 @@ async def produce(path: str, sync: bool, channels: list[str]) -> None:
         seq += 8
 
 
-async def ack(path: str, channel: str, count: int, ack_at: int) -> None:
-    client = open_client(path)
+async def ack(path: str, channel: str, count: int, ack_at: int, sharing: str = "auto") -> None:
+    assert sharing in ("auto", "exclusive")
+    client = open_client(path, sharing="auto" if sharing == "auto" else "exclusive")
     producer = await client.create_producer(channel)
     await producer.send_many([f"m{i}".encode() for i in range(1, count + 1)])
     consumer = await client.subscribe(channel, "sub", SubscriptionPosition.EARLIEST)
@@ -191,7 +193,7 @@ def main(argv: list[str]) -> None:
     if mode == "produce":
         asyncio.run(produce(path, args[0] == "1", args[1:]))
     elif mode == "ack":
-        asyncio.run(ack(path, args[0], int(args[1]), int(args[2])))
+        asyncio.run(ack(path, args[0], int(args[1]), int(args[2]), *args[3:]))
     elif mode == "read":
         asyncio.run(read(path, args[0], int(args[1]), args[2], int(args[3])))
     else:
