@@ -15,6 +15,11 @@ at once, so the parent sees it as soon as the step it reports has completed.
     with id ``ACK_AT``, ack it, print ``ACKED <id>``, then wait to be killed. The store is
     opened with ``rocksmq.sharing`` ``SHARING`` (``auto`` by default).
 
+``own PATH``
+    Open the store (creating it) so this process owns it and serves other processes,
+    print ``OWNING <pid>``, and keep it until stdin has a line or ends; then close it and
+    print ``CLOSED``.
+
 ``read PATH CHANNEL EXPECTED LATE_CHANNEL LATE_EXPECTED``
     Open the store read-only, subscribe ``reader`` at EARLIEST, print ``OPENED``, then
     ``MSG <id> <payload>`` for ``EXPECTED`` messages (waiting for the writer as needed),
@@ -35,7 +40,7 @@ import sys
 import tempfile
 import threading
 
-from msgstream.backends.log_client.client import LogMessageID
+from msgstream.backends.log_client.client import LogClient, LogMessageID
 from msgstream.backends.rocksmq import RocksOptions, open_client
 from msgstream.backends.rocksmq.store import RocksStore
 from msgstream.position import SubscriptionPosition
@@ -159,6 +164,15 @@ async def ack(path: str, channel: str, count: int, ack_at: int, sharing: str = "
     await asyncio.sleep(3600)
 
 
+async def own(path: str) -> None:
+    client = open_client(path)
+    assert isinstance(client, LogClient), "another process owns the store"
+    out("OWNING", os.getpid())
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    await client.close()
+    out("CLOSED")
+
+
 async def read(path: str, channel: str, expected: int, late: str, late_expected: int) -> None:
     client = open_client(path, RocksOptions(read_only=True, poll_interval_s=0.02))
     consumer = await client.subscribe(channel, "reader", SubscriptionPosition.EARLIEST)
@@ -194,6 +208,8 @@ def main(argv: list[str]) -> None:
         asyncio.run(produce(path, args[0] == "1", args[1:]))
     elif mode == "ack":
         asyncio.run(ack(path, args[0], int(args[1]), int(args[2]), *args[3:]))
+    elif mode == "own":
+        asyncio.run(own(path))
     elif mode == "read":
         asyncio.run(read(path, args[0], int(args[1]), args[2], int(args[3])))
     else:
