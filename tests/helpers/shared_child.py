@@ -23,8 +23,9 @@ or attaches to its owner, whichever it finds. ``MSGSTREAM_TIMEOUT_S`` sets
 ``produce-tt PATH ID_RANGE TICK_S CHANNEL...``
     A producer with a ``TimeTickEmitter`` on ``CHANNEL...`` (its own: no other process
     writes them): sends one ``DeleteMsg`` at a time, round robin over the channels, with
-    ``msg_id = ID_RANGE * 10**7 + n`` (the caller gives each process a range of its own); prints ``ACK <channel> <msg_id>`` once its
-    produce returned and ``FAIL <msg_id> <error class>`` when one raised. On a line on
+    ``msg_id = ID_RANGE * 10**7 + n`` (the caller gives each process a range of its
+    own); prints ``ACK <channel> <msg_id>`` once its produce returned and
+    ``FAIL <msg_id> <error class>`` when one raised. On a line on
     stdin it stops sending, sends a last tick covering everything acknowledged, prints
     ``DONE <tick>`` and exits.
 
