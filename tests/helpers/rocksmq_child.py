@@ -20,6 +20,10 @@ at once, so the parent sees it as soon as the step it reports has completed.
     print ``OWNING <pid>``, and keep it until stdin has a line or ends; then close it and
     print ``CLOSED``.
 
+``own-fork PATH``
+    As ``own``, then fork a child that sleeps (it inherits the store's lock and sockets)
+    and print ``FORKED <child pid>``.
+
 ``read PATH CHANNEL EXPECTED LATE_CHANNEL LATE_EXPECTED``
     Open the store read-only, subscribe ``reader`` at EARLIEST, print ``OPENED``, then
     ``MSG <id> <payload>`` for ``EXPECTED`` messages (waiting for the writer as needed),
@@ -164,10 +168,19 @@ async def ack(path: str, channel: str, count: int, ack_at: int, sharing: str = "
     await asyncio.sleep(3600)
 
 
-async def own(path: str) -> None:
+async def own(path: str, fork: bool = False) -> None:
     client = open_client(path)
     assert isinstance(client, LogClient), "another process owns the store"
     out("OWNING", os.getpid())
+    if fork:
+        child = os.fork()
+        if child == 0:  # holds whatever the fork left it until killed, but not our pipes
+            quiet = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(quiet, fd)
+            signal.pause()
+            os._exit(0)
+        out("FORKED", child)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     await client.close()
     out("CLOSED")
@@ -208,8 +221,8 @@ def main(argv: list[str]) -> None:
         asyncio.run(produce(path, args[0] == "1", args[1:]))
     elif mode == "ack":
         asyncio.run(ack(path, args[0], int(args[1]), int(args[2]), *args[3:]))
-    elif mode == "own":
-        asyncio.run(own(path))
+    elif mode in ("own", "own-fork"):
+        asyncio.run(own(path, fork=mode == "own-fork"))
     elif mode == "read":
         asyncio.run(read(path, args[0], int(args[1]), args[2], int(args[3])))
     else:
