@@ -209,7 +209,7 @@ class FrameDecoder:
         buffer += data
         frames: list[Frame] = []
         start, end_of_data = 0, len(buffer)
-        while end_of_data - start >= HEADER.size:
+        while end_of_data - start >= SIZE_FIELD.size:
             (size,) = SIZE_FIELD.unpack_from(buffer, start)
             if size < AFTER_SIZE or size > self.limit:
                 raise FrameError(
