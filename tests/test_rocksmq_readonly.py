@@ -104,6 +104,35 @@ async def test_other_process_reads_while_writer_writes(tmp_path: Path) -> None:
         store.close()
 
 
+async def test_a_reader_follows_the_writer_through_its_flushes_and_compactions(
+    tmp_path: Path,
+) -> None:
+    """RocksDB's known failure mode for secondaries: the writer deletes the table files a
+    reader was about to open. The reader catches up again and loses or repeats nothing."""
+    path = tmp_path / "store"
+    writer = open_client(str(path))
+    child: Child | None = None
+    try:
+        store = writer.store
+        assert isinstance(store, RocksStore)
+        producer = await writer.create_producer("ch")
+        await (await writer.create_producer("late")).send(b"late1")
+        child = Child("read", str(path), "ch", "1500", "late", "1")
+        assert child.line() == "OPENED"
+        for round_ in range(30):  # every round leaves new table files and deletes old ones
+            first = round_ * 50 + 1
+            ids = await producer.send_many([b"m%d" % i for i in range(first, first + 50)])
+            assert ids == [mid(i) for i in range(first, first + 50)]
+            store.flush()
+            await asyncio.to_thread(store.compact)
+        assert [child.line() for _ in range(1500)] == [f"MSG {i} m{i}" for i in range(1, 1501)]
+        assert child.line() == "LATE 1 late1"
+    finally:
+        if child is not None:
+            child.close()
+        await writer.close()
+
+
 async def test_read_only_client_in_process(tmp_path: Path) -> None:
     path = str(tmp_path / "store")
     writer = open_client(path)

@@ -75,6 +75,9 @@ class Diagnosis:
 def _options(recovery: str) -> Options:
     options = Options(raw_mode=True)
     options.set_paranoid_checks(True)
+    # Every table file is opened with the store: one its owner compacts away meanwhile
+    # stays readable (a check may run while a service owns the store).
+    options.set_max_open_files(-1)
     options.set_wal_recovery_mode(getattr(DBRecoveryMode, recovery)())
     return options
 

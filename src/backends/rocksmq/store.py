@@ -162,6 +162,7 @@ class RocksOptions:
     --repair`` opens with another one, to recover past damage."""
 
 
+_CATCH_UP_TRIES = 5
 _REVIVE_MIN_FREE = 1 << 20
 """Free bytes needed before a store that hit a full disk is reopened."""
 
@@ -815,11 +816,23 @@ class RocksStore(LogStore):
 
     # --- read-only mode -----------------------------------------------------------------
     def catch_up(self) -> None:
-        """Pick up what the writing process has written since (read-only stores)."""
-        if self.read_only and not self._closed:
-            self._db.try_catch_up_with_primary()
-            self._load()
-            self._caught_up_at = time.monotonic()
+        """Pick up what the writing process has written since (read-only stores).
+
+        The writer's flushes and compactions delete table files; a catch-up that meets a
+        file deleted under it fails, and the next one reads the newer file list, so it is
+        tried again (a few times) before its error is raised."""
+        if not self.read_only or self._closed:
+            return
+        for attempt in range(_CATCH_UP_TRIES):
+            try:
+                with self._lock:
+                    self._db.try_catch_up_with_primary()
+                    self._load()
+                break
+            except Exception as exc:
+                if attempt == _CATCH_UP_TRIES - 1:
+                    raise store_error(self.path, exc, "following the writing process") from exc
+        self._caught_up_at = time.monotonic()
 
     async def wait_for_append(self, channel: str, next_id: int) -> None:
         if not self.read_only:
