@@ -359,10 +359,11 @@ async def test_the_owner_killed_an_attached_sender_carries_on_within_the_deadlin
     owner: tuple[Path, Child],
 ) -> None:
     path, first = owner
-    sender = shared_child("send", str(path), "ch", "-1")
     tail = shared_child("tail", str(path), "ch")
+    sender = None
     try:
         assert tail.line() == "SUBSCRIBED"
+        sender = shared_child("send", str(path), "ch", "-1")
         assert sender.line() == "READY RemoteClient"
         for _ in range(50):
             assert sender.line().startswith("ACK ")
@@ -381,7 +382,8 @@ async def test_the_owner_killed_an_attached_sender_carries_on_within_the_deadlin
         info = read_owner(str(path))
         assert info is not None and info.pid in (sender.proc.pid, tail.proc.pid)
     finally:
-        sender.close()
+        if sender is not None:
+            sender.close()
         tail.close()
 
 

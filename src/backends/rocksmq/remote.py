@@ -63,7 +63,17 @@ class RemoteProducer(ProducerBase):
         self._lock = asyncio.Lock()
 
     async def send(self, payload: bytes, properties: Mapping[str, str] | None = None) -> MessageID:
-        return (await self.send_many((payload,), properties))[0]
+        if properties or len(payload) + FRAME_SLACK >= self._connection.frame_limit:
+            return (await self.send_many((payload,), properties))[0]
+        self._check_open()
+        self._state.check_open()
+        if len(payload) > self._max_bytes:
+            raise MessageTooLargeError(self.channel, len(payload), self._max_bytes)
+        async with self._lock:  # the common case, one small message: no chunking
+            self._seq += 1
+            control = [self.channel, self._producer, self._seq, self._sync, None]
+            (first,), _ = await self._connection.call(Op.APPEND, control, (payload,))
+        return RocksmqMessageID(first)
 
     async def send_many(
         self, payloads: Sequence[bytes], properties: Mapping[str, str] | None = None

@@ -85,6 +85,8 @@ class OwnerServer:
         self._woken: deque[str] = deque()
         self._wake_scheduled = False
         self._listener_fd: int | None = None
+        self._valid: set[str] = set()
+        """Channel names already found valid (checking one runs a regular expression)."""
         self._handlers: dict[Op, Callable[[_Connection, list[Any], Frame], Reply | None]] = {
             Op.HELLO: self._hello,
             Op.ENSURE_CHANNEL: self._ensure_channel,
@@ -265,6 +267,16 @@ class OwnerServer:
             self._try_parked((connection, handle), read)
 
     # --- requests -----------------------------------------------------------------------
+    def _channel(self, name: Any) -> str:
+        """``name`` if it is a valid channel name (InvalidChannelNameError otherwise)."""
+        if name in self._valid:
+            return str(name)
+        validate_channel_name(name)
+        if len(self._valid) >= 65536:
+            self._valid.clear()
+        self._valid.add(name)
+        return str(name)
+
     def handle(self, connection: _Connection, frame: Frame) -> None:
         """Run one request and answer it (now, or later for a parked read or a write that
         must fsync). A control that is not the declared array raises FrameError."""
@@ -298,17 +310,17 @@ class OwnerServer:
         return [VERSION, os.getpid(), self.frame_limit], []
 
     def _ensure_channel(self, conn: _Connection, control: list[Any], frame: Frame) -> Reply:
-        self.store.ensure_channel(validate_channel_name(control[0]))
+        self.store.ensure_channel(self._channel(control[0]))
         return [], []
 
     def _has_channel(self, conn: _Connection, control: list[Any], frame: Frame) -> Reply:
-        return [self.store.has_channel(validate_channel_name(control[0]))], []
+        return [self.store.has_channel(self._channel(control[0]))], []
 
     def _list_channels(self, conn: _Connection, control: list[Any], frame: Frame) -> Reply:
         return [self.store.list_channels()], []
 
     def _delete_channel(self, conn: _Connection, control: list[Any], frame: Frame) -> Reply:
-        channel = validate_channel_name(control[0])
+        channel = self._channel(control[0])
         self.store.delete_channel(channel)
         self._stored(channel)
         return [], []
@@ -320,7 +332,7 @@ class OwnerServer:
 
     def _append(self, conn: _Connection, control: list[Any], frame: Frame) -> Reply | None:
         channel, producer, seq, sync, properties = control
-        validate_channel_name(channel)
+        self._channel(channel)
         if properties and not all(type(k) is str and type(v) is str for k, v in properties.items()):
             raise FrameError("APPEND frame: properties must map strings to strings")
         store = self.store
@@ -346,7 +358,7 @@ class OwnerServer:
 
     def _read(self, conn: _Connection, control: list[Any], frame: Frame) -> Reply | None:
         handle, channel, from_id, limit, max_bytes, wait_ms = control
-        validate_channel_name(channel)
+        self._channel(channel)
         limit, max_bytes = min(max(limit, 1), READ_LIMIT), min(max(max_bytes, 1), READ_MAX_BYTES)
         args = (channel, from_id, limit, max_bytes)
         reply = self._read_records(*args)
@@ -399,7 +411,7 @@ class OwnerServer:
 
     def _subscribe(self, conn: _Connection, control: list[Any], frame: Frame) -> Reply:
         channel, subname, position = control
-        validate_channel_name(channel)
+        self._channel(channel)
         validate_subscription_name(subname)
         where = _POSITIONS.get(position)
         if where is None:
@@ -410,7 +422,7 @@ class OwnerServer:
 
     def _consumer_opened(self, conn: _Connection, control: list[Any], frame: Frame) -> Reply:
         channel, subname, count = control
-        validate_channel_name(channel)
+        self._channel(channel)
         validate_subscription_name(subname)
         for _i in range(min(max(count, 0), 1 << 16)):
             self.store.consumer_opened(channel, subname)
@@ -431,36 +443,36 @@ class OwnerServer:
 
     def _seek(self, conn: _Connection, control: list[Any], frame: Frame) -> Reply:
         channel, subname, msg_id, inclusive = control
-        validate_channel_name(channel)
+        self._channel(channel)
         validate_subscription_name(subname)
         return [ops.seek_target(self.store, channel, subname, msg_id, inclusive)], []
 
     def _ack(self, conn: _Connection, control: list[Any], frame: Frame) -> Reply:
         channel, subname, resume_at = control
-        validate_channel_name(channel)
+        self._channel(channel)
         validate_subscription_name(subname)
         self.store.advance_subscription(channel, subname, resume_at)
         return [], []
 
     def _latest(self, conn: _Connection, control: list[Any], frame: Frame) -> Reply:
-        return [ops.latest_id(self.store, validate_channel_name(control[0]))], []
+        return [ops.latest_id(self.store, self._channel(control[0]))], []
 
     def _retained(self, conn: _Connection, control: list[Any], frame: Frame) -> Reply:
-        found = ops.retained(self.store, validate_channel_name(control[0]))
+        found = ops.retained(self.store, self._channel(control[0]))
         return ([None, 0] if found is None else list(found)), []
 
     def _peek(self, conn: _Connection, control: list[Any], frame: Frame) -> Reply:
         channel, msg_id = control
-        payload = ops.peek(self.store, validate_channel_name(channel), msg_id)
+        payload = ops.peek(self.store, self._channel(channel), msg_id)
         return ([False], []) if payload is None else ([True], [payload])
 
     def _list_subscriptions(self, conn: _Connection, control: list[Any], frame: Frame) -> Reply:
-        end, subs = ops.subscriptions(self.store, validate_channel_name(control[0]))
+        end, subs = ops.subscriptions(self.store, self._channel(control[0]))
         return [end, [[s.name, s.next_id, s.last_active_ms] for s in subs]], []
 
     def _delete_subscription(self, conn: _Connection, control: list[Any], frame: Frame) -> Reply:
         channel, subname = control
-        self.store.delete_subscription(validate_channel_name(channel), subname)
+        self.store.delete_subscription(self._channel(channel), subname)
         return [], []
 
     def connection_closed(self, connection: _Connection) -> None:

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from itertools import chain, repeat
 from operator import getitem
 from types import MappingProxyType
-from typing import cast
+from typing import NamedTuple, cast
 
 import orjson
 from rocksdict import (
@@ -130,14 +130,13 @@ def _decode_props(value: bytes) -> tuple[bytes, Properties]:
     return value[4 + size :], orjson.loads(value[4 : 4 + size])
 
 
-@dataclass(frozen=True, slots=True)
-class _LastSend:
+class _LastSend(NamedTuple):
     """A producer's last send (see the ``Q`` records)."""
 
     seq: int
     cid: int
     first_id: int
-    count: int
+    messages: int
 
 
 @dataclass(slots=True)
@@ -484,8 +483,8 @@ class RocksStore(LogStore):
             last = self._last_send(producer)
             if last is not None and seq <= last.seq:
                 same = (seq, self._cids.get(channel), len(payloads))
-                if same == (last.seq, last.cid, last.count):
-                    return list(range(last.first_id, last.first_id + last.count))
+                if same == (last.seq, last.cid, last.messages):
+                    return list(range(last.first_id, last.first_id + last.messages))
                 raise SendOutcomeUnknownError(
                     f"rocksmq store at {self.path!r}: send {seq} of producer {producer:#x} to "
                     f"channel {channel!r} cannot be matched with what was stored (its last "
