@@ -157,6 +157,18 @@ class _Shared:
 
 
 _OPEN: dict[tuple[str, bool], _Shared] = {}
+_FORKED_AWAY: list[_Shared] = []
+"""What a forked child inherited from ``_OPEN``: never used (its RocksDB handle and
+threads are the parent's), never closed (that would touch them), only kept."""
+
+
+def _forget_open_stores() -> None:
+    """After a fork: the child opens its stores afresh (attaching to its parent)."""
+    _FORKED_AWAY.extend(_OPEN.values())
+    _OPEN.clear()
+
+
+os.register_at_fork(after_in_child=_forget_open_stores)
 
 
 def _try_lock(path: str, sharing: str) -> OwnerLock | None:

@@ -308,6 +308,12 @@ class Connection:
                     return
                 except OSError:
                     pass  # nobody listens yet (an owner is starting) or it just went
+                except Exception:  # anything else: logged, and tried again
+                    log.exception(
+                        "rocksmq store at %s: connecting to its owner failed",
+                        self.link.path,
+                        extra=fields("rocksmq"),
+                    )
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, BACKOFF_MAX_S)
         finally:

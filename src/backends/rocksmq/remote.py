@@ -186,10 +186,13 @@ class RemoteConsumer(ConsumerBase):
                 self._take(*done.result())
             except FrameError as exc:
                 error = exc
+        if error is None:
+            try:
+                self._read_ahead()  # more, or (the wait ran out) wait again at the owner
+            except Exception as exc:  # e.g. the client closed meanwhile
+                error = exc
         if error is not None:
             self._error = error  # raised by the next receive, which reads again
-        else:
-            self._read_ahead()  # more, or (the wait ran out) wait again at the owner
         arrived = self._arrived
         if arrived is not None and not arrived.done():
             arrived.set_result(None)
