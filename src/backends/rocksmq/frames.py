@@ -127,9 +127,10 @@ LAYOUTS: dict[Op, Layout] = {
         request_blobs=True,
     ),
     # Reads from ``from_id`` on; with nothing there yet, the owner answers once something
-    # is appended or after ``wait_ms``. Reply blobs: the ids (8 bytes each, big-endian,
-    # end to end), then the payloads, then (``with_properties``) each record's properties
-    # as JSON ("" for none). ``handle`` names the reading consumer (CANCEL_READ).
+    # is appended or after ``wait_ms``. Reply blobs: the MessageIDs as their bytes (9
+    # each: tag + big-endian id, end to end), then the payloads, then
+    # (``with_properties``) each record's properties as JSON ("" for none). ``handle``
+    # names the reading consumer (CANCEL_READ).
     Op.READ: Layout(
         (
             ("handle", INT),
@@ -252,7 +253,7 @@ def _frame(buffer: bytearray, start: int, end: int) -> Frame:
         raise FrameError(
             f"{op.name} frame: blobs of {sum(lengths)} bytes declared, {end - at} present"
         )
-    data = bytes(buffer[at:end])
+    data = bytes(memoryview(buffer)[at:end])  # one copy (a bytearray slice makes two)
     if count == 1:
         return Frame(op, request, control, [data])
     ends = list(accumulate(lengths))

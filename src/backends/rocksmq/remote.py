@@ -19,16 +19,22 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import struct
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from itertools import repeat
-from operator import add
+from operator import itemgetter
 from types import MappingProxyType
 from typing import Any
 
 import orjson
 
-from msgstream.backend import ConsumedBatch, ConsumedMessage, MessageID, SubscriptionInfo
+from msgstream.backend import (
+    TAGGED_ID_SIZE,
+    ConsumedBatch,
+    ConsumedMessage,
+    MessageID,
+    SubscriptionInfo,
+)
 from msgstream.channels import validate_channel_name, validate_subscription_name
 from msgstream.consumer_base import ClientHooks, ClientState, ConsumerBase
 from msgstream.cooperate import cooperate
@@ -47,6 +53,8 @@ PREFETCH_BYTES = 1024 * 1024
 READ_RECORDS = 1024
 """Most records one read asks for."""
 _NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
+_ID = struct.Struct(f"{TAGGED_ID_SIZE}s")
+"""One MessageID's bytes in a READ reply (cut without a slice object each)."""
 
 
 class RemoteProducer(ProducerBase):
@@ -200,14 +208,13 @@ class RemoteConsumer(ConsumerBase):
     def _take(self, control: list[Any], blobs: list[bytes]) -> None:
         next_read, with_properties = control
         raw_ids = blobs[0]
-        count = len(raw_ids) >> 3
-        if len(raw_ids) & 7 or len(blobs) != 1 + count * (2 if with_properties else 1):
+        count, odd = divmod(len(raw_ids), _ID.size)
+        if odd or len(blobs) != 1 + count * (2 if with_properties else 1):
             raise FrameError(f"READ reply: {len(blobs)} blobs for {len(raw_ids)} id bytes")
         self._next_read = next_read
         if not count:
             return
-        cuts = map(slice, range(0, 8 * count, 8), range(8, 8 * count + 1, 8))
-        ids = list(map(add, repeat(RocksmqMessageID.tag), map(raw_ids.__getitem__, cuts)))
+        ids = list(map(itemgetter(0), _ID.iter_unpack(raw_ids)))
         payloads = blobs[1 : 1 + count]
         properties = blobs[1 + count :] if with_properties else None
         self._chunks.append(_Chunk(ids, payloads, properties))

@@ -29,7 +29,8 @@ import threading
 from bisect import bisect_right
 from collections import Counter, deque
 from collections.abc import Callable
-from itertools import accumulate
+from itertools import accumulate, repeat
+from operator import add
 from typing import Any
 
 import orjson
@@ -40,6 +41,7 @@ from msgstream.logs import fields, get_logger
 from msgstream.position import SubscriptionPosition
 
 from ..log_client import ops
+from ..log_client.client import RocksmqMessageID
 from .frames import (
     ERROR_FIELDS,
     LAYOUTS,
@@ -400,7 +402,7 @@ class OwnerServer:
                 next_read = int.from_bytes(ids[keep], "big", signed=True)
                 ids, payloads = ids[:keep], payloads[:keep]
                 props = None if props is None else props[:keep]
-        blobs = [b"".join(ids), *payloads]
+        blobs = [b"".join(map(add, repeat(RocksmqMessageID.tag), ids)), *payloads]
         if props is not None:
             blobs.extend(props)
         return [next_read, props is not None], blobs
