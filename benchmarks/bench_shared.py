@@ -1,19 +1,22 @@
 """Figures of one rocksmq store shared by several processes, each beside its baseline
-from the same run (sides alternate slice by slice or round by round).
+from the same run (sides alternate slice by slice).
 
     python benchmarks/bench_shared.py [--quick] [--json FILE] [--kafka-p50 US]
 
-This process owns the store; the other processes (``shared_child.py``) attach to it.
-Figures (goals from issue 39):
-  1. the floor: an asyncio round trip over a Unix socket between two processes
-     (an echo server), p50/p99
-  2. produce latency of an attached process, ``producer.send`` of 320 B, p50/p99, beside
-     the same from this process (the owner, in-process); p50 against the floor, and
-     against Kafka's produce p50 when ``--kafka-p50`` gives it (bench_kafka.py measures it)
-     (p50 <= 100 us and <= 0.2x Kafka, p99 <= 1 ms); ``MsgStream.produce`` the same way
+This process owns store A (the in-process side) and is attached to store B, which an
+idle process owns (the attached side: a service owns the store, this process uses it),
+so both sides run the same code in the same event loop. Other processes are
+``shared_child.py``. Figures (goals from issue 39):
+  1. the floor: an asyncio round trip of 320 bytes over a Unix socket to an echo server
+     in another process, p50/p99 (in the latency slices)
+  2. produce latency, ``producer.send`` of 320 B, attached beside in-process, p50/p99
+     (p50 <= 100 us, p99 <= 1 ms); the attached p50 against the floor, and against
+     Kafka's produce p50 when ``--kafka-p50`` gives it (bench_kafka.py measures it;
+     <= 0.2x); ``MsgStream.produce`` the same way
   3. hand-off latency, send to delivery, from a producer process to a consumer process
-     (both attached to this one), p50/p99 against the floor (p50 <= 250 us, p99 <= 2 ms);
-     and with the consumer owning the store (two processes, the two-terminal case)
+     (this one), a third process owning the store, p50/p99 against the floor's
+     (p50 <= 250 us, p99 <= 2 ms); and with the consumer owning the store (the
+     two-terminal case)
   4. pipelined ``send_many`` of 1,000 x 100 B, attached vs in-process (>= 0.5x)
   5. TtMsgStream reading 16 channels, attached vs in-process (>= 0.8x)
   6. hand-over: the owner SIGKILLed while two other processes send, time to the first
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import queue
 import signal
@@ -121,26 +125,33 @@ class _Client(asyncio.Protocol):
             self.waiter.set_result(None)
 
 
-async def uds_floor(tmp: str, count: int) -> list[float]:
-    """Round trips of 320 bytes to an echo server in another process, in µs."""
-    address = os.path.join(tmp, "echo.sock")
-    server = Proc("echo", address)
-    try:
+class Floor:
+    """Round trips of 320 bytes to an echo server in another process."""
+
+    def __init__(self, tmp: str) -> None:
+        self.address = os.path.join(tmp, "echo.sock")
+        self.server = Proc("echo", self.address)
+
+    async def open(self) -> None:
         loop = asyncio.get_running_loop()
-        transport, client = await loop.create_unix_connection(_Client, address)
+        self.transport, self.client = await loop.create_unix_connection(_Client, self.address)
+
+    async def measure(self, count: int) -> list[float]:
+        loop = asyncio.get_running_loop()
+        client, clock = self.client, time.perf_counter_ns
         samples = []
-        clock = time.perf_counter_ns
         for _ in range(count):
             client.got = 0
             client.waiter = loop.create_future()
             start = clock()
-            transport.write(PAYLOAD)
+            self.transport.write(PAYLOAD)
             await client.waiter
             samples.append((clock() - start) / 1000)
-        transport.close()
-        return samples[count // 10 :]
-    finally:
-        server.close()
+        return samples
+
+    def close(self) -> None:
+        self.transport.close()
+        self.server.close()
 
 
 # --- 2. produce latency -------------------------------------------------------------------------
@@ -170,40 +181,37 @@ async def produce_latency(client: Any, count: int, channel: str) -> list[float]:
     return samples
 
 
+Sides = dict[str, list[float]]
+
+
 async def latency_sides(
-    client: Any, child: Proc, rounds: int, count: int, what: str
-) -> tuple[list[float], list[float]]:
-    """In-process and attached samples, in rounds whose order flips (warm-up dropped)."""
-    ours: list[float] = []
-    theirs: list[float] = []
-    measure = send_latency if what == "latency" else produce_latency
+    local: Any, attached: Any, floor: Floor | None, rounds: int, count: int, what: str
+) -> Sides:
+    """Samples of each side (in-process, attached, the floor), in slices whose order
+    rotates every round; each slice's first tenth is a warm-up, dropped."""
+    measure = send_latency if what == "send" else produce_latency
+    runs = {
+        "in": lambda r: measure(local, count, f"{what}-{r}"),
+        "attached": lambda r: measure(attached, count, f"{what}-{r}"),
+    }
+    if floor is not None:
+        runs["floor"] = lambda r: floor.measure(count)
+    sides: Sides = {name: [] for name in runs}
+    names = list(runs)
     for r in range(rounds):
-        for side in ("in", "out") if r % 2 else ("out", "in"):
-            if side == "in":
-                samples = await measure(client, count, f"{what}-in-{r}")
-                ours += samples[count // 10 :]
-            else:
-                reply = await asyncio.to_thread(child.ask, what, count, f"{what}-out-{r}")
-                theirs += reply["us"][count // 10 :]
-    return ours, theirs
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            gc.collect()
+            samples = await runs[name](r)
+            sides[name] += samples[count // 10 :]
+    return sides
 
 
 # --- 3. hand-off --------------------------------------------------------------------------------
-async def handoff_between_children(sender: Proc, receiver: Proc, count: int) -> list[float]:
+async def handoff(client: Any, sender: Proc, count: int) -> list[float]:
+    """Send-to-delivery times of ``sender``'s messages, received here through ``client``."""
     channel = f"handoff-{time.time_ns()}"
-    await asyncio.to_thread(sender.ask, "latency", 1, channel)  # the channel exists
-    assert receiver.proc.stdin is not None
-    receiver.proc.stdin.write(f"receive {count} {channel}\n")
-    receiver.proc.stdin.flush()
-    assert (await asyncio.to_thread(receiver.read))["ready"]
-    await asyncio.to_thread(sender.ask, "send", count, 1000, channel)
-    samples: list[float] = (await asyncio.to_thread(receiver.read))["us"]
-    return samples[count // 10 :]
-
-
-async def handoff_to_owner(client: Any, sender: Proc, count: int) -> list[float]:
-    channel = f"handoff-own-{time.time_ns()}"
     consumer = await client.subscribe(channel, "handoff", SubscriptionPosition.LATEST)
+    gc.collect()
     sending = asyncio.ensure_future(asyncio.to_thread(sender.ask, "send", count, 1000, channel))
     clock = time.perf_counter_ns
     samples = []
@@ -216,25 +224,24 @@ async def handoff_to_owner(client: Any, sender: Proc, count: int) -> list[float]
 
 
 # --- 4. pipelined -------------------------------------------------------------------------------
-async def pipelined_sides(
-    client: Any, child: Proc, rounds: int, total: int
-) -> tuple[list[float], list[float]]:
-    ours: list[float] = []
-    theirs: list[float] = []
+async def pipelined(client: Any, total: int, channel: str) -> float:
+    producer = await client.create_producer(channel)
+    payloads = [SMALL] * 1000
+    start = time.perf_counter()
+    for _ in range(0, total, 1000):
+        await producer.send_many(payloads)
+    return total / (time.perf_counter() - start)
+
+
+async def alternating(rounds: int, sides: dict[str, Any]) -> dict[str, list[float]]:
+    """``sides[name](round)`` for every side, each round, the order flipping by round."""
+    names = list(sides)
+    results: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
-        for side in ("in", "out") if r % 2 else ("out", "in"):
-            channel = f"pipelined-{side}-{r}"
-            if side == "in":
-                producer = await client.create_producer(channel)
-                payloads = [SMALL] * 1000
-                start = time.perf_counter()
-                for _ in range(0, total, 1000):
-                    await producer.send_many(payloads)
-                ours.append(total / (time.perf_counter() - start))
-            else:
-                reply = await asyncio.to_thread(child.ask, "pipelined", total, 1000, channel)
-                theirs.append(reply["rate"])
-    return ours, theirs
+        for name in names if r % 2 else names[::-1]:
+            gc.collect()
+            results[name].append(await sides[name](r))
+    return results
 
 
 # --- 5. TtMsgStream -------------------------------------------------------------------------------
@@ -257,25 +264,10 @@ async def fill_tt(client: Any, per_channel: int, per_tick: int = 100) -> int:
     return data
 
 
-async def tt_sides(
-    client: Any, child: Proc, rounds: int, expected: int
-) -> tuple[list[float], list[float]]:
-    ours: list[float] = []
-    theirs: list[float] = []
-    for r in range(rounds):
-        for side in ("in", "out") if r % 2 else ("out", "in"):
-            if side == "in":
-                reader = open_client(client.store.path)  # the stream closes its client
-                ours.append(await tt_read_rate(reader, TT_CHANNELS, expected, f"in-{r}"))
-            else:
-                reply = await asyncio.to_thread(child.ask, "tt", f"out-{r}", expected, *TT_CHANNELS)
-                theirs.append(reply["rate"])
-    return ours, theirs
-
-
 # --- 6. hand-over ---------------------------------------------------------------------------------
 def handovers(tmp: str, times: int) -> list[float]:
-    """Seconds from SIGKILLing the owner to the first send acknowledged after it."""
+    """Seconds from SIGKILLing the owner to the acknowledgement of the first send made
+    after it died (which only a new owner can give)."""
     path = os.path.join(tmp, "handover")
     lines: queue.Queue[tuple[Proc, str]] = queue.Queue()
     procs = {"owner": Proc("own", path, lines=lines)}
@@ -292,12 +284,13 @@ def handovers(tmp: str, times: int) -> list[float]:
                 lines.get(timeout=120)
             killed_at = time.perf_counter_ns()
             victim.kill()
+            dead_at = time.perf_counter_ns()  # a send started after this has a new owner
             while True:
                 proc, line = lines.get(timeout=120)
                 reply = orjson.loads(line)
                 if proc is not victim and reply.startswith("ACK "):
-                    acked_at = int(reply.split()[1])
-                    if acked_at > killed_at:
+                    sent_at, acked_at = map(int, reply.split()[1:])
+                    if sent_at > dead_at:
                         measured.append((acked_at - killed_at) / 1e9)
                         break
             if name == "owner":
@@ -312,57 +305,77 @@ def handovers(tmp: str, times: int) -> list[float]:
 
 async def run(tmp: str, scale: float, kafka_p50: float | None) -> list[Row]:
     rows: list[Row] = []
-    floor = await uds_floor(tmp, int(20_000 * scale))
-    floor50, floor99 = percentile(floor, 50), percentile(floor, 99)
-    rows.append(Row("floor: asyncio UDS round trip p50", floor50, None, "us", ""))
-    rows.append(Row("floor: asyncio UDS round trip p99", floor99, None, "us", ""))
-    path = os.path.join(tmp, "store")
-    client = open_client(path)
-    child = Proc("attached", path)
-    other = Proc("attached", path)
-    assert child.ready == other.ready == "READY RemoteClient", (child.ready, other.ready)
+    here, there = os.path.join(tmp, "here"), os.path.join(tmp, "there")
+    floor = Floor(tmp)
+    owner = Proc("own", there)
+    local, attached = open_client(here), open_client(there)
+    assert (type(local).__name__, type(attached).__name__) == ("LogClient", "RemoteClient")
+    sender = Proc("attached", there)
+    local_sender = Proc("attached", here)
     try:
-        count = int(2000 * scale) or 200
-        rounds = 6
-        ours, theirs = await latency_sides(client, child, rounds, count, "latency")
+        await floor.open()
+        count, rounds = int(2000 * scale) or 200, 6
+        sides = await latency_sides(local, attached, floor, rounds, count, "send")
+        floor50, floor99 = percentile(sides["floor"], 50), percentile(sides["floor"], 99)
+        rows.append(Row("floor: asyncio UDS round trip p50", floor50, None, "us", ""))
+        rows.append(Row("floor: asyncio UDS round trip p99", floor99, None, "us", ""))
         for q, goal in ((50, "<= 100 us"), (99, "<= 1 ms")):
-            rows.append(Row(f"attached producer.send p{q} vs in-process", percentile(theirs, q),
-                            percentile(ours, q), "us", goal))  # fmt: skip
-        attached50 = percentile(theirs, 50)
+            rows.append(Row(f"attached producer.send p{q} vs in-process",
+                            percentile(sides["attached"], q), percentile(sides["in"], q), "us",
+                            goal))  # fmt: skip
+        attached50 = percentile(sides["attached"], 50)
         rows.append(Row("attached producer.send p50 vs the floor", attached50, floor50, "us", ""))
         if kafka_p50 is not None:
             rows.append(Row("attached producer.send p50 vs Kafka p50", attached50, kafka_p50,
                             "us", "<= 0.2x Kafka"))  # fmt: skip
-        ours, theirs = await latency_sides(client, child, rounds, count, "produce")
-        rows.append(Row("attached MsgStream.produce p50 vs in-process", percentile(theirs, 50),
-                        percentile(ours, 50), "us", ""))  # fmt: skip
+        sides = await latency_sides(local, attached, None, rounds, count, "produce")
+        rows.append(Row("attached MsgStream.produce p50 vs in-process",
+                        percentile(sides["attached"], 50), percentile(sides["in"], 50), "us",
+                        ""))  # fmt: skip
 
-        samples = await handoff_between_children(child, other, int(3000 * scale) or 300)
+        handoffs = int(3000 * scale) or 300
+        samples = await handoff(attached, sender, handoffs)
         for q, goal in ((50, "<= 250 us"), (99, "<= 2 ms")):
-            rows.append(Row(f"hand-off p{q}, process -> process, vs floor",
+            rows.append(Row(f"hand-off p{q}, producer -> consumer process",
                             percentile(samples, q), floor50 if q == 50 else floor99, "us",
                             goal))  # fmt: skip
-        samples = await handoff_to_owner(client, child, int(3000 * scale) or 300)
+        samples = await handoff(local, local_sender, handoffs)
         for q in (50, 99):
-            rows.append(Row(f"hand-off p{q}, to the owner's consumer, vs floor",
+            rows.append(Row(f"hand-off p{q}, to a consumer owning the store",
                             percentile(samples, q), floor50 if q == 50 else floor99, "us",
                             ""))  # fmt: skip
 
-        ours, theirs = await pipelined_sides(client, child, rounds, int(200_000 * scale))
-        rows.append(Row("pipelined send_many 1000x100 B, attached vs in", statistics.median(theirs),
-                        statistics.median(ours), "msgs/s", ">= 0.5x"))  # fmt: skip
+        total = int(200_000 * scale)
+        rates = await alternating(rounds, {
+            "in": lambda r: pipelined(local, total, f"pipelined-{r}"),
+            "attached": lambda r: pipelined(attached, total, f"pipelined-{r}"),
+        })  # fmt: skip
+        rows.append(Row("pipelined send_many 1000x100 B, attached vs in",
+                        statistics.median(rates["attached"]), statistics.median(rates["in"]),
+                        "msgs/s", ">= 0.5x"))  # fmt: skip
 
-        expected = await fill_tt(client, int(20_000 * scale))
-        ours, theirs = await tt_sides(client, child, rounds, expected)
-        for label, figures in (("in-process", ours), ("attached", theirs)):
+        per_channel = int(20_000 * scale)
+        expected = await fill_tt(open_client(here), per_channel)  # the stream closes its client
+        assert await fill_tt(open_client(there), per_channel) == expected
+        rates = await alternating(rounds, {  # a new client each read: the stream closes it
+            "in": lambda r: tt_read_rate(open_client(here), TT_CHANNELS, expected, f"tt-{r}"),
+            "attached": lambda r: tt_read_rate(
+                open_client(there), TT_CHANNELS, expected, f"tt-{r}"
+            ),
+        })  # fmt: skip
+        for label, figures in rates.items():
             spread = ", ".join(f"{f / 1000:.0f}k" for f in figures)
             print(f"    tt read rounds, {label} (msgs/s): {spread}", file=sys.stderr)
-        rows.append(Row("TtMsgStream 16 ch read, attached vs in", statistics.median(theirs),
-                        statistics.median(ours), "msgs/s", ">= 0.8x"))  # fmt: skip
+        rows.append(Row("TtMsgStream 16 ch read, attached vs in",
+                        statistics.median(rates["attached"]), statistics.median(rates["in"]),
+                        "msgs/s", ">= 0.8x"))  # fmt: skip
     finally:
-        child.close()
-        other.close()
-        await client.close()
+        sender.close()
+        local_sender.close()
+        floor.close()
+        await attached.close()
+        await local.close()
+        owner.close()
     return rows
 
 

@@ -183,12 +183,12 @@ class RemoteConsumer(ConsumerBase):
         reading.add_done_callback(lambda done: self._read_done(done, epoch))
 
     def _read_done(self, done: asyncio.Future[Any], epoch: int) -> None:
+        error = None if done.cancelled() else done.exception()  # retrieved, whatever comes
         if epoch != self._epoch or self._closed:
             return  # a seek moved on meanwhile
         self._reading = None
         if done.cancelled():
             return
-        error = done.exception()
         if error is None:
             try:
                 self._take(*done.result())

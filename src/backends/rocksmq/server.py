@@ -229,8 +229,9 @@ class OwnerServer:
         parked = self._parked.setdefault(channel, {})
         key = (read.connection, read.handle)
         old = parked.pop(key, None)
-        if old is not None:
+        if old is not None:  # the reader moved on (a seek): its old read gets nothing
             old.timer.cancel()
+            self._answer_empty(old)
         parked[key] = read
         read.connection.parked[read.handle] = read
 
@@ -248,6 +249,9 @@ class OwnerServer:
     def _expire_parked(self, read: _Parked) -> None:
         """Nothing came within the read's wait: answer it empty (the client asks again)."""
         self._unpark((read.connection, read.handle), read)
+        self._answer_empty(read)
+
+    def _answer_empty(self, read: _Parked) -> None:
         channel, from_id = read.args[0], read.args[1]
         try:
             next_read = max(from_id, self.store.first_readable(channel))
@@ -257,9 +261,13 @@ class OwnerServer:
         read.connection.send_reply(read.request, ([next_read, False], [b""]))
 
     def cancel_reads(self, connection: _Connection, handle: int | None = None) -> None:
+        """Stop the parked reads of ``connection`` (of ``handle`` only, if given),
+        answering them empty while the connection is open."""
         for key_handle, read in list(connection.parked.items()):
             if handle is None or key_handle == handle:
                 self._unpark((connection, key_handle), read)
+                if handle is not None:
+                    self._answer_empty(read)
 
     def resumed(self, connection: _Connection) -> None:
         """A client reads its replies again: answer its parked reads that can be."""

@@ -452,9 +452,12 @@ class RocksStore(LogStore):
                         _PRODUCER_KEY.pack(b"Q", producer),
                         _PRODUCER.pack(seq, cid, first, count, now_ms()),
                     )
-                self._write(
-                    batch, f"writing {count} message(s) to channel {channel!r}", write_options
-                )
+                try:  # under the lock, open and not full: checked above
+                    self._db.write(batch, write_options)
+                except Exception as exc:
+                    raise self._failed(
+                        exc, f"writing {count} message(s) to channel {channel!r}"
+                    ) from exc
                 if sent_by is not None:
                     self._last_sends[sent_by[0]] = _LastSend(sent_by[1], cid, first, count)
             self._next[cid] = last + 1
