@@ -280,6 +280,9 @@ async def test_a_stopped_owner_gives_typed_errors_at_the_timeout_then_recovers(
         assert await producer.send(b"1") == mid(1)
         consumer = await client.subscribe("ch", "s", SubscriptionPosition.LATEST)
         child.proc.send_signal(signal.SIGSTOP)
+        # Stopped once all its threads are (a thread may answer until the stop reaches it).
+        _, status = await asyncio.to_thread(os.waitpid, child.proc.pid, os.WUNTRACED)
+        assert os.WIFSTOPPED(status)
         try:
             started = time.monotonic()
             with pytest.raises(SendOutcomeUnknownError, match="it may have been stored"):
