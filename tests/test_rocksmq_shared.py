@@ -28,11 +28,12 @@ from helpers.rocksmq_child import Child
 from msgstream import (
     BackendUnavailableError,
     SendOutcomeUnknownError,
+    StoreLockedError,
     SubscriptionPosition,
     TopicNotFoundError,
 )
 from msgstream.backends.log_client.client import LogClient, RocksmqMessageID
-from msgstream.backends.rocksmq import RocksOptions, RocksStore, open_client
+from msgstream.backends.rocksmq import RocksOptions, RocksStore, doctor, open_client
 from msgstream.backends.rocksmq.frames import (
     HEADER,
     VERSION,
@@ -485,3 +486,13 @@ def _round_trips(path: Path, count: int) -> None:
             raw.call(Op.HELLO, [VERSION, os.getpid()])
     finally:
         raw.close()
+
+
+def test_doctor_checks_a_store_a_process_owns_but_does_not_repair_it(
+    owner: tuple[Path, Child],
+) -> None:
+    path, child = owner
+    assert doctor.check(str(path)).healthy
+    with pytest.raises(StoreLockedError, match=f"process {child.proc.pid} owns the store"):
+        doctor.repair(str(path))
+    assert read_owner(str(path)) == OwnerInfo(child.proc.pid, "auto")  # still its owner

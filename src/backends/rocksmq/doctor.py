@@ -31,6 +31,7 @@ from msgstream.errors import StoreCorruptedError, StoreLockedError
 
 from ..log_client.store import FIRST_ID
 from .failures import check_store_path, store_error
+from .ownership import OwnerLock, read_owner
 from .wal import damaged_tails
 
 _I64_MAX = (1 << 63) - 1
@@ -282,8 +283,14 @@ def repair(path: str) -> Diagnosis:
 
 @contextlib.contextmanager
 def _locked(path: str) -> Iterator[None]:
-    """Hold the store's ``LOCK`` (RocksDB's own lock, a POSIX record lock) without opening
-    the store: opening it writable would already change files the backup must keep."""
+    """Hold the store's owner lock (no process sharing the store takes it over meanwhile)
+    and its ``LOCK`` (RocksDB's own lock, a POSIX record lock) without opening the store:
+    opening it writable would already change files the backup must keep."""
+    owner = OwnerLock.try_acquire(path, "exclusive")
+    if owner is None:
+        holder = read_owner(path)
+        who = f"process {holder.pid}" if holder is not None else "another process"
+        raise StoreLockedError(path, f"{who} owns the store; stop it before repairing")
     fd = os.open(os.path.join(path, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
@@ -295,6 +302,7 @@ def _locked(path: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+        owner.release()
 
 
 def _repair(path: str) -> Diagnosis:
