@@ -31,7 +31,7 @@ import os
 import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from msgstream.errors import (
     BackendUnavailableError,
@@ -104,12 +104,21 @@ class Link:
         self._connections.clear()
 
 
+class Answer(Protocol):
+    """Where a request's reply goes: an :class:`asyncio.Future`, or an object that acts on
+    it at once (a consumer's read: one turn of the event loop sooner)."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: Reply, /) -> None: ...
+
+    def set_exception(self, exception: BaseException, /) -> None: ...
+
+
 class _Pending:
     __slots__ = ("deadline", "frame", "future", "op", "quiet")
 
-    def __init__(
-        self, op: Op, frame: bytes, future: asyncio.Future[Reply], deadline: float
-    ) -> None:
+    def __init__(self, op: Op, frame: bytes, future: Answer, deadline: float) -> None:
         self.op = op
         self.frame = frame
         self.future = future
@@ -121,7 +130,7 @@ class _Pending:
         future = self.future
         if not future.done():
             future.set_exception(exc)
-            if self.quiet:
+            if self.quiet and isinstance(future, asyncio.Future):
                 future.exception()  # retrieved: nobody else will
 
 
@@ -146,20 +155,28 @@ class Connection:
 
     # --- requests -----------------------------------------------------------------------
     def request(
-        self, op: Op, control: Sequence[Any], blobs: Sequence[bytes] = (), *, quiet: bool = False
-    ) -> asyncio.Future[Reply]:
-        """Send a request; its future gets the reply's ``(control, blobs)`` or the error
-        (``quiet``: nobody waits for it, a failure is only logged)."""
+        self,
+        op: Op,
+        control: Sequence[Any],
+        blobs: Sequence[bytes] = (),
+        *,
+        quiet: bool = False,
+        answer: Answer | None = None,
+    ) -> Answer:
+        """Send a request; ``answer`` (a new future by default, returned) gets the reply's
+        ``(control, blobs)`` or the error (``quiet``: nobody waits for it, a failure is
+        only logged)."""
         if self._closed:
             raise StreamClosedError(f"rocksmq link to {self.link.path!r}")
         number = next(self._numbers)
         frame = encode(op, number, control, blobs)
-        future: asyncio.Future[Reply] = self.loop.create_future()
+        if answer is None:
+            answer = self.loop.create_future()
+            if quiet:
+                answer.add_done_callback(_log_failure)
         deadline = self.loop.time() + self.link.timeout_s
-        entry = self.pending[number] = _Pending(op, frame, future, deadline)
-        if quiet:
-            entry.quiet = True
-            future.add_done_callback(_log_failure)
+        entry = self.pending[number] = _Pending(op, frame, answer, deadline)
+        entry.quiet = quiet
         if self._timer is None:
             self._arm()
         wire = self._wire
@@ -167,10 +184,12 @@ class Connection:
             wire.transport.write(frame)
         else:
             self._connect_soon()
-        return future
+        return answer
 
     async def call(self, op: Op, control: Sequence[Any], blobs: Sequence[bytes] = ()) -> Reply:
-        return await self.request(op, control, blobs)
+        future: asyncio.Future[Reply] = self.loop.create_future()
+        self.request(op, control, blobs, answer=future)
+        return await future
 
     def tell(self, op: Op, control: Sequence[Any]) -> None:
         """A request whose answer nobody waits for (its failure is only logged)."""
@@ -261,9 +280,7 @@ class Connection:
             wire.transport.abort()
 
     @staticmethod
-    def _answer(
-        future: asyncio.Future[Reply] | None, asked: Op, op: Op, control: Any, blobs: list[bytes]
-    ) -> None:
+    def _answer(future: Answer | None, asked: Op, op: Op, control: Any, blobs: list[bytes]) -> None:
         if op is Op.ERROR:
             error = rebuild_error(*checked(ERROR_FIELDS, control, "ERROR"))
             if future is not None and not future.done():

@@ -46,7 +46,7 @@ from msgstream.producer_base import ProducerBase
 from ..log_client.client import RocksmqMessageID, subscription_infos
 from ..log_client.store import FIRST_ID, StoredSubscription
 from .frames import FRAME_SLACK, FrameError, Op
-from .link import Connection, Link
+from .link import Connection, Link, Reply
 
 PREFETCH_BYTES = 1024 * 1024
 """A consumer reads ahead until this many payload bytes wait in its buffer."""
@@ -124,6 +124,33 @@ class RemoteProducer(ProducerBase):
         return chunks
 
 
+class _Read:
+    """The answer of a consumer's outstanding read (see :class:`.link.Answer`)."""
+
+    __slots__ = ("consumer", "epoch", "finished")
+
+    def __init__(self, consumer: RemoteConsumer, epoch: int) -> None:
+        self.consumer = consumer
+        self.epoch = epoch
+        self.finished = False
+
+    def done(self) -> bool:
+        return self.finished
+
+    def set_result(self, result: Reply, /) -> None:
+        self._deliver(result, None)
+
+    def set_exception(self, exception: BaseException, /) -> None:
+        self._deliver(None, exception)
+
+    def _deliver(self, result: Reply | None, exception: BaseException | None) -> None:
+        self.finished = True
+        try:
+            self.consumer._read_done(result, exception, self.epoch)
+        except Exception as exc:  # never into the connection's reading
+            self.consumer._error = exc
+
+
 class _Chunk:
     """Records that arrived in one read, handed out from ``at`` on."""
 
@@ -156,7 +183,7 @@ class RemoteConsumer(ConsumerBase):
         """Where the next read starts (after what is buffered or being read)."""
         self._chunks: deque[_Chunk] = deque()
         self._buffered = 0
-        self._reading: asyncio.Future[Any] | None = None
+        self._reading: _Read | None = None
         self._epoch = 0
         """Bumped by a seek: a read started before it is stale."""
         self._error: BaseException | None = None
@@ -178,20 +205,17 @@ class RemoteConsumer(ConsumerBase):
             PREFETCH_BYTES,
             self._wait_ms,
         ]
-        reading = self._reading = self._connection.request(Op.READ, control)
-        epoch = self._epoch
-        reading.add_done_callback(lambda done: self._read_done(done, epoch))
+        self._reading = _Read(self, self._epoch)
+        self._connection.request(Op.READ, control, answer=self._reading)
 
-    def _read_done(self, done: asyncio.Future[Any], epoch: int) -> None:
-        error = None if done.cancelled() else done.exception()  # retrieved, whatever comes
+    def _read_done(self, reply: Reply | None, error: BaseException | None, epoch: int) -> None:
+        """A read's answer, handled as it comes in (not one loop turn later)."""
         if epoch != self._epoch or self._closed:
             return  # a seek moved on meanwhile
         self._reading = None
-        if done.cancelled():
-            return
-        if error is None:
+        if reply is not None:
             try:
-                self._take(*done.result())
+                self._take(*reply)
             except FrameError as exc:
                 error = exc
         if error is None:
