@@ -286,7 +286,7 @@ def _locked(path: str) -> Iterator[None]:
     """Hold the store's owner lock (no process sharing the store takes it over meanwhile)
     and its ``LOCK`` (RocksDB's own lock, a POSIX record lock) without opening the store:
     opening it writable would already change files the backup must keep."""
-    owner = OwnerLock.try_acquire(path, "exclusive")
+    owner = OwnerLock.try_acquire(path, "exclusive", announce=False)  # the backup is as found
     if owner is None:
         holder = read_owner(path)
         who = f"process {holder.pid}" if holder is not None else "another process"

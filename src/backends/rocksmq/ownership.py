@@ -74,14 +74,16 @@ class OwnerInfo:
 class OwnerLock:
     """The lock that makes this process the owner of the store at ``path``."""
 
-    def __init__(self, fd: int, path: str) -> None:
+    def __init__(self, fd: int, path: str, announced: bool) -> None:
         self._fd: int | None = fd
         self.path = path
+        self._announced = announced
         remember_for_fork(self)
 
     @classmethod
-    def try_acquire(cls, path: str, sharing: str) -> OwnerLock | None:
-        """The lock, if no other process holds it; then the file names this process."""
+    def try_acquire(cls, path: str, sharing: str, *, announce: bool = True) -> OwnerLock | None:
+        """The lock, if no other process holds it; then the file names this process
+        (unless not ``announce``: the file is left as it is)."""
         fd = os.open(os.path.join(path, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -91,16 +93,17 @@ class OwnerLock:
         except BaseException:
             os.close(fd)
             raise
-        info = orjson.dumps({"pid": os.getpid(), "sharing": sharing})
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, info, 0)
-        return cls(fd, path)
+        if announce:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, orjson.dumps({"pid": os.getpid(), "sharing": sharing}), 0)
+        return cls(fd, path, announce)
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
+            if self._announced:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)
             os.close(fd)  # the last descriptor of the file description: the lock goes
 
     def forget_in_child(self) -> None:
