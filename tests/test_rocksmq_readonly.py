@@ -26,11 +26,13 @@ def mid(value: int) -> RocksmqMessageID:
 
 
 def disk_state(path: Path) -> dict[str, tuple[int, int]]:
-    """Every file of the store with its size and modification time."""
+    """Every file of the store with its size and modification time, but the writer's
+    info log (``LOG``: RocksDB's background threads write to it when they like)."""
     state = {}
     for entry in os.scandir(path):
-        info = entry.stat()
-        state[entry.name] = (info.st_size, info.st_mtime_ns)
+        if entry.name != "LOG":
+            info = entry.stat()
+            state[entry.name] = (info.st_size, info.st_mtime_ns)
     return state
 
 

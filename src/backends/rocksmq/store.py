@@ -524,7 +524,9 @@ class RocksStore(LogStore):
                     self._last_sends.pop(producer, None)
         return len(expired)
 
-    def _flat_items(self, channel: str, from_id: int, limit: int) -> list[bytes]:
+    def _flat_items(
+        self, channel: str, from_id: int, limit: int, tries: int = _CATCH_UP_TRIES
+    ) -> list[bytes]:
         """Up to ``limit`` messages of ``channel`` from ``from_id`` on, as one flat list
         ``[key, value, key, value, ...]``: each (key, value) pair the iterator makes is
         dropped as soon as it is read, and no Python code runs per message.
@@ -533,6 +535,11 @@ class RocksStore(LogStore):
         stored, so the read is checked in O(1): first id, last id and count must agree,
         and a short read must reach the end. RocksDB's iterator stops without an error
         at a damaged block; that check turns it into :class:`StoreCorruptedError`.
+
+        A read-only store (a RocksDB secondary) can find ids missing that the writer has
+        not lost: its last catch-up read the writer's file list before a flush and its
+        log after it (the flushed log is gone), or a table file was compacted away. It
+        catches up again and reads again (``tries`` times) before calling it damage.
         """
         self._check_open()
         cid = self._cid(channel)
@@ -553,7 +560,13 @@ class RocksStore(LogStore):
             last = int.from_bytes(flat[-2][5:13], "big", signed=True)
             if first == start and last - first + 1 == got and (got == limit or last + 1 >= end):
                 return flat
-        self._check_gaps(channel, cid, flat[0::2], start, end, short=got < limit)
+        try:
+            self._check_gaps(channel, cid, flat[0::2], start, end, short=got < limit)
+        except StoreCorruptedError:
+            if not self.read_only or tries <= 1:
+                raise
+            self.catch_up()
+            return self._flat_items(channel, from_id, limit, tries - 1)
         return flat
 
     def _check_gaps(
