@@ -54,7 +54,7 @@ class Worker:
 
     name: str
     args: list[str]
-    lines: queue.Queue[tuple[str, str | None]]
+    lines: queue.Queue[tuple[str, int, str | None]]
     script: str = SCRIPT
     proc: subprocess.Popen[str] | None = None
     stderr: list[str] = field(default_factory=list)
@@ -71,14 +71,16 @@ class Worker:
             text=True,
             bufsize=1,
         )
-        threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
+        pump = threading.Thread(target=self._pump, args=(self.proc, self.incarnation))
+        pump.daemon = True
+        pump.start()
 
-    def _pump(self, proc: subprocess.Popen[str]) -> None:
+    def _pump(self, proc: subprocess.Popen[str], incarnation: int) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             if line.endswith("\n"):  # a killed process may leave half a line
-                self.lines.put((self.name, line[:-1]))
-        self.lines.put((self.name, None))
+                self.lines.put((self.name, incarnation, line[:-1]))
+        self.lines.put((self.name, incarnation, None))
 
     @property
     def pid(self) -> int:
@@ -115,8 +117,10 @@ class Crowd:
     """The workers and what they have said so far."""
 
     def __init__(self) -> None:
-        self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
+        self.lines: queue.Queue[tuple[str, int, str | None]] = queue.Queue()
         self.workers: dict[str, Worker] = {}
+        self.up: set[str] = set()
+        """Workers whose current process has said something (it runs: not importing)."""
         self.acked: dict[int, str] = {}
         """msg_id -> channel of every acknowledged send."""
         self.failed: Counter[str] = Counter()
@@ -130,14 +134,20 @@ class Crowd:
         worker.start()
         return worker
 
+    def restart(self, worker: Worker, args: list[str] | None = None) -> None:
+        self.up.discard(worker.name)
+        worker.start(args)
+
     def pump(self, until: float) -> bool:
         """Take one line (False when none came before ``until``)."""
         try:
-            name, line = self.lines.get(timeout=max(until - time.monotonic(), 0))
+            name, incarnation, line = self.lines.get(timeout=max(until - time.monotonic(), 0))
         except queue.Empty:
             return False
         if line is None:
             return True
+        if incarnation == self.workers[name].incarnation:
+            self.up.add(name)
         kind, *rest = line.split()
         if kind == "ACK":
             self.acked[int(rest[1])] = rest[0]
@@ -236,32 +246,40 @@ def test_owner_sigkilled_ten_times_loses_and_repeats_nothing(tmp_path: Path) -> 
         handovers: list[float] = []
         killed: list[str] = []
         for kill in range(KILLS):
-            acks = {p.name: crowd.acks[p.name] for p in producers}
+            # Every process that runs (a restarted one may still be starting) makes
+            # progress, then the owner goes at a random moment in the next sends.
+            acks = {p.name: crowd.acks[p.name] for p in producers if p.name in crowd.up}
             packs = {f"c{i}": crowd.packs[f"c{i}"] for i in range(CONSUMERS)}
-            extra = rng.randrange(40)  # a random moment: anywhere in the next sends
+            packs = {n: c for n, c in packs.items() if n in crowd.up}
+            extra = rng.randrange(40)
             crowd.wait(
                 f"progress before kill {kill + 1}",
                 lambda acks=acks, packs=packs, extra=extra: (
                     all(crowd.acks[n] >= a + PROGRESS_ACKS + extra for n, a in acks.items())
                     and all(crowd.packs[n] > c for n, c in packs.items())
+                    # two producers run: one still does once the owner is killed
+                    and sum(p.name in crowd.up for p in producers) >= 2
                 ),
             )
             owner = crowd.owner(path)
             assert owner is not None, f"no live process owns the store:\n{crowd.describe()}"
             while crowd.pump(time.monotonic()):  # what was said before the kill
                 pass
-            survivors = {p.name: crowd.acks[p.name] for p in producers if p is not owner}
+            running = [p for p in producers if p is not owner and p.name in crowd.up]
+            assert running, f"no producer runs but {owner.name}: {crowd.describe()}"
+            survivors = {p.name: crowd.acks[p.name] for p in running}
             owner.kill()
             killed_at = time.monotonic()
             killed.append(owner.name)
             if owner.name.startswith("p"):
                 index = int(owner.name[1:])
-                owner.start(
+                crowd.restart(
+                    owner,
                     ["produce-tt", str(path), str(index * 100 + owner.incarnation + 1), "0.02",
-                     *producer_channels(index)]
+                     *producer_channels(index)],
                 )  # fmt: skip
             elif owner.name.startswith("c"):
-                owner.start()
+                crowd.restart(owner)
             crowd.wait(
                 "the other producers' sends acknowledged after the kill",
                 lambda survivors=survivors: all(

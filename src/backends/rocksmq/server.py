@@ -87,6 +87,7 @@ class OwnerServer:
         self._woken: deque[str] = deque()
         self._wake_scheduled = False
         self._listener_fd: int | None = None
+        self._expiry: asyncio.TimerHandle | None = None
         self._valid: set[str] = set()
         """Channel names already found valid (checking one runs a regular expression)."""
         self._handlers: dict[Op, Callable[[_Connection, list[Any], Frame], Reply | None]] = {
@@ -158,12 +159,13 @@ class OwnerServer:
         self._loop = loop
         self._stopping = asyncio.Event()
         server = await loop.create_unix_server(lambda: _Connection(self), sock=listener)
-        expiry = loop.call_later(PRODUCER_EXPIRY_EVERY_S, self._expire_producers)
+        self._expiry = loop.call_later(PRODUCER_EXPIRY_EVERY_S, self._expire_producers)
         self._ready.set()
         try:
             await self._stopping.wait()
         finally:
-            expiry.cancel()
+            if self._expiry is not None:
+                self._expiry.cancel()
             self._listener_fd = None
             server.close()
             for connection in list(self._connections):
@@ -171,9 +173,11 @@ class OwnerServer:
             await server.wait_closed()
 
     def _expire_producers(self) -> None:
+        """Every :data:`PRODUCER_EXPIRY_EVERY_S`, in a worker thread: drop the last-send
+        records of producers idle for an hour (see :meth:`RocksStore.expire_producers`)."""
         loop = asyncio.get_running_loop()
         loop.run_in_executor(None, self._expire_producers_now)
-        loop.call_later(PRODUCER_EXPIRY_EVERY_S, self._expire_producers)
+        self._expiry = loop.call_later(PRODUCER_EXPIRY_EVERY_S, self._expire_producers)
 
     def _expire_producers_now(self) -> None:
         try:
