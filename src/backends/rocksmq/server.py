@@ -10,8 +10,8 @@ Reads wait in the owner: a ``READ`` that finds nothing new is *parked* until an 
 its channel (made by any process, the owner included) or until its ``wait_ms``, then
 answered with the new records: a consumer in another process gets a message one socket
 hop after it was stored, without polling. Appends made by the owner's own producers reach
-this thread through :attr:`LogStore.watcher <..log_client.store.LogStore.watcher>`;
-appends served here wake the owner's own consumers with
+this thread through :attr:`LogStore.watcher <..log_client.store.LogStore.watcher>`, set
+only while some read waits (else the owner's sends pay nothing for it); appends served here wake the owner's own consumers with
 :meth:`~..log_client.store.LogStore.notify_threadsafe`.
 
 Each connection is bounded: a frame over the limit, a malformed one or one from another
@@ -124,7 +124,6 @@ class OwnerServer:
         self._ready.wait()
         if self._failure is not None:
             raise self._failure
-        self.store.watcher = self._watch
 
     def stop(self) -> None:
         """Stop listening, close every connection (the clients see EOF), and wait."""
@@ -229,7 +228,11 @@ class OwnerServer:
             read.connection.send_reply(read.request, reply)
 
     def _park(self, read: _Parked) -> None:
+        """Park ``read``; the caller then checks its channel once more (an append made
+        before the watcher was set would otherwise go unseen)."""
         channel = read.args[0]
+        if not self._parked:  # the owner's own appends: heard only while reads wait
+            self.store.watcher = self._watch
         parked = self._parked.setdefault(channel, {})
         key = (read.connection, read.handle)
         old = parked.pop(key, None)
@@ -247,6 +250,8 @@ class OwnerServer:
             del parked[key]
             if not parked:
                 del self._parked[channel]
+                if not self._parked:
+                    self.store.watcher = None  # nothing to wake: appends cost no call
         if read.connection.parked.get(read.handle) is read:
             del read.connection.parked[read.handle]
 
