@@ -50,8 +50,13 @@ from .link import Connection, Link, Reply
 
 PREFETCH_BYTES = 1024 * 1024
 """A consumer reads ahead until this many payload bytes wait in its buffer."""
-READ_RECORDS = 1024
+READ_RECORDS = 4096
 """Most records one read asks for."""
+FIRST_READ_RECORDS = 512
+"""Records a consumer's first read asks for (then :data:`READ_RECORDS`). A stream
+reading many channels from a backlog needs some of every channel before it can hand
+anything out, and the owner serves their first reads one after another: full-size first
+reads made the last channel wait for all the others."""
 _NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
 _ID = struct.Struct(f"{TAGGED_ID_SIZE}s")
 """One MessageID's bytes in a READ reply (cut without a slice object each)."""
@@ -184,6 +189,9 @@ class RemoteConsumer(ConsumerBase):
         self._chunks: deque[_Chunk] = deque()
         self._buffered = 0
         self._reading: _Read | None = None
+        self._ahead_soon = False
+        """A read-ahead is scheduled for the next loop turn."""
+        self._read_records = FIRST_READ_RECORDS
         self._epoch = 0
         """Bumped by a seek: a read started before it is stale."""
         self._error: BaseException | None = None
@@ -201,12 +209,27 @@ class RemoteConsumer(ConsumerBase):
             self._handle,
             self.channel,
             self._next_read,
-            READ_RECORDS,
+            self._read_records,
             PREFETCH_BYTES,
             self._wait_ms,
         ]
         self._reading = _Read(self, self._epoch)
         self._connection.request(Op.READ, control, answer=self._reading)
+
+    def _read_ahead_soon(self) -> None:
+        """:meth:`_read_ahead` on the next turn of the event loop: records were just
+        handed out, and writing the next request first would hold them up."""
+        if self._reading is not None or self._ahead_soon or self._buffered >= PREFETCH_BYTES:
+            return
+        self._ahead_soon = True
+        self._connection.loop.call_soon(self._read_ahead_later)
+
+    def _read_ahead_later(self) -> None:
+        self._ahead_soon = False
+        try:
+            self._read_ahead()
+        except Exception as exc:  # raised by the next receive
+            self._error = exc
 
     def _read_done(self, reply: Reply | None, error: BaseException | None, epoch: int) -> None:
         """A read's answer, handled as it comes in (not one loop turn later)."""
@@ -218,9 +241,11 @@ class RemoteConsumer(ConsumerBase):
                 self._take(*reply)
             except FrameError as exc:
                 error = exc
-        if error is None:
+        if error is None and self._chunks:
+            self._read_ahead_soon()  # more, once what came is on its way
+        elif error is None:
             try:
-                self._read_ahead()  # more, or (the wait ran out) wait again at the owner
+                self._read_ahead()  # the wait ran out: wait again at the owner
             except Exception as exc:  # e.g. the client closed meanwhile
                 error = exc
         if error is not None:
@@ -238,6 +263,7 @@ class RemoteConsumer(ConsumerBase):
         self._next_read = next_read
         if not count:
             return
+        self._read_records = READ_RECORDS
         ids = list(map(itemgetter(0), _ID.iter_unpack(raw_ids)))
         payloads = blobs[1 : 1 + count]
         properties = blobs[1 + count :] if with_properties else None
@@ -282,7 +308,7 @@ class RemoteConsumer(ConsumerBase):
             taken = self._pop(1)
             if taken is not None:
                 chunk, index, _ = taken
-                self._read_ahead()
+                self._read_ahead_soon()
                 return self._message(chunk, index)
             self._raise_error()
             self._read_ahead()
@@ -303,17 +329,20 @@ class RemoteConsumer(ConsumerBase):
             out.extend(self._message(chunk, i) for i in range(start, end))
         if not out:
             self._raise_error()
-        self._read_ahead()
+            self._read_ahead()
+        else:
+            self._read_ahead_soon()
         return out
 
     def receive_batch_nowait(self, max_messages: int) -> ConsumedBatch:
         """What ``receive_nowait`` returns, as one columnar batch."""
         self._check_open()
         taken = self._pop(max_messages)
-        self._read_ahead()
         if taken is None:
             self._raise_error()
+            self._read_ahead()
             return ConsumedBatch(self.channel, [], [], _no_message)
+        self._read_ahead_soon()
         chunk, start, end = taken
         return ConsumedBatch(
             self.channel,

@@ -11,8 +11,10 @@ its channel (made by any process, the owner included) or until its ``wait_ms``, 
 answered with the new records: a consumer in another process gets a message one socket
 hop after it was stored, without polling. Appends made by the owner's own producers reach
 this thread through :attr:`LogStore.watcher <..log_client.store.LogStore.watcher>`, set
-only while some read waits (else the owner's sends pay nothing for it); appends served here wake the owner's own consumers with
-:meth:`~..log_client.store.LogStore.notify_threadsafe`.
+only while some read waits (else the owner's sends pay nothing for it); appends served
+here wake the owner's own consumers with
+:meth:`~..log_client.store.LogStore.notify_threadsafe`, and answer the reads waiting for
+exactly what they stored from the request itself, without reading it back.
 
 Each connection is bounded: a frame over the limit, a malformed one or one from another
 user closes it (logged with the reason); while a client does not read its replies (the
@@ -63,6 +65,9 @@ READ_LIMIT = 65536
 """Most records one read may ask for."""
 READ_MAX_BYTES = 16 * 1024 * 1024
 """Most payload bytes one read reply holds (at least one record, whatever its size)."""
+REPLY_BUFFER_BYTES = 8 * 1024 * 1024
+"""Replies a connection may have waiting to be sent before the owner stops reading its
+requests (plus the reply that crossed it: at most :data:`READ_MAX_BYTES`)."""
 MAX_WAIT_MS = 60_000
 PARKED_PER_CONNECTION = 4096
 PRODUCER_EXPIRY_EVERY_S = 600.0
@@ -206,15 +211,21 @@ class OwnerServer:
         for channel in channels:
             self._appended(channel)
 
-    def _appended(self, channel: str) -> None:
-        """Answer the reads parked on ``channel`` that can now read something."""
+    def _appended(self, channel: str, fresh: _Fresh | None = None) -> None:
+        """Answer the reads parked on ``channel`` that can now read something. ``fresh``
+        is what an append served here just stored: a read waiting for exactly those ids
+        is answered from it, without reading it back from RocksDB."""
         parked = self._parked.get(channel)
         if not parked:
             return
         for key, read in list(parked.items()):
             if read.connection.paused:
                 continue  # answered when its client reads again (see _Connection)
-            self._try_parked(key, read)
+            if fresh is not None and read.args[1] == fresh.first_id:
+                self._unpark(key, read)
+                read.connection.send_reply(read.request, fresh.reply(*read.args[2:]))
+            else:
+                self._try_parked(key, read)
 
     def _try_parked(self, key: tuple[_Connection, int], read: _Parked) -> None:
         try:
@@ -344,10 +355,10 @@ class OwnerServer:
         self._stored(channel)
         return [], []
 
-    def _stored(self, channel: str) -> None:
+    def _stored(self, channel: str, fresh: _Fresh | None = None) -> None:
         """Something changed on ``channel``: wake its readers in every process."""
         self.store.notify_threadsafe(channel)
-        self._appended(channel)
+        self._appended(channel, fresh)
 
     def _append(self, conn: _Connection, control: list[Any], frame: Frame) -> Reply | None:
         channel, producer, seq, sync, properties = control
@@ -358,8 +369,13 @@ class OwnerServer:
         args = (channel, frame.blobs, properties or {}, producer, seq, bool(sync))
         if not (sync or store.options.sync):
             ids = store.append_once(*args)
-            self._stored(channel)
-            return [ids[0] if ids else store.next_id(channel)], []
+            if not ids:
+                return [store.next_id(channel)], []
+            if channel in self._parked:  # readers waiting: hand them what was just stored
+                self._stored(channel, _Fresh(ids[0], frame.blobs, properties))
+            else:
+                self.store.notify_threadsafe(channel)
+            return [ids[0]], []
 
         async def durably() -> None:  # an fsync takes milliseconds: not on this loop
             loop = asyncio.get_running_loop()
@@ -406,23 +422,10 @@ class OwnerServer:
         stored = store.read_batch(channel, from_id, limit)
         if stored is None:
             return None
-        ids, payloads, next_read = stored.ids, stored.payloads, stored.next_id
         props = None
-        sizes = map(len, payloads)
         if stored.properties is not None:
             props = [orjson.dumps(dict(p)) if p else b"" for p in stored.properties]
-            sizes = map(int.__add__, map(len, payloads), map(len, props))
-        totals = list(accumulate(sizes))
-        if totals[-1] > max_bytes:
-            keep = max(bisect_right(totals, max_bytes), 1)
-            if keep < len(ids):
-                next_read = int.from_bytes(ids[keep], "big", signed=True)
-                ids, payloads = ids[:keep], payloads[:keep]
-                props = None if props is None else props[:keep]
-        blobs = [b"".join(map(add, repeat(RocksmqMessageID.tag), ids)), *payloads]
-        if props is not None:
-            blobs.extend(props)
-        return [next_read, props is not None], blobs
+        return read_reply(stored.ids, stored.payloads, props, stored.next_id, max_bytes)
 
     def _cancel_read(self, conn: _Connection, control: list[Any], frame: Frame) -> Reply:
         self.cancel_reads(conn, control[0])
@@ -507,6 +510,53 @@ class OwnerServer:
             task.cancel()
 
 
+def read_reply(
+    ids: list[bytes],
+    payloads: list[bytes],
+    props: list[bytes] | None,
+    next_read: int,
+    max_bytes: int,
+) -> Reply:
+    """A READ reply of these records (ids as 8 big-endian bytes, properties as JSON),
+    cut after the record that reaches ``max_bytes`` (one record at least)."""
+    sizes = map(len, payloads)
+    if props is not None:
+        sizes = map(int.__add__, map(len, payloads), map(len, props))
+    totals = list(accumulate(sizes))
+    if totals[-1] > max_bytes:
+        keep = max(bisect_right(totals, max_bytes), 1)
+        if keep < len(ids):
+            next_read = int.from_bytes(ids[keep], "big", signed=True)
+            ids, payloads = ids[:keep], payloads[:keep]
+            props = None if props is None else props[:keep]
+    blobs = [b"".join(map(add, repeat(RocksmqMessageID.tag), ids)), *payloads]
+    if props is not None:
+        blobs.extend(props)
+    return [next_read, props is not None], blobs
+
+
+class _Fresh:
+    """What an append served by the owner just stored (ids ``first_id`` on)."""
+
+    __slots__ = ("first_id", "payloads", "properties")
+
+    def __init__(
+        self, first_id: int, payloads: list[bytes], properties: dict[str, str] | None
+    ) -> None:
+        self.first_id = first_id
+        self.payloads = payloads
+        self.properties = properties
+
+    def reply(self, limit: int, max_bytes: int) -> Reply:
+        payloads = self.payloads[:limit]
+        first = self.first_id
+        ids = [i.to_bytes(8, "big", signed=True) for i in range(first, first + len(payloads))]
+        props = None
+        if self.properties:
+            props = [orjson.dumps(self.properties)] * len(payloads)
+        return read_reply(ids, payloads, props, first + len(payloads), max_bytes)
+
+
 class _Parked:
     """A read waiting for its channel to grow."""
 
@@ -541,6 +591,9 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        # Replies may queue up to this much while the client is busy (asyncio's 64 KiB
+        # default let one read reply stall every other consumer of the connection).
+        transport.set_write_buffer_limits(high=REPLY_BUFFER_BYTES, low=REPLY_BUFFER_BYTES // 4)
         sock = transport.get_extra_info("socket")
         self._fd = sock.fileno()
         uid = peer_uid(sock)
