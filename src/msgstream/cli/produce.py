@@ -118,7 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_option(
         parser, "--schema", "FILE",
         "collection schema for stdin rows, as JSON (what `msgstream schema` prints); "
-        "default: inferred from the first row",
+        "default: the one the channels declare, else inferred from the first row",
         dest="schema_file",
     )  # fmt: skip
     add_flag(
