@@ -146,23 +146,28 @@ def test_produce_json_lines_from_stdin(
         '{"score": 1.5}',
     ]
     monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
-    code, out, err = cli("produce", "--channel", "in0", "--channel", "in1", "--start-id", "100")
-    assert code == 0
-    assert out.startswith("produced: messages=2 channels=2 ") and out.strip().endswith(" skipped=4")
+    code, out, err = cli(
+        "produce", "--channel", "in0", "--channel", "in1", "--start-id", "100", "--skip-invalid"
+    )
+    assert code == 1  # lines were skipped
+    assert out.startswith("produced: messages=2 channels=2 ")
+    assert out.strip().endswith(" skipped=4 (lines 2, 5, 6, 7)")
     # the schema comes from the first row; lines that do not fit it are named and skipped
     assert [line for line in err.splitlines() if line.startswith("warning:")] == [
-        "warning: stdin line 2: skipped: field 'text' is not in collection 'msgstream_cli' "
-        "(fields: ['emb', 'flag', 'id', 'meta', 'name', 'score'])",
-        "warning: stdin line 5: skipped: field 'score': \"high\" does not fit type double",
-        "warning: stdin line 6: skipped: field 'emb': [1,2] does not fit type float_vector[3]",
-        "warning: stdin line 7: skipped: field 'id' is missing or null, and it is not nullable",
+        "warning: skipped stdin line 2, column 1: invalid JSON: unexpected character, expected "
+        "a JSON value",
+        "warning: skipped stdin line 5: field 'score': \"high\" does not fit type double",
+        "warning: skipped stdin line 6: field 'emb': [1,2] does not fit type float_vector[3]",
+        "warning: skipped stdin line 7: field 'id' is missing or null, and it is not nullable",
     ]
     # routed by --key: rows with the field "id"
     keyed = '{"id": 7}\n{"id": 8}\n{"id": "seven"}\n'
     monkeypatch.setattr(sys, "stdin", io.StringIO(keyed))
-    keyed_out = cli.ok(
-        "produce", "--channel", "k0", "--channel", "k1", "--key", "id", "--batch", "1"
-    )
+    code, keyed_out, _ = cli(
+        "produce", "--channel", "k0", "--channel", "k1", "--key", "id", "--batch", "1",
+        "--skip-invalid",
+    )  # fmt: skip
+    assert code == 1
     assert keyed_out.startswith("produced: messages=2 ")  # "seven" is not an int64 id
 
     async def read_back(channels: list[str], count: int) -> list[TsMsg]:
@@ -218,7 +223,8 @@ def test_produce_stdin_missing_key_is_an_error(cli: Cli, monkeypatch: pytest.Mon
     code, _, err = cli("produce", "--channel", "k", "--key", "user", "--batch", "1")
     assert code == 2
     assert err.strip().splitlines()[-1] == (
-        "error: stdin line 2: the row has no field 'user' to route by (--key)"
+        "error: stdin line 2: the row has no field 'user' to route by (--key) (the row before "
+        "it was sent)"
     )
 
 
@@ -626,8 +632,9 @@ def test_produce_json_summary(cli: Cli) -> None:
                  "--json")  # fmt: skip
     summary = orjson.loads(out)
     assert set(summary) == {
-        "messages", "batches", "skipped", "channels", "ticks", "seconds", "msgs_per_s"
+        "messages", "batches", "skipped", "skipped_lines", "channels", "ticks", "seconds",
+        "msgs_per_s",
     }  # fmt: skip
     assert (summary["messages"], summary["batches"], summary["channels"]) == (30, 5, ["j0", "j1"])
-    assert summary["skipped"] == 0
+    assert (summary["skipped"], summary["skipped_lines"]) == (0, [])
     assert summary["ticks"] >= 1 and summary["seconds"] > 0

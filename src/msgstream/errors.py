@@ -72,6 +72,11 @@ class TopicNotFoundError(MsgStreamError):
         self.channel = channel
 
 
+class ReadIncompleteError(MsgStreamError):
+    """Messages a channel holds, up to a MessageID known to exist, did not arrive within
+    the time allowed (deleted by retention meanwhile, or a broker that stalls)."""
+
+
 class InvalidChannelNameError(MsgStreamError, ValueError):
     """A channel name is empty, too long or holds characters a broker refuses."""
 

@@ -151,7 +151,7 @@ def test_what_produce_writes_ingest_reads(
                  "--collection", "orders"]) == 0  # fmt: skip
     rows = '{"id": 1, "name": "a", "price": 2.0}\n{"id": 2, "price": 2.5}\nnot json\n'
     monkeypatch.setattr(sys, "stdin", io.StringIO(rows))
-    assert main([*base, "produce", "--channel", "p0", "--collection", "prices"]) == 0
+    assert main([*base, "produce", "--channel", "p0", "--collection", "prices"]) == 2
     capsys.readouterr()
 
     out = tmp_path / "orders"
