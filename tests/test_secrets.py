@@ -24,13 +24,15 @@ import threading
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import yaml
+from pydantic import SecretStr
 
 from msgstream import (
     AuthenticationError,
+    BackendSpec,
     BackendUnavailableError,
     Config,
     DeleteMsg,
@@ -39,6 +41,8 @@ from msgstream import (
     load_config,
     new_client,
     new_msgstream,
+    register_backend,
+    unregister_backend,
 )
 from msgstream.backends.kafka.bench_baseline import RawAiokafka, RawConfluent
 from msgstream.backends.kafka.settings import (
@@ -54,9 +58,10 @@ from msgstream.backends.pulsar.handshake import _field
 from msgstream.backends.pulsar.settings import PulsarConfig, admin_token
 from msgstream.bench.common import target_config
 from msgstream.bench.targets import MsgStreamTarget
-from msgstream.config import env_var_name, text_value
+from msgstream.config import config_reference_markdown, env_var_name, text_value
 from msgstream.config_keys import MASK, reveal
 from msgstream.errors import ConfigError
+from msgstream.sections import Section
 
 SASL = "s3cr3t-SASL-9f1c"
 KEY_PASSWORD = "s3cr3t-KEYPW-41d0"
@@ -200,7 +205,7 @@ def test_a_loaded_config_shows_no_secret_and_keeps_each(source: str, tmp_path: P
 
 
 def test_every_secret_key_is_typed_secret_and_documented_so() -> None:
-    from msgstream.config import config_keys, config_reference_markdown
+    from msgstream.config import config_keys
 
     secret = sorted(key.dotted for key in config_keys() if key.secret)
     assert secret == [
@@ -213,6 +218,45 @@ def test_every_secret_key_is_typed_secret_and_documented_so() -> None:
     for key in secret:
         assert f"| `{key}` | `{env_var_name(key)}` | secret str or null | `null` |" in reference
     assert "| `kafka.sasl_username` | `MSGSTREAM_KAFKA_SASL_USERNAME` | str or null |" in reference
+
+
+class VaultLogConfig(Section):
+    """A plug-in backend's section declaring a new secret key: its type says it all."""
+
+    SECTION: ClassVar[str] = "vaultlog"
+
+    store: str | None = None
+    """Name of the in-process store"""
+
+    api_key: SecretStr | None = None
+    """Key of the store's API"""
+
+
+def test_a_new_secret_key_needs_nothing_but_its_type() -> None:
+    spec = BackendSpec(
+        name="vaultlog",
+        section=VaultLogConfig,
+        client_factory="plugin_backend:new_client",
+        message_id_tag=b"v",
+        required_keys=("store",),
+    )
+    register_backend(spec)
+    try:
+        env = {"MSGSTREAM_VAULTLOG_STORE": "v", "MSGSTREAM_VAULTLOG_API_KEY": TOKEN}
+        config = load_config(env={"MSGSTREAM_MQ_TYPE": "vaultlog", **env})
+        assert reveal(config.section(VaultLogConfig).api_key) == TOKEN
+        assert config.to_dict()["vaultlog"] == {"store": "v", "api_key": MASK}
+        assert_hidden(repr(config), str(config), config.to_dict())
+        assert_hidden(MsgStreamTarget(config).client())
+        assert "| `MSGSTREAM_VAULTLOG_API_KEY` | secret str or null |" in (
+            config_reference_markdown()
+        )
+        with pytest.raises(ConfigError) as exc:
+            config_from_dict({"vaultlog": {"api_key": NUMBER}}, env={})
+        assert exc.value.key == "vaultlog.api_key"
+        assert_hidden(*error_texts(exc.value))
+    finally:
+        unregister_backend("vaultlog")
 
 
 def test_a_secret_from_the_environment_is_its_text_as_is() -> None:
