@@ -66,6 +66,7 @@ __all__ = [
     "env_var_name",
     "load_config",
     "resolve_backend",
+    "text_value",
 ]
 
 #: Environment variable naming the YAML file :func:`load_config` reads when given no path.
@@ -238,9 +239,22 @@ class Config(FrozenModel):
         """A copy with some sections replaced (``config.replace(mq=MqConfig(type="memory"))``)."""
         return type(self)(**{**self.sections(), **sections})
 
+    def with_values(self, values: Mapping[str, Mapping[str, Any]]) -> Self:
+        """A validated copy with some keys changed, given in the shape of the YAML file
+        (``{"kafka": {"acks": "1"}}``); every other key keeps its value, secrets included."""
+        sections = self.sections()
+        for name, changes in values.items():
+            if name not in sections:
+                raise unknown_key(name, list(sections))
+            if changes:
+                sections[name] = sections[name].replace(**changes)
+        return type(self)(**sections)
+
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        """The effective configuration as plain data (the shape of the YAML file)."""
-        return {name: section.model_dump() for name, section in self.sections().items()}
+        """The effective configuration as plain data (the shape of the YAML file), each
+        secret key's value masked: it can be shown, and cannot be fed back for a secret
+        (:meth:`with_values` changes keys and keeps the secrets)."""
+        return {name: section.model_dump(mode="json") for name, section in self.sections().items()}
 
     def backend(self) -> str:
         """Shorthand for :func:`resolve_backend`."""
@@ -297,6 +311,19 @@ def env_var_name(key: str) -> str:
     if key not in keys:
         raise unknown_key(key, list(keys))
     return keys[key].env_var
+
+
+def text_value(key: str, text: str) -> Any:
+    """An override of dotted ``key`` given as text (a CLI ``--set``, a Spark option) as
+    a value: read as YAML (``"true"`` is a bool, ``"{a: 1}"`` a mapping; text that is no
+    YAML stays text), except a secret key's, which is its text as is (never parsed, so
+    never echoed by a parser's error)."""
+    if any(k.secret for k in config_keys() if k.dotted == key):
+        return text
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
 
 
 # --------------------------------------------------------------------------- environment
@@ -358,7 +385,9 @@ def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = No
     if env is None:
         env = os.environ
     if not isinstance(data, Mapping):
-        raise ConfigError("<root>", f"expected a mapping of sections, got {describe(data)}")
+        # Not shown: a document laid out wrong may hold any key's value, a secret too.
+        shown = describe(data, secret=True)
+        raise ConfigError("<root>", f"expected a mapping of sections, got {shown}")
     classes = _section_classes()
     values: dict[str, dict[str, Any]] = {name: {} for name in classes}
     for section_key, section_data in data.items():
@@ -368,7 +397,9 @@ def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = No
         if section_data is None:
             continue
         if not isinstance(section_data, Mapping):
-            raise ConfigError(section, f"expected a mapping of keys, got {describe(section_data)}")
+            secret = any(key.secret for key in classes[section].keys().values())
+            shown = describe(section_data, secret=secret)
+            raise ConfigError(section, f"expected a mapping of keys, got {shown}")
         values[section].update((str(k), v) for k, v in section_data.items())
     overrides = _env_overrides(env)
     for key, _, value in overrides.values():

@@ -5,6 +5,9 @@ error type (plus two of our own: ``null`` for a missing value and ``mapping_key`
 bad key inside a pass-through map). The error names the full dotted key, e.g.
 ``kafka.producer.linger``; rules spanning several keys raise their ``ConfigError``
 directly from the section's model validator and pass through unchanged.
+
+No text shows the value of a secret key (:attr:`ConfigKey.secret`): its problems show
+the mask and the value's type instead, whatever the template says.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from .brief import brief
-from .config_keys import ConfigKey
+from .config_keys import MASK, ConfigKey
 from .errors import ConfigError
 
 __all__ = ["PROBLEMS", "config_error", "describe", "unknown_key"]
@@ -42,9 +45,10 @@ PROBLEMS: dict[str, str] = {
 _TYPE_ERRORS = frozenset({"int_type", "float_type", "bool_type", "string_type", "dict_type"})
 
 
-def describe(value: object) -> str:
-    """A bounded description of a value and its type (a document may nest very deep)."""
-    return f"{brief(value)} ({type(value).__name__})"
+def describe(value: object, *, secret: bool = False) -> str:
+    """A bounded description of a value and its type (a document may nest very deep); a
+    ``secret`` one shows the mask in place of the value."""
+    return f"{MASK if secret else brief(value)} ({type(value).__name__})"
 
 
 def unknown_key(key: str, candidates: Sequence[str]) -> ConfigError:
@@ -81,14 +85,16 @@ def config_error(exc: ValidationError, section: str, keys: Mapping[str, ConfigKe
 
 def _problem(kind: str, error: ErrorDetails, key: ConfigKey | None) -> str:
     value = error["input"]
+    secret = key is not None and key.secret
+    shown = MASK if secret else brief(value)
     template = PROBLEMS.get(kind)
     if template is None:  # not worded here: pydantic's own message, still naming the key
-        return f"invalid value {brief(value)}: {error['msg']}"
+        return f"invalid value {shown}: {error['msg']}"
     choices = key.choices if key is not None else ()
     close = difflib.get_close_matches(value, choices, n=1) if isinstance(value, str) else []
     return template.format(
-        got=describe(value),
-        value=brief(value),
+        got=describe(value, secret=secret),
+        value=shown,
         expected=key.type_text() if key is not None else "",
         choices=", ".join(repr(c) for c in choices),
         hint=f"; did you mean {close[0]!r}?" if close else "",

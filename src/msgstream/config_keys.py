@@ -5,6 +5,11 @@ doc) drives the environment mapping, the error texts and the generated configura
 reference, so a section declares each key once: as a typed attribute with its default,
 its constraints (``ge``/``gt``) and a docstring, plus :class:`Special` for values
 accepted outside the range (e.g. -1 meaning "keep forever").
+
+A key typed ``SecretStr`` (pydantic's) is a *secret*: that type alone makes it masked
+wherever a configuration is shown (pydantic's ``repr``, ``str`` and JSON dumps,
+:meth:`~msgstream.config.Config.to_dict`, error texts) and read from its environment
+variable as text; code that builds a client reveals it with :func:`reveal`.
 """
 
 from __future__ import annotations
@@ -13,16 +18,46 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import UnionType
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, overload
 
 import annotated_types
-from pydantic import GetCoreSchemaHandler
+from pydantic import BaseModel, GetCoreSchemaHandler, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import CoreSchema, core_schema
 
-__all__ = ["ENV_PREFIX", "ConfigKey", "Special", "describe_field"]
+__all__ = [
+    "ENV_PREFIX",
+    "MASK",
+    "ConfigKey",
+    "Special",
+    "describe_field",
+    "reveal",
+    "secrets_of",
+]
 
 ENV_PREFIX = "MSGSTREAM_"
+
+MASK = str(SecretStr("secret"))
+"""What a secret key's value shows wherever it is printed (pydantic's mask)."""
+
+
+@overload
+def reveal(secret: SecretStr) -> str: ...
+@overload
+def reveal(secret: SecretStr | None) -> str | None: ...
+def reveal(secret: SecretStr | None) -> str | None:
+    """A secret key's text, for the code that hands it to a broker library."""
+    return None if secret is None else secret.get_secret_value()
+
+
+def secrets_of(model: BaseModel) -> list[str]:
+    """The text of every secret key set in ``model`` (a section): what must not show in
+    anything derived from it, such as a client's settings in a report."""
+    return [
+        value.get_secret_value()
+        for name in type(model).model_fields
+        if isinstance(value := getattr(model, name), SecretStr)
+    ]
 
 
 @dataclass(frozen=True)
@@ -54,6 +89,7 @@ class ConfigKey:
     section: str
     name: str
     kind: type  # int, float, bool, str or dict
+    secret: bool  # a str never shown (typed SecretStr): masked in dumps and error texts
     optional: bool
     choices: tuple[str, ...]  # non-empty when only these strings are accepted
     default: Any
@@ -76,6 +112,8 @@ class ConfigKey:
             text = "one of " + ", ".join(self.choices)
         elif self.kind is dict:
             text = "mapping"
+        elif self.secret:
+            text = "secret str"
         else:
             text = self.kind.__name__
             bounds = []
@@ -109,12 +147,15 @@ def describe_field(
             raise TypeError(f"{section}.{name}: unsupported type {annotation!r}")
         optional, annotation = True, members[0]
     kind: type
+    secret = annotation is SecretStr
     if typing.get_origin(annotation) is Literal:
         kind, choices = str, choices or typing.get_args(annotation)
     elif typing.get_origin(annotation) is dict:
         kind = dict
     elif annotation in (int, float, bool, str):
         kind = cast(type, annotation)
+    elif secret:
+        kind = str
     else:
         raise TypeError(f"{section}.{name}: unsupported type {annotation!r}")
     ge = next((m.ge for m in info.metadata if isinstance(m, annotated_types.Ge)), None)
@@ -123,6 +164,7 @@ def describe_field(
         section=section,
         name=name,
         kind=kind,
+        secret=secret,
         optional=optional,
         choices=choices,
         default=info.get_default(call_default_factory=True),

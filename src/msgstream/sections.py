@@ -31,7 +31,8 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .config_errors import config_error
-from .config_keys import ConfigKey, describe_field
+from .config_keys import MASK, ConfigKey, describe_field
+from .errors import ConfigError
 
 __all__ = ["Count", "FrozenModel", "PassThrough", "Section", "Seconds"]
 
@@ -83,8 +84,12 @@ class Section(FrozenModel):
     def __init__(self, **values: Any) -> None:
         try:
             super().__init__(**values)
+            return
         except ValidationError as exc:
-            raise config_error(exc, type(self).SECTION, type(self).keys()) from None
+            error = config_error(exc, type(self).SECTION, type(self).keys())
+        # Raised here, outside the handler, so the error has no context: pydantic's
+        # ValidationError holds the input value, a secret one too.
+        raise error
 
     @classmethod
     def keys(cls) -> dict[str, ConfigKey]:
@@ -109,12 +114,19 @@ class Section(FrozenModel):
     @classmethod
     def _yaml_shorthands(cls, data: Any) -> Any:
         """What a YAML file says loosely: an empty optional string or a mapping with every
-        entry commented out (null) means unset/empty, and ``acks: 1`` means the choice "1"."""
+        entry commented out (null) means unset/empty, and ``acks: 1`` means the choice "1".
+        A secret given as the mask is refused: it was copied from a shown configuration."""
         if not isinstance(data, dict):
             return data
         data = dict(data)
         for name, key in cls.keys().items():
             value = data.get(name)
+            if key.secret and value == MASK:
+                raise ConfigError(
+                    key.dotted,
+                    f"{MASK!r} is what a shown configuration has in place of a secret "
+                    "(to_dict() masks them): give the secret itself",
+                )
             if value == "" and key.optional and key.kind is str:
                 data[name] = None
             elif value is None and name in data and key.kind is dict:

@@ -7,9 +7,9 @@ import importlib.util
 import re
 from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 
-from msgstream.config_keys import Special
+from msgstream.config_keys import Special, reveal
 from msgstream.errors import ConfigError
 from msgstream.sections import Count, PassThrough, Seconds, Section
 
@@ -59,7 +59,7 @@ class KafkaConfig(Section):
     sasl_username: str | None = None
     """SASL user name; needs kafka.sasl_password"""
 
-    sasl_password: str | None = None
+    sasl_password: SecretStr | None = None
     """SASL password; needs kafka.sasl_username"""
 
     ssl_cafile: str | None = None
@@ -71,7 +71,7 @@ class KafkaConfig(Section):
     ssl_keyfile: str | None = None
     """Private key (PEM) of kafka.ssl_certfile"""
 
-    ssl_key_password: str | None = None
+    ssl_key_password: SecretStr | None = None
     """Password of kafka.ssl_keyfile, if it is encrypted"""
 
     ssl_check_hostname: bool = True
@@ -172,7 +172,7 @@ def connection_kwargs(section: KafkaConfig) -> dict[str, Any]:
     if section.security_protocol.startswith("SASL_"):
         kwargs["sasl_mechanism"] = section.sasl_mechanism
         kwargs["sasl_plain_username"] = section.sasl_username
-        kwargs["sasl_plain_password"] = section.sasl_password
+        kwargs["sasl_plain_password"] = reveal(section.sasl_password)
     if section.security_protocol in ("SSL", "SASL_SSL"):
         kwargs["ssl_context"] = _ssl_context(section)
     return kwargs
@@ -186,7 +186,7 @@ def _ssl_context(section: KafkaConfig) -> Any:
             cafile=section.ssl_cafile,
             certfile=section.ssl_certfile,
             keyfile=section.ssl_keyfile,
-            password=section.ssl_key_password,
+            password=reveal(section.ssl_key_password),
         )
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
         raise ConfigError(
@@ -278,13 +278,13 @@ def _librdkafka_connection(section: KafkaConfig) -> dict[str, Any]:
     if section.security_protocol.startswith("SASL_"):
         conf["sasl.mechanism"] = section.sasl_mechanism
         conf["sasl.username"] = section.sasl_username
-        conf["sasl.password"] = section.sasl_password
+        conf["sasl.password"] = reveal(section.sasl_password)
     if section.security_protocol in ("SSL", "SASL_SSL"):
         tls = {
             "ssl.ca.location": section.ssl_cafile,
             "ssl.certificate.location": section.ssl_certfile,
             "ssl.key.location": section.ssl_keyfile,
-            "ssl.key.password": section.ssl_key_password,
+            "ssl.key.password": reveal(section.ssl_key_password),
         }
         conf.update((key, value) for key, value in tls.items() if value is not None)
         conf["ssl.endpoint.identification.algorithm"] = (
