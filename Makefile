@@ -40,12 +40,31 @@ typed-view:
 docs: $(STAMP) typed-view
 	$(BIN)/mkdocs build --strict --quiet
 
-test: lint docs
-	$(BIN)/python -m pytest
-	$(MAKE) --no-print-directory test-py313
+# Two legs at once, one per core: the tests that need a JVM (Kafka, Pulsar, Spark: much
+# of their time is spent waiting on brokers and Spark jobs) in the background, into
+# build/test-jvm.log; in front, lint, docs and the other tests, on Python 3.11 and then
+# on 3.13. The background leg's output is printed whole at the end; `make test` fails if
+# either leg failed.
+JVM_TESTS := kafka or pulsar or spark
+test: $(STAMP)
+	@mkdir -p build
+	@$(MAKE) --no-print-directory test-jvm >build/test-jvm.log 2>&1 & jvm=$$!; \
+	status=0; \
+	$(MAKE) --no-print-directory lint docs test-local test-py313 || status=$$?; \
+	wait $$jvm || status=$$?; \
+	echo "===== the tests that need a JVM (build/test-jvm.log)"; cat build/test-jvm.log; \
+	exit $$status
+
+.PHONY: test-jvm test-local
+test-jvm: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "$(JVM_TESTS)"
+
+test-local: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not ($(JVM_TESTS))"
 
 # The tests that need no JVM again under Python 3.13, the newest release the package
 # declares, in a second virtualenv: both ends of the supported range run in `make test`.
+# Tests marked slow (fuzzing, stress loops) run once, on 3.11.
 # Without a Python 3.13 (PYTHON313=/path/to/python3.13 names one) the leg is skipped, but
 # under CI=true it fails.
 PYTHON313 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13) $(shell command -v python3.13 2>/dev/null))
@@ -60,7 +79,7 @@ test-py313:
 		[ -x $(VENV313)/bin/python ] || "$(PYTHON313)" -m venv $(VENV313); \
 		$(VENV313)/bin/python -m pip install --quiet --upgrade pip; \
 		$(VENV313)/bin/python -m pip install --quiet -e '.[dev,kafka,pulsar,spark]'; \
-		$(VENV313)/bin/python -m pytest -q -p no:cacheprovider -m "not kafka and not pulsar and not spark"; \
+		$(VENV313)/bin/python -m pytest -q -p no:cacheprovider -m "not ($(JVM_TESTS)) and not slow"; \
 	fi
 
 # Fuzz decode, positions and config longer than CI does (a new seed each run, printed;
