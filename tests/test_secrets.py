@@ -3,8 +3,9 @@
 Distinctive secrets go in through each way a configuration is read (a YAML file, the
 environment, a dict) and through every error path that names a secret key, a failed
 connection, the CLI at ``-vv``, metrics and traces; none of those texts may hold them.
-They are the secret keys' values and the entries of the pass-through maps whose names
-say secret (``kafka.confluent``'s ``sasl.password``...).
+They are the secret keys' values, the entries of the pass-through maps whose names say
+secret (``kafka.confluent``'s ``sasl.password``...), and credentials written into a broker
+address, which is refused.
 The places that build a client must still get the real value, so each test can fail
 both ways. No broker is needed: connections go to a port where nothing listens, or to a
 small local stand-in that records what the client sent and refuses it.
@@ -82,10 +83,13 @@ RD_CLIENT_SECRET = "s3cr3t-OIDC-d45b"
 RD_KEY_PASSWORD = "s3cr3t-RDKEYPW-7e21"
 TOPIC_KEY = "s3cr3t-TOPICKEY-5a90"
 """Secrets in the pass-through maps, each under a name that says so."""
+URL_PASSWORD = "s3cr3t-URLPW-8a3f"
+URL_TOKEN = "tok-URL-61fe"
+"""Credentials written into a broker address."""
 SECRETS = (
     *(SASL, KEY_PASSWORD, TOKEN, PARAMS_TOKEN, str(NUMBER)),
     *(AIO_PRODUCER, AIO_CONSUMER, RD_PASSWORD, RD_KEYSTORE, RD_KEY_PEM, RD_CLIENT_SECRET),
-    *(RD_KEY_PASSWORD, TOPIC_KEY),
+    *(RD_KEY_PASSWORD, TOPIC_KEY, URL_PASSWORD, URL_TOKEN),
 )
 
 TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
@@ -554,6 +558,16 @@ def test_pulsar_admin_token_is_the_real_one(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------- error paths
 
+PULSAR_URL_CREDENTIALS = (
+    "holds credentials (before '@'): an address is shown in errors and logs, and the client "
+    "reads none from it; give them in pulsar.auth_token, or pulsar.auth_plugin with "
+    "pulsar.auth_params"
+)
+KAFKA_ADDRESS_CREDENTIALS = (
+    "holds credentials (before '@'): an address is shown in errors and logs, and the client "
+    "reads none from it; give them in kafka.sasl_username and kafka.sasl_password"
+)
+
 ERROR_CASES: list[tuple[str, dict[str, Any], str, str]] = [
     (
         "password without user name",
@@ -646,6 +660,30 @@ ERROR_CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "kafka.confluent.no.such.property",
         'rejected by librdkafka: No such configuration property: "no.such.property"',
     ),
+    (
+        "a password in pulsar.address",
+        {"pulsar": {"address": f"pulsar://alice:{URL_PASSWORD}@127.0.0.1:6650"}},
+        "pulsar.address",
+        PULSAR_URL_CREDENTIALS,
+    ),
+    (
+        "a token in pulsar.address",
+        {"pulsar": {"address": f"pulsar+ssl://{URL_TOKEN}@10.0.0.1:6651,10.0.0.2:6651"}},
+        "pulsar.address",
+        PULSAR_URL_CREDENTIALS,
+    ),
+    (
+        "a password in pulsar.admin_url",
+        {"pulsar": {"admin_url": f"https://alice:{URL_PASSWORD}@127.0.0.1:8443"}},
+        "pulsar.admin_url",
+        PULSAR_URL_CREDENTIALS,
+    ),
+    (
+        "a password in kafka.brokers",
+        {"kafka": {"brokers": f"127.0.0.1:9092,alice:{URL_PASSWORD}@127.0.0.1:9093"}},
+        "kafka.brokers",
+        KAFKA_ADDRESS_CREDENTIALS,
+    ),
 ]
 
 
@@ -724,6 +762,11 @@ def test_a_yaml_error_on_a_secret_line_shows_no_secret(tmp_path: Path) -> None:
             f"expected a string (its name says it is a secret), got {MASK} (int) (from "
             "environment variable MSGSTREAM_KAFKA_PRODUCER)",
         ),
+        (
+            {"MSGSTREAM_PULSAR_ADDRESS": f"pulsar://alice:{URL_PASSWORD}@127.0.0.1:6650"},
+            "pulsar.address",
+            f"{PULSAR_URL_CREDENTIALS} (from environment variable MSGSTREAM_PULSAR_ADDRESS)",
+        ),
     ],
     ids=[
         "password without user name",
@@ -732,6 +775,7 @@ def test_a_yaml_error_on_a_secret_line_shows_no_secret(tmp_path: Path) -> None:
         "the mask",
         "a map that does not parse",
         "a number for a pass-through secret",
+        "credentials in an address",
     ],
 )
 def test_an_environment_error_names_the_key_and_shows_no_secret(
@@ -781,10 +825,15 @@ def test_a_secret_of_the_wrong_type_in_code_shows_no_secret(build: Any) -> None:
             "kafka.consumer",
             f"expected a mapping, got {MASK} (str)",
         ),
+        (
+            lambda: PulsarConfig().replace(admin_url=f"http://alice:{URL_PASSWORD}@h:8080"),
+            "pulsar.admin_url",
+            PULSAR_URL_CREDENTIALS,
+        ),
     ],
-    ids=["a section", "with_values", "a section's replace"],
+    ids=["a section", "with_values", "a section's replace", "an address"],
 )
-def test_a_pass_through_secret_refused_in_code_shows_no_secret(
+def test_a_pass_through_secret_or_address_refused_in_code_shows_no_secret(
     build: Any, key: str, problem: str
 ) -> None:
     with pytest.raises(ConfigError) as exc:
@@ -1049,6 +1098,40 @@ def test_the_verbose_cli_shows_no_pulsar_token(
     assert done.returncode == 1, done.stderr
     assert "authentication failed (HTTP 401" in done.stderr
     assert seen and set(seen) == {f"Bearer {TOKEN}"}
+    assert_hidden(done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize(
+    ("env", "key", "problem"),
+    [
+        (
+            {"MSGSTREAM_PULSAR_ADDRESS": f"pulsar://alice:{URL_PASSWORD}@127.0.0.1:6650"},
+            "pulsar.address",
+            PULSAR_URL_CREDENTIALS,
+        ),
+        (
+            {
+                "MSGSTREAM_PULSAR_ADDRESS": "pulsar://127.0.0.1:6650",
+                "MSGSTREAM_PULSAR_ADMIN_URL": f"http://{URL_TOKEN}@127.0.0.1:8080",
+            },
+            "pulsar.admin_url",
+            PULSAR_URL_CREDENTIALS,
+        ),
+        (
+            {"MSGSTREAM_KAFKA_BROKERS": f"alice:{URL_PASSWORD}@127.0.0.1:9092"},
+            "kafka.brokers",
+            KAFKA_ADDRESS_CREDENTIALS,
+        ),
+    ],
+    ids=["pulsar.address", "pulsar.admin_url", "kafka.brokers"],
+)
+def test_the_verbose_cli_refuses_credentials_in_an_address(
+    env: dict[str, str], key: str, problem: str
+) -> None:
+    done = run_cli(env, "inspect")
+    assert done.returncode == 2, done.stderr
+    var = env_var_name(key)
+    assert f"config key {key!r}: {problem} (from environment variable {var})" in done.stderr
     assert_hidden(done.stdout, done.stderr)
 
 

@@ -47,10 +47,15 @@ PROBLEMS: dict[str, str] = {
     "literal_error": "invalid value {value}: must be one of {choices}{hint}",
     "secret_entry_type": f"expected a string (its name says it is a secret), got {MASK} ({{kind}})",
     "secret_entry_mask": MASK_GIVEN,
+    "address_credentials": (
+        "holds credentials (before '@'): an address is shown in errors and logs, and the "
+        "client reads none from it; give them in {use}"
+    ),
 }
 """Error type -> problem text. Fields: ``got`` (value and type), ``value`` (the value),
 ``expected`` (the key's type and range), ``choices`` and ``hint`` (for choice keys), and
-whatever the error's context holds (``kind``: a value's type)."""
+whatever the error's context holds (``kind``: a value's type, ``use``: where credentials
+go)."""
 
 _TYPE_ERRORS = frozenset({"int_type", "float_type", "bool_type", "string_type", "dict_type"})
 

@@ -25,18 +25,19 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
     PlainValidator,
     SecretStr,
     ValidationError,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from .config_errors import MASK_GIVEN, config_error
 from .config_keys import MASK, ConfigKey, describe_field, names_a_secret
 from .errors import ConfigError
 
-__all__ = ["Count", "FrozenModel", "PassThrough", "Section", "Seconds"]
+__all__ = ["Address", "Count", "FrozenModel", "PassThrough", "Section", "Seconds"]
 
 
 class FrozenModel(BaseModel):
@@ -85,6 +86,28 @@ PassThrough = Annotated[
 whose name says it is a secret (``sasl.password``, ``ssl.key.pem``...) holds a
 ``SecretStr``; the code building a client reads the map through
 :func:`~msgstream.config_keys.revealed`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Address:
+    """Marks a key holding a broker address or URL, which is refused when it carries
+    credentials (anything before an ``@``): the address is shown in error texts and logs,
+    and no broker library msgstream uses reads credentials from it. ``credentials`` names
+    the keys that take them. Use as ``Annotated[str | None, Address("kafka.sasl_...")]``."""
+
+    credentials: str
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        def refuse_credentials(value: Any) -> Any:
+            if isinstance(value, str) and "@" in value:
+                raise PydanticCustomError(
+                    "address_credentials", "credentials in an address", {"use": self.credentials}
+                )
+            return value
+
+        return core_schema.no_info_after_validator_function(refuse_credentials, handler(source))
 
 
 Seconds = Annotated[float, Field(gt=0)]

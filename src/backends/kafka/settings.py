@@ -11,7 +11,7 @@ from pydantic import Field, SecretStr, model_validator
 
 from msgstream.config_keys import Special, hidden, reveal, revealed, secrets_of
 from msgstream.errors import ConfigError
-from msgstream.sections import Count, PassThrough, Seconds, Section
+from msgstream.sections import Address, Count, PassThrough, Seconds, Section
 
 __all__ = [
     "KafkaConfig",
@@ -42,7 +42,7 @@ class KafkaConfig(Section):
 
     SECTION: ClassVar[str] = "kafka"
 
-    brokers: str | None = None
+    brokers: Annotated[str | None, Address("kafka.sasl_username and kafka.sasl_password")] = None
     """Comma-separated host:port bootstrap servers"""
 
     client: KafkaEngine = "aiokafka"
