@@ -63,6 +63,7 @@ from msgstream.backends.pulsar.handshake import _field
 from msgstream.backends.pulsar.settings import PulsarConfig, admin_token
 from msgstream.bench.common import target_config
 from msgstream.bench.targets import MsgStreamTarget
+from msgstream.cli.common import CliError
 from msgstream.config import config_reference_markdown, env_var_name, text_value
 from msgstream.config_keys import MASK, names_a_secret, reveal, revealed, secrets_of
 from msgstream.errors import ConfigError
@@ -900,6 +901,22 @@ def test_the_bench_target_config_keeps_the_secrets(tmp_path: Path) -> None:
     built = target_config(passing, "kafka", {}, overrides)
     assert revealed(built.kafka.confluent) == pass_through()["confluent"]
     assert revealed(built.kafka.consumer) == {"sasl_plain_password": AIO_PRODUCER}
+
+
+@pytest.mark.parametrize(
+    ("override", "shown"),
+    [
+        (f"kafkaa.sasl_password={SASL}", "--set 'kafkaa.sasl_password'"),
+        (f"sasl_password={SASL}", "--set 'sasl_password'"),
+    ],
+)
+def test_a_bench_override_that_is_no_dotted_key_shows_no_value(
+    override: str, shown: str, tmp_path: Path
+) -> None:
+    with pytest.raises(CliError) as exc:
+        target_config(load("dict", secret_data(), tmp_path), None, {}, [override])
+    assert str(exc.value) == f"{shown}: expected KEY=VALUE with a dotted key (kafka.acks=1)"
+    assert_hidden(*error_texts(exc.value))
 
 
 # ------------------------------------------------------------------------ failed connections
