@@ -65,6 +65,8 @@ from msgstream import (
 )
 from msgstream.codec import ENVELOPE_SIZE, decode, decode_batch, encode, to_jsonable
 from msgstream.config import config_keys
+from msgstream.config_errors import MASK_GIVEN
+from msgstream.config_keys import secrets_of
 from msgstream.messages import BUILTIN_TYPES
 
 DEFAULT_ITERATIONS = 100_000
@@ -773,6 +775,11 @@ def fuzz_config(rng: random.Random, iterations: int, workdir: Path) -> Report:
         report.accepted += 1
         try:
             config_from_dict(cfg.to_dict(), {})
+        except ConfigError as exc:
+            # A shown configuration has its secrets masked, and the mask is refused as one.
+            holds_secrets = any(secrets_of(section) for section in cfg.sections().values())
+            if not (holds_secrets and exc.problem == MASK_GIVEN):
+                report.add(shown, exc)
         except Exception as exc:
             report.add(shown, exc)
     report.seconds = time.process_time() - start
