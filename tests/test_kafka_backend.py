@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import traceback
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,7 @@ from msgstream import (
     MessageTooLargeError,
     MsgPack,
     MsgStream,
+    MsgStreamError,
     SubscriptionPosition,
     TopicNotFoundError,
     config_from_dict,
@@ -175,6 +177,61 @@ async def test_wrong_sasl_password_is_an_authentication_error(kafka_broker: Any)
         await bad.create_producer(channel)
     assert time.monotonic() - started < 10.0
     await bad.close()
+
+
+async def send_one(client: Client, channel: str) -> None:
+    producer = await client.create_producer(channel)
+    await producer.send(b"signed in through the pass-through map")
+
+
+async def test_a_pass_through_password_reaches_the_broker_and_shows_nowhere(
+    kafka_broker: Any, engine: str
+) -> None:
+    """Topics are made as the declared SASL user; the producer signs in as another with the
+    name and password of its pass-through map (``kafka.producer`` for aiokafka,
+    ``kafka.confluent`` for librdkafka), the password a secret by its name. The broker
+    takes the real password (the mask would be refused); a wrong one is refused and no
+    text shows either. (librdkafka reports the refusal only in its own log, so the
+    confluent engine's send runs out of time.)"""
+    if kafka_broker.sasl_bootstrap is None or len(kafka_broker.sasl_users) < 2:
+        pytest.skip("this broker has no SASL/PLAIN listener with two users")
+    (admin, admin_password), (user, password) = list(kafka_broker.sasl_users.items())[:2]
+    names = ("sasl_plain_username", "sasl_plain_password")
+    if engine == "confluent":
+        names = ("sasl.username", "sasl.password")
+
+    def signing_in(secret: str, timeout_s: float) -> Client:
+        entries = dict(zip(names, (user, secret), strict=True))
+        return client_for(
+            kafka_broker.sasl_bootstrap,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_username=admin,
+            sasl_password=admin_password,
+            operation_timeout_s=timeout_s,
+            **{"confluent" if engine == "confluent" else "producer": entries},
+        )
+
+    channel = channel_name()
+    good = signing_in(password, TIMEOUT)
+    assert password not in repr(good.section)  # type: ignore[attr-defined]
+    try:
+        await send_one(good, channel)
+    finally:
+        await good.close()
+
+    bad = signing_in(f"{password}-wrong-5c1e", 3.0)
+    try:
+        with pytest.raises(MsgStreamError) as exc:
+            await send_one(bad, channel)
+    finally:
+        await bad.close()
+    if engine == "confluent":
+        assert isinstance(exc.value, BackendUnavailableError)
+        assert "not acknowledged within 3 s" in str(exc.value)
+    else:
+        assert isinstance(exc.value, AuthenticationError)
+        assert "authentication failed" in str(exc.value)
+    assert password not in "".join(traceback.format_exception(exc.value))  # wrong one too
 
 
 async def test_dispose_subscription_and_channel(kafka_broker: Any) -> None:

@@ -3,6 +3,9 @@
 Distinctive secrets go in through each way a configuration is read (a YAML file, the
 environment, a dict) and through every error path that names a secret key, a failed
 connection, the CLI at ``-vv``, metrics and traces; none of those texts may hold them.
+They are the secret keys' values, the entries of the pass-through maps whose names say
+secret (``kafka.confluent``'s ``sasl.password``...), and credentials written into a broker
+address, which is refused.
 The places that build a client must still get the real value, so each test can fail
 both ways. No broker is needed: connections go to a port where nothing listens, or to a
 small local stand-in that records what the client sent and refuses it.
@@ -52,14 +55,17 @@ from msgstream.backends.kafka.settings import (
     consumer_kwargs,
     librdkafka_consumer,
     librdkafka_producer,
+    librdkafka_refusal,
     producer_kwargs,
+    topic_configs,
 )
 from msgstream.backends.pulsar.handshake import _field
 from msgstream.backends.pulsar.settings import PulsarConfig, admin_token
 from msgstream.bench.common import target_config
 from msgstream.bench.targets import MsgStreamTarget
+from msgstream.cli.common import CliError
 from msgstream.config import config_reference_markdown, env_var_name, text_value
-from msgstream.config_keys import MASK, reveal
+from msgstream.config_keys import MASK, names_a_secret, reveal, revealed, secrets_of
 from msgstream.errors import ConfigError
 from msgstream.sections import Section
 
@@ -69,7 +75,23 @@ TOKEN = "tok-PULSAR-77ab"
 PARAMS_TOKEN = "tok-PARAMS-5e2d"
 NUMBER = 7391046628
 """A secret given with the wrong type (a YAML password that reads as a number)."""
-SECRETS = (SASL, KEY_PASSWORD, TOKEN, PARAMS_TOKEN, str(NUMBER))
+AIO_PRODUCER = "s3cr3t-AIOPROD-b2e7"
+AIO_CONSUMER = "s3cr3t-AIOCONS-3c58"
+RD_PASSWORD = "s3cr3t-RDPW-c9a4"
+RD_KEYSTORE = "s3cr3t-KEYSTORE-1a7e"
+RD_KEY_PEM = "s3cr3t-KEYPEM-0f3e"
+RD_CLIENT_SECRET = "s3cr3t-OIDC-d45b"
+RD_KEY_PASSWORD = "s3cr3t-RDKEYPW-7e21"
+TOPIC_KEY = "s3cr3t-TOPICKEY-5a90"
+"""Secrets in the pass-through maps, each under a name that says so."""
+URL_PASSWORD = "s3cr3t-URLPW-8a3f"
+URL_TOKEN = "tok-URL-61fe"
+"""Credentials written into a broker address."""
+SECRETS = (
+    *(SASL, KEY_PASSWORD, TOKEN, PARAMS_TOKEN, str(NUMBER)),
+    *(AIO_PRODUCER, AIO_CONSUMER, RD_PASSWORD, RD_KEYSTORE, RD_KEY_PEM, RD_CLIENT_SECRET),
+    *(RD_KEY_PASSWORD, TOPIC_KEY, URL_PASSWORD, URL_TOKEN),
+)
 
 TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
 NOWHERE = "127.0.0.1:9"
@@ -125,8 +147,29 @@ def plugin_data() -> dict[str, dict[str, Any]]:
     }
 
 
+def pass_through() -> dict[str, dict[str, Any]]:
+    """A secret in each of Kafka's pass-through maps, beside a setting that is none."""
+    return {
+        "producer": {"sasl_plain_password": AIO_PRODUCER, "max_batch_size": 65536},
+        "consumer": {"sasl_plain_password": AIO_CONSUMER, "check_crcs": True},
+        "confluent": {
+            "sasl.password": RD_PASSWORD,
+            "ssl.keystore.password": RD_KEYSTORE,
+            "ssl.key.pem": RD_KEY_PEM,
+            "sasl.oauthbearer.client.secret": RD_CLIENT_SECRET,
+            "linger.ms": 5,
+        },
+        "topic_config": {"retention.ms": 604800000, "vendor.api_key": TOPIC_KEY},
+    }
+
+
+def pass_through_data() -> dict[str, dict[str, Any]]:
+    return {"mq": {"type": "kafka"}, "kafka": {"brokers": NOWHERE, **pass_through()}}
+
+
 def load(source: str, data: dict[str, dict[str, Any]], tmp_path: Path) -> Config:
-    """``data`` read the way ``source`` says: a dict, a YAML file or environment variables."""
+    """``data`` read the way ``source`` says: a dict, a YAML file or environment variables
+    (a mapping as JSON)."""
     if source == "dict":
         return config_from_dict(data, env={})
     if source == "yaml":
@@ -134,7 +177,9 @@ def load(source: str, data: dict[str, dict[str, Any]], tmp_path: Path) -> Config
         path.write_text(yaml.safe_dump(data), encoding="utf-8")
         return load_config(path, env={})
     env = {
-        env_var_name(f"{section}.{key}"): str(value)
+        env_var_name(f"{section}.{key}"): json.dumps(value)
+        if isinstance(value, dict)
+        else str(value)
         for section, keys in data.items()
         for key, value in keys.items()
     }
@@ -173,6 +218,23 @@ def assert_no_record_shows_a_secret(caplog: pytest.LogCaptureFixture) -> None:
 # ------------------------------------------------------------------------------ loading
 
 
+def assert_shows_no_secret(cfg: Config) -> None:
+    """Nothing a configuration or its sections show holds a secret."""
+    dumped = cfg.to_dict()
+    assert_hidden(
+        repr(cfg),
+        str(cfg),
+        f"{cfg}",
+        dumped,
+        json.dumps(dumped),
+        yaml.safe_dump(dumped),
+        cfg.model_dump_json(),
+        cfg.model_dump(),
+    )
+    for section in cfg.sections().values():
+        assert_hidden(repr(section), str(section), section.model_dump(), section.model_dump_json())
+
+
 @pytest.mark.parametrize("source", ["dict", "yaml", "env"])
 def test_a_loaded_config_shows_no_secret_and_keeps_each(source: str, tmp_path: Path) -> None:
     config = load(source, secret_data(), tmp_path)
@@ -181,27 +243,101 @@ def test_a_loaded_config_shows_no_secret_and_keeps_each(source: str, tmp_path: P
     assert reveal(config.kafka.ssl_key_password) == KEY_PASSWORD
     assert reveal(config.pulsar.auth_token) == TOKEN
     assert reveal(plugin.pulsar.auth_params) == f"token:{PARAMS_TOKEN}"
-    for cfg in (config, plugin):
-        dumped = cfg.to_dict()
-        assert_hidden(
-            repr(cfg),
-            str(cfg),
-            f"{cfg}",
-            dumped,
-            json.dumps(dumped),
-            yaml.safe_dump(dumped),
-            cfg.model_dump_json(),
-            cfg.model_dump(),
-        )
-        for section in cfg.sections().values():
-            assert_hidden(
-                repr(section), str(section), section.model_dump(), section.model_dump_json()
-            )
+    assert_shows_no_secret(config)
+    assert_shows_no_secret(plugin)
     dumped = config.to_dict()
     assert (dumped["kafka"]["sasl_password"], dumped["kafka"]["ssl_key_password"]) == (MASK, MASK)
     assert dumped["pulsar"]["auth_token"] == MASK
     assert plugin.to_dict()["pulsar"]["auth_params"] == MASK
     assert dumped["kafka"]["sasl_username"] == "alice"  # only secrets are masked
+
+
+@pytest.mark.parametrize("source", ["dict", "yaml", "env"])
+def test_a_pass_through_secret_is_one_from_the_start_and_keeps_its_value(
+    source: str, tmp_path: Path, records: pytest.LogCaptureFixture
+) -> None:
+    config = load(source, pass_through_data(), tmp_path)
+    given = pass_through()
+    kafka = config.section(KafkaConfig)
+    maps = {name: getattr(kafka, name) for name in given}
+    assert {name: revealed(values) for name, values in maps.items()} == given
+    secret = {
+        name: sorted(k for k, v in values.items() if isinstance(v, SecretStr))
+        for name, values in maps.items()
+    }
+    assert secret == {
+        "producer": ["sasl_plain_password"],
+        "consumer": ["sasl_plain_password"],
+        "confluent": [
+            "sasl.oauthbearer.client.secret",
+            "sasl.password",
+            "ssl.key.pem",
+            "ssl.keystore.password",
+        ],
+        "topic_config": ["vendor.api_key"],
+    }
+    assert_shows_no_secret(config)
+    dumped = config.to_dict()["kafka"]
+    assert dumped["producer"] == {"sasl_plain_password": MASK, "max_batch_size": 65536}
+    assert dumped["consumer"] == {"sasl_plain_password": MASK, "check_crcs": True}
+    assert dumped["confluent"] == {
+        "sasl.password": MASK,
+        "ssl.keystore.password": MASK,
+        "ssl.key.pem": MASK,
+        "sasl.oauthbearer.client.secret": MASK,
+        "linger.ms": 5,  # only what is named a secret is masked
+    }
+    assert dumped["topic_config"] == {"retention.ms": 604800000, "vendor.api_key": MASK}
+    assert_no_record_shows_a_secret(records)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "sasl_plain_password",  # aiokafka
+        "sasl.password",  # librdkafka, from here on
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.key.pem",
+        "sasl.oauthbearer.config",
+        "sasl.oauthbearer.client.secret",
+        "sasl.oauthbearer.client.credentials.client.secret",
+        "sasl.oauthbearer.assertion.private.key.passphrase",
+        "sasl.oauthbearer.assertion.private.key.pem",
+        "sasl.jaas.config",  # Java's; refused by librdkafka, but it holds a password
+        "vendor.api_key",  # any other map
+        "auth.token",
+        "aws.credentials",
+        "clientSecret",
+        "private-key",
+        "SASL.PASSWORD",
+    ],
+)
+def test_a_pass_through_entry_named_so_is_secret(name: str) -> None:
+    assert names_a_secret(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "sasl_plain_username",
+        "sasl.username",
+        "ssl.key.location",
+        "ssl.keystore.location",
+        "ssl.certificate.pem",
+        "ssl.ca.pem",
+        "sasl.oauthbearer.client.id",
+        "sasl.oauthbearer.token.endpoint.url",
+        "sasl.oauthbearer.extensions",
+        "max_batch_size",
+        "linger.ms",
+        "retention.ms",
+        "tokens",
+        "secretary",
+    ],
+)
+def test_a_pass_through_entry_not_named_so_is_shown(name: str) -> None:
+    assert not names_a_secret(name)
 
 
 def test_every_secret_key_is_typed_secret_and_documented_so() -> None:
@@ -279,6 +415,14 @@ def test_a_shown_config_cannot_be_fed_back_as_secrets(tmp_path: Path) -> None:
     assert changed.kafka.acks == "1"
     assert reveal(changed.kafka.sasl_password) == SASL
     assert reveal(changed.pulsar.auth_token) == TOKEN
+    passing = load("dict", pass_through_data(), tmp_path)
+    with pytest.raises(ConfigError) as exc:
+        config_from_dict(passing.to_dict(), env={})
+    assert exc.value.key == "kafka.topic_config.vendor.api_key"  # the first map holding one
+    assert "give the secret itself" in exc.value.problem
+    changed = passing.with_values({"kafka": {"acks": "1"}})
+    assert revealed(changed.kafka.confluent) == pass_through()["confluent"]
+    assert revealed(changed.kafka.producer) == pass_through()["producer"]
 
 
 def test_overrides_given_as_text_keep_a_secret_as_is() -> None:
@@ -316,6 +460,17 @@ def test_kafka_client_arguments_carry_the_real_secrets(tmp_path: Path) -> None:
         assert (conf["sasl.password"], conf["ssl.key.password"]) == (SASL, KEY_PASSWORD)
 
 
+def test_the_pass_through_secrets_reach_the_clients_as_given(tmp_path: Path) -> None:
+    section = load("dict", pass_through_data(), tmp_path).section(KafkaConfig)
+    given = pass_through()
+    producer, consumer = producer_kwargs(section), consumer_kwargs(section, "g")
+    assert (producer["sasl_plain_password"], producer["max_batch_size"]) == (AIO_PRODUCER, 65536)
+    assert (consumer["sasl_plain_password"], consumer["check_crcs"]) == (AIO_CONSUMER, True)
+    for conf in (librdkafka_producer(section), librdkafka_consumer(section, "g")):
+        assert {name: conf[name] for name in given["confluent"]} == given["confluent"]
+    assert topic_configs(section) == {"retention.ms": "604800000", "vendor.api_key": TOPIC_KEY}
+
+
 def encrypted_key(tmp_path: Path, password: str) -> tuple[Path, Path]:
     """A self-signed certificate and its private key, encrypted with ``password``."""
     cert, key = tmp_path / "client.pem", tmp_path / "client.key"
@@ -351,6 +506,51 @@ def test_the_key_password_opens_the_key_and_a_wrong_one_is_not_shown(tmp_path: P
     assert_hidden(*error_texts(exc.value))
 
 
+def test_librdkafka_checks_kafka_confluent_with_the_real_secrets(tmp_path: Path) -> None:
+    """At load, librdkafka builds the TLS context ``kafka.confluent`` describes: it opens
+    the key given as text (a secret) with the password given beside it (another); the
+    mask would open nothing. With a wrong password it refuses, showing neither."""
+    cert, key = encrypted_key(tmp_path, RD_KEY_PASSWORD)
+    pem = key.read_text(encoding="utf-8")
+
+    def confluent(password: str) -> dict[str, Any]:
+        return {
+            "security.protocol": "ssl",
+            "ssl.certificate.pem": cert.read_text(encoding="utf-8"),
+            "ssl.key.pem": pem,
+            "ssl.key.password": password,
+        }
+
+    section = KafkaConfig(brokers=NOWHERE, confluent=confluent(RD_KEY_PASSWORD))
+    assert isinstance(section.confluent["ssl.key.pem"], SecretStr)
+    assert librdkafka_producer(section)["ssl.key.pem"] == pem
+    with pytest.raises(ConfigError) as exc:
+        KafkaConfig(brokers=NOWHERE, confluent=confluent(SASL))
+    assert exc.value.key == "kafka.confluent"
+    assert exc.value.problem.startswith("rejected by librdkafka: Failed to create producer: ")
+    assert "wrong password" in exc.value.problem
+    texts = error_texts(exc.value)
+    assert_hidden(*texts)
+    assert not [text for text in texts if pem.splitlines()[1] in text]
+
+
+def test_what_librdkafka_echoes_of_a_secret_is_masked(tmp_path: Path) -> None:
+    """librdkafka quotes some values back (its OAUTHBEARER token error quotes
+    ``sasl.oauthbearer.config``): its refusals, at load and when a client starts, show its
+    words with every secret of the section masked, declared or passed through."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    data = secret_data()
+    data["kafka"].update(security_protocol="SASL_PLAINTEXT", **pass_through())
+    section = load("dict", data, tmp_path).section(KafkaConfig)
+    said = f"Unrecognized sasl.oauthbearer.config beginning at: {RD_PASSWORD} for {SASL}"
+    refusal = KafkaException(KafkaError(KafkaError._INVALID_ARG, said))
+    assert librdkafka_refusal(refusal, secrets_of(section)) == (
+        f"Unrecognized sasl.oauthbearer.config beginning at: {MASK} for {MASK}"
+    )
+    assert librdkafka_refusal(ValueError(f" {RD_KEY_PEM} "), secrets_of(section)) == MASK
+
+
 def test_pulsar_admin_token_is_the_real_one(tmp_path: Path) -> None:
     assert admin_token(load("dict", secret_data(), tmp_path).section(PulsarConfig)) == TOKEN
     plugin = load("dict", plugin_data(), tmp_path).section(PulsarConfig)
@@ -358,6 +558,16 @@ def test_pulsar_admin_token_is_the_real_one(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- error paths
+
+PULSAR_URL_CREDENTIALS = (
+    "holds credentials (before '@'): an address is shown in errors and logs, and the client "
+    "reads none from it; give them in pulsar.auth_token, or pulsar.auth_plugin with "
+    "pulsar.auth_params"
+)
+KAFKA_ADDRESS_CREDENTIALS = (
+    "holds credentials (before '@'): an address is shown in errors and logs, and the client "
+    "reads none from it; give them in kafka.sasl_username and kafka.sasl_password"
+)
 
 ERROR_CASES: list[tuple[str, dict[str, Any], str, str]] = [
     (
@@ -419,6 +629,61 @@ ERROR_CASES: list[tuple[str, dict[str, Any], str, str]] = [
         {"pulsr": {"auth_token": TOKEN}},
         "pulsr",
         "unknown key; did you mean 'pulsar'?",
+    ),
+    (
+        "a number for a pass-through secret",
+        {"kafka": {"confluent": {"linger.ms": 5, "sasl.password": NUMBER}}},
+        "kafka.confluent.sasl.password",
+        f"expected a string (its name says it is a secret), got {MASK} (int)",
+    ),
+    (
+        "a list for a pass-through secret",
+        {"kafka": {"producer": {"sasl_plain_password": [AIO_PRODUCER]}}},
+        "kafka.producer.sasl_plain_password",
+        f"expected a string, number or boolean, got {MASK} (list)",
+    ),
+    (
+        "the mask for a pass-through secret",
+        {"kafka": {"confluent": {"ssl.key.pem": MASK, "sasl.password": RD_PASSWORD}}},
+        "kafka.confluent.ssl.key.pem",
+        f"{MASK!r} is what a shown configuration has in place of a secret (to_dict() masks "
+        "them): give the secret itself",
+    ),
+    (
+        "a pass-through map that is no mapping",
+        {"kafka": {"consumer": f"sasl_plain_password={AIO_CONSUMER}"}},
+        "kafka.consumer",
+        f"expected a mapping, got {MASK} (str)",
+    ),
+    (
+        "a property librdkafka refuses beside secrets",
+        {"kafka": {"confluent": {"sasl.password": RD_PASSWORD, "no.such.property": TOPIC_KEY}}},
+        "kafka.confluent.no.such.property",
+        'rejected by librdkafka: No such configuration property: "no.such.property"',
+    ),
+    (
+        "a password in pulsar.address",
+        {"pulsar": {"address": f"pulsar://alice:{URL_PASSWORD}@127.0.0.1:6650"}},
+        "pulsar.address",
+        PULSAR_URL_CREDENTIALS,
+    ),
+    (
+        "a token in pulsar.address",
+        {"pulsar": {"address": f"pulsar+ssl://{URL_TOKEN}@10.0.0.1:6651,10.0.0.2:6651"}},
+        "pulsar.address",
+        PULSAR_URL_CREDENTIALS,
+    ),
+    (
+        "a password in pulsar.admin_url",
+        {"pulsar": {"admin_url": f"https://alice:{URL_PASSWORD}@127.0.0.1:8443"}},
+        "pulsar.admin_url",
+        PULSAR_URL_CREDENTIALS,
+    ),
+    (
+        "a password in kafka.brokers",
+        {"kafka": {"brokers": f"127.0.0.1:9092,alice:{URL_PASSWORD}@127.0.0.1:9093"}},
+        "kafka.brokers",
+        KAFKA_ADDRESS_CREDENTIALS,
     ),
 ]
 
@@ -486,8 +751,33 @@ def test_a_yaml_error_on_a_secret_line_shows_no_secret(tmp_path: Path) -> None:
             "masks them): give the secret itself (from environment variable "
             "MSGSTREAM_KAFKA_SASL_PASSWORD)",
         ),
+        (
+            {"MSGSTREAM_KAFKA_CONFLUENT": f'{{"sasl.password": "{RD_PASSWORD}", "linger.ms": 5'},
+            "kafka.confluent",
+            f"invalid value {MASK} (EOF while parsing an object at line 1 column 52) in "
+            "environment variable MSGSTREAM_KAFKA_CONFLUENT: expected a JSON object",
+        ),
+        (
+            {"MSGSTREAM_KAFKA_PRODUCER": f'{{"sasl_plain_password": {NUMBER}}}'},
+            "kafka.producer.sasl_plain_password",
+            f"expected a string (its name says it is a secret), got {MASK} (int) (from "
+            "environment variable MSGSTREAM_KAFKA_PRODUCER)",
+        ),
+        (
+            {"MSGSTREAM_PULSAR_ADDRESS": f"pulsar://alice:{URL_PASSWORD}@127.0.0.1:6650"},
+            "pulsar.address",
+            f"{PULSAR_URL_CREDENTIALS} (from environment variable MSGSTREAM_PULSAR_ADDRESS)",
+        ),
     ],
-    ids=["password without user name", "misspelt variable", "token plus plugin", "the mask"],
+    ids=[
+        "password without user name",
+        "misspelt variable",
+        "token plus plugin",
+        "the mask",
+        "a map that does not parse",
+        "a number for a pass-through secret",
+        "credentials in an address",
+    ],
 )
 def test_an_environment_error_names_the_key_and_shows_no_secret(
     env: dict[str, str], key: str, problem: str, records: pytest.LogCaptureFixture
@@ -514,6 +804,42 @@ def test_a_secret_of_the_wrong_type_in_code_shows_no_secret(build: Any) -> None:
     with pytest.raises(ConfigError) as exc:
         build()
     assert exc.value.problem.startswith(f"expected a string, got {MASK} (")
+    assert exc.value.__context__ is None and exc.value.__cause__ is None
+    assert_hidden(*error_texts(exc.value))
+
+
+@pytest.mark.parametrize(
+    ("build", "key", "problem"),
+    [
+        (
+            lambda: KafkaConfig(confluent={"sasl.password": NUMBER}),
+            "kafka.confluent.sasl.password",
+            f"expected a string (its name says it is a secret), got {MASK} (int)",
+        ),
+        (
+            lambda: Config().with_values({"kafka": {"producer": {"sasl_plain_password": [1]}}}),
+            "kafka.producer.sasl_plain_password",
+            f"expected a string, number or boolean, got {MASK} (list)",
+        ),
+        (
+            lambda: KafkaConfig().replace(consumer=f"sasl_plain_password={AIO_CONSUMER}"),
+            "kafka.consumer",
+            f"expected a mapping, got {MASK} (str)",
+        ),
+        (
+            lambda: PulsarConfig().replace(admin_url=f"http://alice:{URL_PASSWORD}@h:8080"),
+            "pulsar.admin_url",
+            PULSAR_URL_CREDENTIALS,
+        ),
+    ],
+    ids=["a section", "with_values", "a section's replace", "an address"],
+)
+def test_a_pass_through_secret_or_address_refused_in_code_shows_no_secret(
+    build: Any, key: str, problem: str
+) -> None:
+    with pytest.raises(ConfigError) as exc:
+        build()
+    assert (exc.value.key, exc.value.problem) == (key, problem)
     assert exc.value.__context__ is None and exc.value.__cause__ is None
     assert_hidden(*error_texts(exc.value))
 
@@ -545,19 +871,61 @@ def test_the_bench_report_sections_show_no_secret(tmp_path: Path) -> None:
     assert confluent["sasl.username"] == "alice"
 
 
+def test_the_bench_report_sections_show_no_pass_through_secret(tmp_path: Path) -> None:
+    config = load("dict", pass_through_data(), tmp_path)
+    reports = {
+        "msgstream": MsgStreamTarget(config).client(),
+        "raw aiokafka": RawAiokafka(config).client(),
+        "raw confluent": RawConfluent(config).client(),
+    }
+    for report in reports.values():
+        assert_hidden(json.dumps(report))
+    settings = reports["msgstream"]["settings"]
+    assert settings["producer"] == {"sasl_plain_password": MASK, "max_batch_size": 65536}
+    assert (settings["confluent"]["ssl.key.pem"], settings["confluent"]["linger.ms"]) == (MASK, 5)
+    raw = reports["raw aiokafka"]["settings"]
+    assert (raw["sasl_plain_password"], raw["max_batch_size"]) == (MASK, 65536)
+    raw = reports["raw confluent"]["settings"]
+    named = ["sasl.password", "ssl.keystore.password", "ssl.key.pem", "linger.ms"]
+    assert [raw[name] for name in named] == [MASK, MASK, MASK, 5]
+
+
 def test_the_bench_target_config_keeps_the_secrets(tmp_path: Path) -> None:
     config = load("dict", secret_data(), tmp_path)
     built = target_config(config, "kafka", {"kafka": "127.0.0.1:19092"}, ["kafka.acks=1"])
     assert (built.kafka.brokers, built.kafka.acks) == ("127.0.0.1:19092", "1")
     assert reveal(built.kafka.sasl_password) == SASL
     assert reveal(built.kafka.ssl_key_password) == KEY_PASSWORD
+    passing = load("dict", pass_through_data(), tmp_path)
+    overrides = ["kafka.acks=1", f"kafka.consumer={{sasl_plain_password: {AIO_PRODUCER}}}"]
+    built = target_config(passing, "kafka", {}, overrides)
+    assert revealed(built.kafka.confluent) == pass_through()["confluent"]
+    assert revealed(built.kafka.consumer) == {"sasl_plain_password": AIO_PRODUCER}
+
+
+@pytest.mark.parametrize(
+    ("override", "shown"),
+    [
+        (f"kafkaa.sasl_password={SASL}", "--set 'kafkaa.sasl_password'"),
+        (f"sasl_password={SASL}", "--set 'sasl_password'"),
+    ],
+)
+def test_a_bench_override_that_is_no_dotted_key_shows_no_value(
+    override: str, shown: str, tmp_path: Path
+) -> None:
+    with pytest.raises(CliError) as exc:
+        target_config(load("dict", secret_data(), tmp_path), None, {}, [override])
+    assert str(exc.value) == f"{shown}: expected KEY=VALUE with a dotted key (kafka.acks=1)"
+    assert_hidden(*error_texts(exc.value))
 
 
 # ------------------------------------------------------------------------ failed connections
 
 
 def kafka_nowhere(port: int, **kafka: Any) -> Config:
+    """Every Kafka secret, the pass-through ones too, and brokers at ``port``."""
     data = secret_data()
+    data["kafka"].update(pass_through())
     data["kafka"].update(brokers=f"127.0.0.1:{port}", security_protocol="SASL_PLAINTEXT", **kafka)
     data["msgstream"] = {"operation_timeout_s": 5.0}
     return config_from_dict(data, env={})
@@ -713,11 +1081,20 @@ KAFKA_ENV = {
     "MSGSTREAM_KAFKA_SASL_PASSWORD": SASL,
     "MSGSTREAM_KAFKA_SSL_KEY_PASSWORD": KEY_PASSWORD,
     "MSGSTREAM_MSGSTREAM_OPERATION_TIMEOUT_S": "5",
+    **{
+        env_var_name(f"kafka.{name}"): json.dumps(values) for name, values in pass_through().items()
+    },
 }
 
 
-def test_the_verbose_cli_shows_no_kafka_secret(closed_port: int) -> None:
-    done = run_cli({**KAFKA_ENV, "MSGSTREAM_KAFKA_BROKERS": f"127.0.0.1:{closed_port}"}, "inspect")
+@pytest.mark.parametrize("engine", ["aiokafka", "confluent"])
+def test_the_verbose_cli_shows_no_kafka_secret(engine: str, closed_port: int) -> None:
+    env = {
+        **KAFKA_ENV,
+        "MSGSTREAM_KAFKA_CLIENT": engine,
+        "MSGSTREAM_KAFKA_BROKERS": f"127.0.0.1:{closed_port}",
+    }
+    done = run_cli(env, "inspect")
     assert done.returncode == 1, done.stderr
     assert f"error: kafka at 127.0.0.1:{closed_port}: connecting:" in done.stderr
     assert "DEBUG" in done.stderr  # -vv logged what the clients did
@@ -738,6 +1115,40 @@ def test_the_verbose_cli_shows_no_pulsar_token(
     assert done.returncode == 1, done.stderr
     assert "authentication failed (HTTP 401" in done.stderr
     assert seen and set(seen) == {f"Bearer {TOKEN}"}
+    assert_hidden(done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize(
+    ("env", "key", "problem"),
+    [
+        (
+            {"MSGSTREAM_PULSAR_ADDRESS": f"pulsar://alice:{URL_PASSWORD}@127.0.0.1:6650"},
+            "pulsar.address",
+            PULSAR_URL_CREDENTIALS,
+        ),
+        (
+            {
+                "MSGSTREAM_PULSAR_ADDRESS": "pulsar://127.0.0.1:6650",
+                "MSGSTREAM_PULSAR_ADMIN_URL": f"http://{URL_TOKEN}@127.0.0.1:8080",
+            },
+            "pulsar.admin_url",
+            PULSAR_URL_CREDENTIALS,
+        ),
+        (
+            {"MSGSTREAM_KAFKA_BROKERS": f"alice:{URL_PASSWORD}@127.0.0.1:9092"},
+            "kafka.brokers",
+            KAFKA_ADDRESS_CREDENTIALS,
+        ),
+    ],
+    ids=["pulsar.address", "pulsar.admin_url", "kafka.brokers"],
+)
+def test_the_verbose_cli_refuses_credentials_in_an_address(
+    env: dict[str, str], key: str, problem: str
+) -> None:
+    done = run_cli(env, "inspect")
+    assert done.returncode == 2, done.stderr
+    var = env_var_name(key)
+    assert f"config key {key!r}: {problem} (from environment variable {var})" in done.stderr
     assert_hidden(done.stdout, done.stderr)
 
 

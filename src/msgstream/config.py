@@ -39,7 +39,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .config_errors import describe, unknown_key
-from .config_keys import ENV_PREFIX, ConfigKey
+from .config_keys import ENV_PREFIX, MASK, ConfigKey
 from .errors import ConfigError
 from .plugins import (
     BackendSpec,
@@ -343,13 +343,17 @@ def _env_value(key: ConfigKey, var: str, text: str) -> Any:
         if key.kind is dict:
             return _MAPPING.validate_json(stripped) if stripped else {}
         return _SCALARS[key.kind].validate_strings(stripped)
-    except ValidationError:
+    except ValidationError as exc:
         expected = {
             bool: "a boolean (true/false, yes/no, on/off, 1/0)",
             dict: "a JSON object",
         }.get(key.kind, key.type_text())
+        shown = repr(text)
+        if key.may_hold_secret:  # a mapping that does not parse may hold a secret entry
+            where = (exc.errors()[0].get("ctx") or {}).get("error")
+            shown = f"{MASK} ({where})" if where else MASK
         raise ConfigError(
-            key.dotted, f"invalid value {text!r} in environment variable {var}: expected {expected}"
+            key.dotted, f"invalid value {shown} in environment variable {var}: expected {expected}"
         ) from None
 
 
@@ -397,7 +401,7 @@ def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = No
         if section_data is None:
             continue
         if not isinstance(section_data, Mapping):
-            secret = any(key.secret for key in classes[section].keys().values())
+            secret = any(key.may_hold_secret for key in classes[section].keys().values())
             shown = describe(section_data, secret=secret)
             raise ConfigError(section, f"expected a mapping of keys, got {shown}")
         values[section].update((str(k), v) for k, v in section_data.items())
@@ -409,9 +413,13 @@ def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = No
         try:
             sections[name] = section_cls(**values[name])
         except ConfigError as exc:
-            if exc.key not in overrides:
+            # The key, or the mapping an entry is in (kafka.producer.linger_ms), set by a variable.
+            given = exc.key
+            while given and given not in overrides:
+                given = given.rpartition(".")[0]
+            if not given:
                 raise
-            var = overrides[exc.key][1]
+            var = overrides[given][1]
             raise ConfigError(exc.key, f"{exc.problem} (from environment variable {var})") from None
     return Config(**sections)
 

@@ -10,12 +10,18 @@ A key typed ``SecretStr`` (pydantic's) is a *secret*: that type alone makes it m
 wherever a configuration is shown (pydantic's ``repr``, ``str`` and JSON dumps,
 :meth:`~msgstream.config.Config.to_dict`, error texts) and read from its environment
 variable as text; code that builds a client reveals it with :func:`reveal`.
+
+A pass-through map (keys handed to a broker library as they are, e.g. ``kafka.confluent``)
+cannot type its entries, so there an entry is a secret by its *name*
+(:func:`names_a_secret`): its value is a ``SecretStr`` from the moment it is read, and
+:func:`revealed` gives the map back with the real values to the code that builds a client.
 """
 
 from __future__ import annotations
 
+import re
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import UnionType
 from typing import Any, Literal, cast, overload
@@ -31,7 +37,10 @@ __all__ = [
     "ConfigKey",
     "Special",
     "describe_field",
+    "hidden",
+    "names_a_secret",
     "reveal",
+    "revealed",
     "secrets_of",
 ]
 
@@ -50,14 +59,55 @@ def reveal(secret: SecretStr | None) -> str | None:
     return None if secret is None else secret.get_secret_value()
 
 
+SECRET_NAME = re.compile(
+    r"(?:^|[._-]|(?<=[a-z0-9])(?=[A-Z]))"
+    r"(?i:password|passwd|passphrase|secret|token|credentials?|api[._-]?key|private[._-]?key"
+    r"|key[._-]?pem|jaas[._-]?config|oauthbearer[._-]?config)$"
+)
+"""What the name of a pass-through entry ends with when its value is a secret: the last
+word(s), split at ``.``, ``_``, ``-`` or a camelCase hump. This covers aiokafka's
+``sasl_plain_password``, and librdkafka's ``sasl.password``, ``ssl.key.password``,
+``ssl.keystore.password``, ``ssl.key.pem``, ``sasl.oauthbearer.config`` (librdkafka flags it
+sensitive, and echoes it in errors), ``sasl.oauthbearer.client.secret`` and its
+``...client.credentials.client.secret`` alias, and
+``sasl.oauthbearer.assertion.private.key.passphrase``/``.pem``; Java's ``sasl.jaas.config``
+(refused by librdkafka, but it holds a password); and ``token``, ``api_key``,
+``credentials`` and the like in any other map. Not names ending in ``.location``, ``.url``,
+``.id`` or ``.username``: paths, addresses and names are shown."""
+
+
+def names_a_secret(name: str) -> bool:
+    """Whether a pass-through entry called ``name`` holds a secret (:data:`SECRET_NAME`)."""
+    return SECRET_NAME.search(name) is not None
+
+
+def revealed(values: Mapping[str, object]) -> dict[str, object]:
+    """A pass-through map with each secret's text, for the code that hands it to a broker
+    library."""
+    return {
+        name: value.get_secret_value() if isinstance(value, SecretStr) else value
+        for name, value in values.items()
+    }
+
+
 def secrets_of(model: BaseModel) -> list[str]:
-    """The text of every secret key set in ``model`` (a section): what must not show in
-    anything derived from it, such as a client's settings in a report."""
-    return [
-        value.get_secret_value()
-        for name in type(model).model_fields
-        if isinstance(value := getattr(model, name), SecretStr)
-    ]
+    """The text of every secret set in ``model`` (a section), its secret keys' and its
+    pass-through maps' alike: what must not show in anything derived from it, such as a
+    client's settings in a report or a broker library's error."""
+    found: list[str] = []
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        values = value.values() if isinstance(value, Mapping) else [value]
+        found += [v.get_secret_value() for v in values if isinstance(v, SecretStr)]
+    return found
+
+
+def hidden(text: str, secrets: list[str]) -> str:
+    """``text`` (a broker library's message, which may echo what it was given) with every
+    occurrence of one of ``secrets`` replaced by the mask."""
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return text
 
 
 @dataclass(frozen=True)
@@ -97,6 +147,12 @@ class ConfigKey:
     ge: float | None
     gt: float | None
     special: tuple[Special, ...]
+
+    @property
+    def may_hold_secret(self) -> bool:
+        """A secret, or a mapping (whose entries may be, by name): a value that does not
+        parse or fit is never shown."""
+        return self.secret or self.kind is dict
 
     @property
     def dotted(self) -> str:

@@ -20,7 +20,7 @@ from msgstream.errors import BackendUnavailableError
 
 from . import connect
 from .failures import ANY_CHANNEL, broker_call, refusal_of_code
-from .settings import KafkaConfig, admin_kwargs
+from .settings import KafkaConfig, admin_kwargs, topic_configs
 
 _TOPIC_ALREADY_EXISTS = 36
 _UNKNOWN_TOPIC = 3
@@ -71,7 +71,7 @@ class KafkaAdmin:
         if await self.topic_exists(topic):
             return
         section = self._section
-        configs = {k: str(v) for k, v in section.topic_config.items()}
+        configs = topic_configs(section)
         new = NewTopic(topic, 1, await self._replication_factor(), topic_configs=configs)
         admin = await self._admin()
         what = f"creating topic {topic!r}"

@@ -13,7 +13,7 @@ from pydantic import Field, SecretStr, model_validator
 from msgstream.config import MsgStreamConfig
 from msgstream.config_keys import reveal
 from msgstream.errors import ConfigError
-from msgstream.sections import Count, Seconds, Section
+from msgstream.sections import Address, Count, Seconds, Section
 
 __all__ = [
     "MAX_PENDING_SENDS",
@@ -29,6 +29,9 @@ __all__ = [
     "topic_name",
 ]
 
+_CREDENTIALS = "pulsar.auth_token, or pulsar.auth_plugin with pulsar.auth_params"
+"""Where Pulsar credentials go: never in a URL (the client takes none from it)."""
+
 PulsarCompression = Literal["none", "lz4", "zlib", "zstd", "snappy"]
 PulsarSubscriptionType = Literal["exclusive", "failover"]
 
@@ -38,14 +41,14 @@ class PulsarConfig(Section):
 
     SECTION: ClassVar[str] = "pulsar"
 
-    address: str | None = None
+    address: Annotated[str | None, Address(_CREDENTIALS)] = None
     """Service URL, e.g. pulsar://localhost:6650 (pulsar+ssl:// for TLS), or a bare host
     name joined with pulsar.port"""
 
     port: Count = 6650
     """Broker port, used when pulsar.address is a bare host name"""
 
-    admin_url: str | None = None
+    admin_url: Annotated[str | None, Address(_CREDENTIALS)] = None
     """Admin REST URL (http[s]://host:port), used to check, list and delete channels and
     subscriptions; null means the service host on port 8080 (8443 for TLS)"""
 

@@ -59,7 +59,8 @@ def target_config(
         key, sep, text = item.partition("=")
         section, _, name = key.partition(".")
         if not sep or not name or section not in changes:
-            raise CliError(f"--set {item!r}: expected KEY=VALUE with a dotted key (kafka.acks=1)")
+            # The key only: the value may be a secret.
+            raise CliError(f"--set {key!r}: expected KEY=VALUE with a dotted key (kafka.acks=1)")
         changes[section][name] = text_value(key, text)
     built = config.with_values(changes)
     resolve_backend(built)  # a missing address is a ConfigError naming the key
