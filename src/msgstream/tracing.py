@@ -27,6 +27,7 @@ from .observe import (
     OpRecord,
     PackProbe,
     ProduceProbe,
+    TypeCounts,
     set_default_instruments,
 )
 from .pack import MsgPack
@@ -58,7 +59,7 @@ class _SpanRecord(OpRecord):
         self._span = span
         self.properties = properties or None
 
-    def done(self, count: int, nbytes: int) -> None:
+    def done(self, count: int, nbytes: int, types: TypeCounts | None = None) -> None:
         self._span.set_attribute("messaging.batch.message_count", count)
         self._span.end()
 
