@@ -392,6 +392,59 @@ async def test_the_producer_span_is_the_consumer_span_parent(tmp_path: Path) -> 
     assert consumed[1].parent is None  # its traceparent was garbage: a trace of its own
 
 
+async def test_spans_name_their_channels(tmp_path: Path) -> None:
+    """One channel: ``messaging.destination.name`` (OpenTelemetry's messaging conventions);
+    a call or pack over several: no destination (as the conventions say for a batch) and
+    ``msgstream.channels`` listing them."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+
+    from msgstream.tracing import CHANNELS_ATTRIBUTE, TracingInstruments
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instruments = TracingInstruments(provider)
+    config = memory_config(tmp_path)
+
+    def named(kind: SpanKind) -> list[tuple[object, object]]:
+        spans = [s for s in exporter.get_finished_spans() if s.kind == kind]
+        exporter.clear()
+        return [
+            (
+                (s.attributes or {}).get("messaging.destination.name"),
+                (s.attributes or {}).get(CHANNELS_ATTRIBUTE),
+            )
+            for s in spans
+        ]
+
+    async with new_ttmsgstream(config, instruments=instruments) as producer:
+        await producer.as_producer(["a", "b"])
+        await producer.produce(MsgPack.of(delete(1, compose_ts(1, 0), key=1)))  # b only
+        await producer.produce(  # both
+            MsgPack(msgs=[delete(2, compose_ts(2, 0), key=0), delete(3, compose_ts(3, 0), key=1)])
+        )
+        await producer.broadcast(MsgPack.of(TimeTickMsg(timestamp=compose_ts(4, 0))))
+    assert named(SpanKind.PRODUCER) == [("b", None), (None, ("a", "b")), (None, ("a", "b"))]
+
+    async with new_msgstream(config, instruments=instruments) as plain:
+        await plain.as_consumer(["a"], "plain", SubscriptionPosition.EARLIEST)
+        async with asyncio.timeout(TIMEOUT):
+            assert len((await anext(plain)).msgs) == 1
+    assert named(SpanKind.CONSUMER) == [("a", None)]
+
+    async with new_ttmsgstream(config, instruments=instruments) as aligned:
+        await aligned.as_consumer(["a", "b"], "tt", SubscriptionPosition.EARLIEST)
+        async with asyncio.timeout(TIMEOUT):
+            pack = await anext(aligned)
+    assert sorted(m.msg_id for m in pack.msgs) == [1, 2, 3]
+    ((destination, channels),) = named(SpanKind.CONSUMER)
+    assert destination is None
+    assert sorted(channels) == ["a", "b"]  # type: ignore[call-overload]
+
+
 # --------------------------------------------------------------------------- cost
 
 

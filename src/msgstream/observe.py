@@ -75,6 +75,10 @@ class OpRecord:
     properties: Mapping[str, str] | None = None
     """Message properties the operation's messages carry (a trace context), or None."""
 
+    def routed(self, channels: Sequence[str]) -> None:
+        """The operation's messages go to ``channels`` (a whole produce call learns them
+        once its pack is routed, before anything is sent)."""
+
     def done(self, count: int, nbytes: int, types: TypeCounts | None = None) -> None:
         """The operation succeeded: ``count`` messages, ``nbytes`` payload bytes; ``types``
         counts the messages by type where the caller has them (a send does)."""
@@ -210,6 +214,10 @@ class _Records(OpRecord):
             if record.properties:
                 merged.update(record.properties)
         self.properties = merged or None
+
+    def routed(self, channels: Sequence[str]) -> None:
+        for record in self._records:
+            record.routed(channels)
 
     def done(self, count: int, nbytes: int, types: TypeCounts | None = None) -> None:
         for record in self._records:

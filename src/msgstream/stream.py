@@ -315,7 +315,7 @@ class MsgStream(AsyncScope):
     async def _observed(self, pack: MsgPack, *, broadcast: bool) -> ProduceResult:
         """``produce``/``broadcast`` reporting to the instruments: each send timed and
         counted on its channel (by message type, counted once per bucket), the whole call
-        timed once, failures counted by type, and the call's
+        timed once and told the channels it goes to, failures counted by type, and the call's
         message properties (a trace context) on every message."""
         self._require_producers()
         assert self._pack_probe is not None
@@ -323,6 +323,7 @@ class MsgStream(AsyncScope):
         try:
             buckets = None if broadcast else self._repack(pack.msgs, len(self._producers))
             jobs = self._jobs(pack, buckets)
+            record.routed([self._producers[index].channel for index, _ in jobs])
             if buckets is None:
                 types = count_types(pack.msgs)  # the same messages to every channel
                 by_bucket = dict.fromkeys(range(len(self._producers)), types)
