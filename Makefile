@@ -82,6 +82,13 @@ bench-brokers: $(STAMP)
 	$(BIN)/python benchmarks/bench_pulsar.py
 	$(BIN)/python benchmarks/bench_spark.py --kafka --pulsar
 
+# A local Kafka or Pulsar broker (the test suite's JVM launcher: Java 17 and Maven, no
+# Docker) serving until Ctrl-C; it prints the MSGSTREAM_* variables that point the
+# examples at it (examples/README.md).
+.PHONY: broker-kafka broker-pulsar
+broker-kafka broker-pulsar: $(STAMP)
+	$(BIN)/python -m tests.brokers $(@:broker-%=%)
+
 # Peak RSS of a TtMsgStream draining 10^6 4 KB messages, one channel silent for the first
 # half (writes ~4 GB to a temporary store, removed afterwards; add --old for the unbounded
 # comparison, which holds ~2 GB in memory).

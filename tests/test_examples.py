@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,7 +14,8 @@ from typing import Any
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
 ROWS_PER_INSERT = 5
 
 
@@ -91,6 +93,62 @@ def test_the_same_programs_on_pulsar(tmp_path: Path, pulsar_broker: Any) -> None
         MSGSTREAM_PULSAR_ADMIN_URL=pulsar_broker.admin_url,
     )
     produce_then_consume_twice(tmp_path, env, "--config", str(EXAMPLES / "pulsar.yaml"))
+
+
+@pytest.mark.parametrize("program", ["producer_service.py", "checkpointing_consumer.py"])
+@pytest.mark.parametrize("broker", ["kafka", "pulsar"])
+def test_no_broker_answering_ends_the_program_with_one_error_line(
+    tmp_path: Path, broker: str, program: str
+) -> None:
+    """What a user sees who runs an example before starting the broker: one line naming
+    the address, no traceback, no line per connection attempt, a non-zero exit."""
+    with socket.socket() as refusing:  # bound, never listening: connections are refused
+        refusing.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{refusing.getsockname()[1]}"
+        env = environment(
+            MSGSTREAM_KAFKA_BROKERS=address,
+            MSGSTREAM_PULSAR_ADDRESS=f"pulsar://{address}",
+            MSGSTREAM_PULSAR_ADMIN_URL=f"http://{address}",
+            MSGSTREAM_MSGSTREAM_OPERATION_TIMEOUT_S="3",  # Pulsar retries until then
+        )
+        args = ["--out", str(tmp_path / "o.txt"), "--positions", str(tmp_path / "p.json")]
+        done = subprocess.run(
+            [sys.executable, str(EXAMPLES / program), "--config", str(EXAMPLES / f"{broker}.yaml"),
+             *(args if program == "checkpointing_consumer.py" else [])],
+            env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"error: {broker}")
+    assert address in line
+
+
+def test_the_local_brokers_the_examples_readme_names_exist() -> None:
+    """``make broker-kafka`` runs ``python -m tests.brokers kafka``: from the repository's
+    root it answers --help and offers both brokers (starting one is the tests' job)."""
+    readme = (EXAMPLES / "README.md").read_text(encoding="utf-8")
+    assert "make broker-kafka" in readme and "python -m tests.brokers kafka" in readme
+    for broker in ("kafka", "pulsar"):
+        planned = subprocess.run(
+            ["make", "-n", "--no-print-directory", f"broker-{broker}"],
+            cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert planned.returncode == 0, planned.stderr
+        assert f"/python -m tests.brokers {broker}\n" in planned.stdout
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.brokers", "--help"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "{kafka,pulsar}" in done.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "tests.brokers", "rabbitmq"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert "invalid choice: 'rabbitmq'" in bad.stderr
 
 
 @pytest.mark.spark
