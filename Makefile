@@ -8,10 +8,22 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: install demo test lint docs bench bench-brokers fuzz chaos clean
 
-$(STAMP): pyproject.toml
+# The dev install is a strict editable install: build/__editable__.*/ holds a link per
+# module of the installed layout (msgstream, msgstream.backends -> src/backends,
+# msgstream.bridge_spark -> src/bridge_spark), a plain path that mypy, mkdocstrings and a
+# user's `mypy --strict` can read, where the default editable install's import hook is
+# invisible to them. Edits show at once; a module added or removed needs the install
+# again, so the stamp also depends on the list of installed files under src/, rewritten
+# here only when it changes.
+EDITABLE := --config-settings editable_mode=strict
+MODULES  := $(VENV)/.modules
+$(shell mkdir -p $(VENV) && find src -name '*.py' -o -name py.typed -o -name '*.json' | LC_ALL=C sort > $(MODULES).new && \
+	{ cmp -s $(MODULES).new $(MODULES) || mv $(MODULES).new $(MODULES); }; rm -f $(MODULES).new)
+
+$(STAMP): pyproject.toml $(MODULES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,kafka,pulsar,spark]'
+	$(BIN)/python -m pip install --quiet $(EDITABLE) -e '.[dev,kafka,pulsar,spark]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -22,22 +34,12 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
-	$(MAKE) --no-print-directory typed-view
 	$(BIN)/mypy --strict
 	$(BIN)/mypy --strict examples
 
-# mypy has no package-directory mapping: it checks the installed layout (msgstream,
-# msgstream.backends, msgstream.bridge_spark) through a tree of symlinks into src/.
-.PHONY: typed-view
-typed-view:
-	rm -rf build/typed && mkdir -p build/typed/msgstream
-	ln -s $(CURDIR)/src/msgstream/* build/typed/msgstream/
-	ln -s $(CURDIR)/src/backends build/typed/msgstream/backends
-	ln -s $(CURDIR)/src/bridge_spark build/typed/msgstream/bridge_spark
-
 # The API reference from the docstrings (mkdocs + mkdocstrings) into build/site; --strict
 # turns a broken reference or link into a failure, so `make test` checks them.
-docs: $(STAMP) typed-view
+docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet
 
 test: lint docs
@@ -59,7 +61,7 @@ test-py313:
 		set -e; \
 		[ -x $(VENV313)/bin/python ] || "$(PYTHON313)" -m venv $(VENV313); \
 		$(VENV313)/bin/python -m pip install --quiet --upgrade pip; \
-		$(VENV313)/bin/python -m pip install --quiet -e '.[dev,kafka,pulsar,spark]'; \
+		$(VENV313)/bin/python -m pip install --quiet $(EDITABLE) -e '.[dev,kafka,pulsar,spark]'; \
 		$(VENV313)/bin/python -m pytest -q -p no:cacheprovider -m "not kafka and not pulsar and not spark"; \
 	fi
 
