@@ -75,6 +75,7 @@ async def run(config_path: str | None, count: int, every_s: float) -> int:
                     msg_id=0, timestamp=ts, collection_name=SCHEMA.name, schema=SCHEMA
                 )
                 await stream.broadcast(MsgPack.of(schema))
+            print(f"producing to {', '.join(CHANNELS)}; SIGINT or SIGTERM stops", file=sys.stderr)
             sent = 0
             while sent < count and not stop.stopping.is_set():
                 async with emitter.reserve() as ts:

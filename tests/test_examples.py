@@ -4,11 +4,11 @@ their docstrings say: on rocksmq, Kafka and Pulsar, with Spark, and under SIGTER
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,10 @@ def environment(**overrides: str) -> dict[str, str]:
 
 def produce_then_consume_twice(tmp_path: Path, env: dict[str, str], *config: str) -> None:
     """60 inserts (300 orders); a consumer stops after 2 packs, a second one resumes from
-    its checkpoint: together they handle every order exactly once."""
+    its checkpoint: together they handle every order exactly once. The consumers read a
+    pack per tick however late they start: pursuit mode, which a lag past 10 s turns on (a
+    loaded machine starting an interpreter), would merge the packs into two or fewer."""
+    env = {**env, "MSGSTREAM_MSGSTREAM_PURSUIT_LAG_S": "0"}
     produced = run("producer_service.py", *config, "--count", "60", "--every", "0.01", env=env)
     assert produced.strip() == "produced inserts=60 rows=300 stopped_by=None"
     out, positions = tmp_path / "orders.txt", tmp_path / "positions.json"
@@ -67,7 +70,13 @@ def test_sigterm_stops_the_producer_after_a_whole_insert_and_a_final_tick(
          "--every", "0.005"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(3)  # interpreter start, then inserts for a while
+    # Its start line (on stderr) says its signal handlers are in place and inserts begin.
+    ready, _, _ = select.select([producer.stderr], [], [], 120)
+    if not ready:
+        producer.kill()
+    assert ready, "the producer did not start within 120 s"
+    assert producer.stderr is not None
+    assert producer.stderr.readline().startswith("producing to orders-0, orders-1")
     producer.send_signal(signal.SIGTERM)
     out, err = producer.communicate(timeout=60)
     assert producer.returncode == 143, err
