@@ -20,12 +20,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import sys
 from pathlib import Path
 
 from msgstream import (
     InsertMsg,
+    MsgStreamError,
     StopOnSignals,
     SubscriptionPosition,
     TtMsgStream,
@@ -113,6 +115,14 @@ async def run(args: argparse.Namespace) -> int:
     return stop.exit_code
 
 
+def log_to_stderr() -> None:
+    """Warnings and errors to stderr; not the broker clients' line for each failed
+    connection attempt: msgstream raises one typed error for them, printed by main."""
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    for client in ("aiokafka", "msgstream.backends.pulsar.library"):
+        logging.getLogger(client).setLevel(logging.CRITICAL)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", help="msgstream YAML file (default: $MSGSTREAM_CONFIG)")
@@ -121,7 +131,13 @@ def main() -> None:
     parser.add_argument("--subname", default="orders-billing", help="subscription name")
     parser.add_argument("--max-packs", type=int, default=0, help="stop after N packs (0: no)")
     parser.add_argument("--idle-timeout", type=float, default=2.0, help="stop after N idle s")
-    sys.exit(asyncio.run(run(parser.parse_args())))
+    args = parser.parse_args()
+    log_to_stderr()
+    try:
+        code = asyncio.run(run(args))
+    except MsgStreamError as exc:  # e.g. no broker answers: say so in one line
+        sys.exit(f"error: {exc}")
+    sys.exit(code)
 
 
 if __name__ == "__main__":

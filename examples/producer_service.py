@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import sys
 
 from msgstream import (
@@ -27,6 +28,7 @@ from msgstream import (
     FieldSchema,
     InsertMsg,
     MsgPack,
+    MsgStreamError,
     StopOnSignals,
     TimeTickEmitter,
     hash_primary_keys,
@@ -73,6 +75,7 @@ async def run(config_path: str | None, count: int, every_s: float) -> int:
                     msg_id=0, timestamp=ts, collection_name=SCHEMA.name, schema=SCHEMA
                 )
                 await stream.broadcast(MsgPack.of(schema))
+            print(f"producing to {', '.join(CHANNELS)}; SIGINT or SIGTERM stops", file=sys.stderr)
             sent = 0
             while sent < count and not stop.stopping.is_set():
                 async with emitter.reserve() as ts:
@@ -87,13 +90,26 @@ async def run(config_path: str | None, count: int, every_s: float) -> int:
     return stop.exit_code
 
 
+def log_to_stderr() -> None:
+    """Warnings and errors to stderr; not the broker clients' line for each failed
+    connection attempt: msgstream raises one typed error for them, printed by main."""
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    for client in ("aiokafka", "msgstream.backends.pulsar.library"):
+        logging.getLogger(client).setLevel(logging.CRITICAL)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", help="msgstream YAML file (default: $MSGSTREAM_CONFIG)")
     parser.add_argument("--count", type=int, default=100, help="inserts to send")
     parser.add_argument("--every", type=float, default=0.0, help="seconds between inserts")
     args = parser.parse_args()
-    sys.exit(asyncio.run(run(args.config, args.count, args.every)))
+    log_to_stderr()
+    try:
+        code = asyncio.run(run(args.config, args.count, args.every))
+    except MsgStreamError as exc:  # e.g. no broker answers: say so in one line
+        sys.exit(f"error: {exc}")
+    sys.exit(code)
 
 
 if __name__ == "__main__":

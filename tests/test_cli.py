@@ -542,6 +542,36 @@ def test_consuming_a_channel_that_does_not_exist_exits_2_and_creates_nothing(cli
     assert "typo-channel" not in cli.ok("inspect")
 
 
+def test_a_misspelt_channel_is_answered_with_the_closest_names(cli: Cli, tmp_path: Path) -> None:
+    """consume, inspect and a consume resumed from positions (a seek) on a channel that
+    does not exist: each names the existing channels closest to it."""
+    cli.ok("produce", "--channel", "orders-1", "--channel", "payments", "--count", "4")
+    hint = "; did you mean 'orders-1'?"
+    missing = "error: channel 'orders-l' does not exist on backend 'rocksmq'"
+    code, _, err = cli("consume", "--channel", "orders-l", "--idle-timeout", "0.2")
+    assert (code, err.strip().splitlines()[-1]) == (
+        2,
+        f"{missing}{hint} (--wait-for-channels waits for it)",
+    )
+    code, out, err = cli("inspect", "--channel", "orders-l")
+    assert (code, out, err.strip()) == (2, "", f"{missing}{hint}")
+    saved = tmp_path / "positions.json"
+    cli.ok("consume", "--channel", "orders-1", "--from", "earliest", "--max-packs", "1",
+           "--save-positions", str(saved))  # fmt: skip
+    moved = tmp_path / "moved.json"
+    moved.write_text(saved.read_text().replace('"orders-1"', '"orders-l"'))
+    code, _, err = cli("consume", "--from", f"@{moved}", "--max-packs", "1")
+    assert code == 2
+    assert err.strip().splitlines()[-1].startswith(f"{missing}{hint}")
+    code, _, err = cli(
+        "consume", "--channel", "orders-l", "--wait-for-channels", "--idle-timeout", "0.2"
+    )
+    assert code == 0
+    assert (
+        "warning: channel 'orders-l' does not exist yet; waiting for it (did you mean 'orders-1'?)"
+    ) in err
+
+
 def test_consume_can_wait_for_a_channel_to_be_created(cli: Cli) -> None:
     code, _, err = cli(
         "consume", "--channel", "later", "--wait-for-channels", "--idle-timeout", "0.3"

@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from harness import BackendHarness
-from msgstream import DeleteMsg, MsgPack, SubscriptionPosition, TimeTickMsg, TsMsg
+from msgstream import DeleteMsg, InsertMsg, MsgPack, SubscriptionPosition, TimeTickMsg, TsMsg
 from msgstream.config import Config, config_from_dict
 from msgstream.factory import new_client, new_msgstream, new_ttmsgstream
 from msgstream.metrics import METRICS, PrometheusInstruments
@@ -29,6 +29,16 @@ def memory_config(tmp_path: Path, **msgstream: Any) -> Config:
     return config_from_dict(
         {"mq": {"type": "memory"}, "memory": {"name": str(tmp_path)}, "msgstream": msgstream},
         env={},
+    )
+
+
+def insert(msg_id: int, key: int) -> InsertMsg:
+    return InsertMsg(
+        msg_id=msg_id,
+        timestamp=compose_ts(1 + msg_id, 0),
+        collection_name="c",
+        row_ids=[msg_id],
+        hash_keys=[key],
     )
 
 
@@ -48,7 +58,48 @@ def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
     )
 
 
+def by_type(registry: CollectorRegistry, name: str, **labels: str) -> dict[str, float]:
+    """``name``'s samples whose labels include ``labels``, by their ``msg_type``."""
+    return {
+        sample.labels["msg_type"]: sample.value
+        for metric in registry.collect()
+        for sample in metric.samples
+        if sample.name == name and labels.items() <= sample.labels.items()
+    }
+
+
 # --------------------------------------------------------------------------- metrics
+
+
+async def test_message_counters_tell_ticks_from_data(tmp_path: Path) -> None:
+    """10 inserts and 2 time ticks read 10 for Insert, not 12, on both sides: sent as one
+    pack (routed over two channels), one by one, and as broadcasts."""
+    registry = CollectorRegistry()
+    instruments = PrometheusInstruments(registry)
+    config = memory_config(tmp_path)
+    async with new_msgstream(config, instruments=instruments) as producer:
+        await producer.as_producer(["a", "b"])
+        await producer.produce(MsgPack(msgs=[insert(i, key=i % 2) for i in range(6)]))
+        for i in range(6, 10):
+            await producer.produce(MsgPack.of(insert(i, key=0)))
+        for tick in (100, 200):
+            await producer.broadcast(MsgPack.of(TimeTickMsg(timestamp=compose_ts(tick, 0))))
+    async with new_msgstream(config, instruments=instruments) as consumer:
+        await consumer.as_consumer(["a", "b"], "sub", SubscriptionPosition.EARLIEST)
+        async with asyncio.timeout(TIMEOUT):
+            seen = [msg for _ in range(14) for msg in (await anext(consumer)).msgs]
+    assert len(seen) == 14
+    produced = "msgstream_produced_messages_total"
+    assert by_type(registry, produced, channel="a") == {"Insert": 7, "TimeTick": 2}
+    assert by_type(registry, produced, channel="b") == {"Insert": 3, "TimeTick": 2}
+    assert value(registry, produced, msg_type="Insert") == 10
+    consumed = "msgstream_consumed_messages_total"
+    assert by_type(registry, consumed, channel="a", subscription="sub") == {
+        "Insert": 7,
+        "TimeTick": 2,
+    }
+    assert value(registry, consumed, msg_type="Insert") == 10
+    assert value(registry, consumed, msg_type="TimeTick") == 4
 
 
 async def test_counters_after_a_known_workload(tmp_path: Path) -> None:
@@ -78,6 +129,8 @@ async def test_counters_after_a_known_workload(tmp_path: Path) -> None:
     m = {"backend": "memory"}
     assert value(registry, "msgstream_produced_messages_total", channel="a", **m) == 500 + 3 + 11
     assert value(registry, "msgstream_produced_messages_total", channel="b", **m) == 500 + 11
+    produced = by_type(registry, "msgstream_produced_messages_total", channel="a", **m)
+    assert produced == {"Delete": 503, "TimeTick": 11}
     assert value(registry, "msgstream_send_duration_seconds_count", channel="b", **m) == 21
     assert value(registry, "msgstream_produce_duration_seconds_count", **m) == 10 + 11 + 3
 
@@ -95,6 +148,8 @@ async def test_counters_after_a_known_workload(tmp_path: Path) -> None:
     s = {"backend": "memory", "subscription": "sub"}
     assert value(registry, "msgstream_consumed_messages_total", channel="a", **s) == 524
     assert value(registry, "msgstream_consumed_messages_total", channel="b", **s) == 511
+    consumed = by_type(registry, "msgstream_consumed_messages_total", channel="a", **s)
+    assert consumed == {"Delete": 503, "TimeTick": 11, "undecodable": 10}
     assert value(registry, "msgstream_bad_payloads_total", channel="a", **s) == 10
     assert value(registry, "msgstream_bad_payloads_total", channel="b", **s) == 0
     assert value(registry, "msgstream_bad_payloads_total", error="DecodeError") == 10
@@ -335,6 +390,59 @@ async def test_the_producer_span_is_the_consumer_span_parent(tmp_path: Path) -> 
     assert consumed[0].parent.span_id == produced[0].context.span_id
     assert consumed[0].context.trace_id == produced[0].context.trace_id
     assert consumed[1].parent is None  # its traceparent was garbage: a trace of its own
+
+
+async def test_spans_name_their_channels(tmp_path: Path) -> None:
+    """One channel: ``messaging.destination.name`` (OpenTelemetry's messaging conventions);
+    a call or pack over several: no destination (as the conventions say for a batch) and
+    ``msgstream.channels`` listing them."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+
+    from msgstream.tracing import CHANNELS_ATTRIBUTE, TracingInstruments
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instruments = TracingInstruments(provider)
+    config = memory_config(tmp_path)
+
+    def named(kind: SpanKind) -> list[tuple[object, object]]:
+        spans = [s for s in exporter.get_finished_spans() if s.kind == kind]
+        exporter.clear()
+        return [
+            (
+                (s.attributes or {}).get("messaging.destination.name"),
+                (s.attributes or {}).get(CHANNELS_ATTRIBUTE),
+            )
+            for s in spans
+        ]
+
+    async with new_ttmsgstream(config, instruments=instruments) as producer:
+        await producer.as_producer(["a", "b"])
+        await producer.produce(MsgPack.of(delete(1, compose_ts(1, 0), key=1)))  # b only
+        await producer.produce(  # both
+            MsgPack(msgs=[delete(2, compose_ts(2, 0), key=0), delete(3, compose_ts(3, 0), key=1)])
+        )
+        await producer.broadcast(MsgPack.of(TimeTickMsg(timestamp=compose_ts(4, 0))))
+    assert named(SpanKind.PRODUCER) == [("b", None), (None, ("a", "b")), (None, ("a", "b"))]
+
+    async with new_msgstream(config, instruments=instruments) as plain:
+        await plain.as_consumer(["a"], "plain", SubscriptionPosition.EARLIEST)
+        async with asyncio.timeout(TIMEOUT):
+            assert len((await anext(plain)).msgs) == 1
+    assert named(SpanKind.CONSUMER) == [("a", None)]
+
+    async with new_ttmsgstream(config, instruments=instruments) as aligned:
+        await aligned.as_consumer(["a", "b"], "tt", SubscriptionPosition.EARLIEST)
+        async with asyncio.timeout(TIMEOUT):
+            pack = await anext(aligned)
+    assert sorted(m.msg_id for m in pack.msgs) == [1, 2, 3]
+    ((destination, channels),) = named(SpanKind.CONSUMER)
+    assert destination is None
+    assert sorted(channels) == ["a", "b"]  # type: ignore[call-overload]
 
 
 # --------------------------------------------------------------------------- cost

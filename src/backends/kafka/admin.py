@@ -59,7 +59,12 @@ class KafkaAdmin:
         async with self._call("listing topics"):
             topics = await admin.list_topics()
         self._known_topics = set(topics)
-        return sorted(t for t in topics if t not in _INTERNAL_TOPICS)
+        return self.listed_topics()
+
+    def listed_topics(self) -> list[str]:
+        """The topics of the last listing, and those created or deleted here since (no
+        internal topic): what a topic found missing is compared with, no round trip."""
+        return sorted(t for t in self._known_topics if t not in _INTERNAL_TOPICS)
 
     async def topic_exists(self, topic: str) -> bool:
         if topic in self._known_topics:
