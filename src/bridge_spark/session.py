@@ -58,9 +58,9 @@ def local_spark(
     ``jvm_stderr`` (a file) takes what Spark's JVM writes to its standard error -- the
     JVM's and Spark's start-up warnings, the log level banner, log4j's console output --
     when this call starts the JVM; by default it shares this process's. Registering the
-    source makes Spark look up the Python data sources installed (once per session, in a
-    Python worker it starts for that): a session that only runs batch jobs (the
-    micro-batcher's) starts sooner without it.
+    source makes Spark look up the Python data sources installed, in a Python worker it
+    starts for that: a session that only runs batch jobs (the micro-batcher's) starts
+    sooner without it.
     """
     if "PYSPARK_PYTHON" not in os.environ:
         os.environ["PYSPARK_PYTHON"] = worker_python(warm=warm_runner)
