@@ -189,6 +189,24 @@ def test_a_user_sees_each_phase_and_none_of_sparks_start_up_noise(tmp_path: Path
     assert not list(temp.glob("msgstream-demo-*"))  # the temporary store was removed
 
 
+def test_when_spark_cannot_start_the_demo_shows_sparks_own_words(tmp_path: Path) -> None:
+    """Its output hidden, Spark's reason for failing is printed from the log (the error
+    PySpark raises only says the JVM exited)."""
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("msgstream")), "demo", "--master", "nowhere"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "JAVA_GATEWAY_EXITED" in done.stderr  # PySpark's error
+    shown = done.stderr.split("lines of Spark's output:\n", 1)[1]
+    assert "SparkException: Master must" in shown  # the JVM's own
+    assert not list(tmp_path.glob("msgstream-demo-*"))  # the temporary store was removed
+
+
 @pytest.mark.parametrize(
     ("argv", "quiet"), [(["demo"], True), (["-v", "demo"], False), (["demo", "-v"], False)]
 )
