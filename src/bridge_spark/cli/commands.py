@@ -24,6 +24,8 @@ from msgstream.cli.row_lines import add_skip_invalid_option
 CHECKPOINT_NAME = "_msgstream_checkpoint.json"
 """The checkpoint's default name inside ``--out`` (Spark ignores ``_`` names)."""
 DEFAULT_MASTER = "local[2]"
+DEMO_ROWS, DEMO_BATCH_ROWS = 24_000, 6_000
+"""The demo's rows and batch size by default: five batches, the fourth one crashing."""
 INSTALL = "msgstream[spark]"
 
 
@@ -98,11 +100,13 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
     add_count(parser, "--channels", "channels", 4)
     add_count(
         parser, "--rows",
-        "rows to insert: 11/12 as a backlog before ingesting, the rest while it runs", 220_000,
+        "rows to insert: 11/12 as a backlog before ingesting, the rest while it runs",
+        DEMO_ROWS,
     )  # fmt: skip
     add_count(
-        parser, "--batch-rows", "rows per Spark batch, at most (a pack is never split)", 50_000
-    )
+        parser, "--batch-rows", "rows per Spark batch, at most (a pack is never split)",
+        DEMO_BATCH_ROWS,
+    )  # fmt: skip
     add_option(parser, "--path", "DIR", "directory for the store and output (default: temporary)")
     add_flag(parser, "--keep", "keep the temporary store, Parquet and checkpoint")
     add_option(
