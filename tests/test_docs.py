@@ -1,5 +1,6 @@
-"""The documentation: the docstrings' Sphinx roles render as links (tools/griffe_roles.py),
-never as raw ``:func:`` text."""
+"""The documentation: every page is in the site's navigation and linked from its index, the
+README links only files of the repository, and the docstrings' Sphinx roles render as
+links (tools/griffe_roles.py), never as raw ``:func:`` text."""
 
 from __future__ import annotations
 
@@ -11,12 +12,56 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import griffe
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
 RAW_ROLE = re.compile(r":(func|class|meth|mod|data|attr|exc|obj):")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def nav_pages(entries: list[Any]) -> list[str]:
+    pages: list[str] = []
+    for entry in entries:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        pages.extend(nav_pages(value) if isinstance(value, list) else [value])
+    return pages
+
+
+def markdown_pages() -> set[str]:
+    return {page.relative_to(DOCS).as_posix() for page in DOCS.rglob("*.md")}
+
+
+def test_every_page_is_in_the_nav() -> None:
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    nav = nav_pages(config["nav"])
+    assert len(nav) == len(set(nav)), "a page is in the nav twice"
+    assert set(nav) == markdown_pages()
+
+
+def test_every_page_is_linked_from_the_index() -> None:
+    index = (DOCS / "index.md").read_text(encoding="utf-8")
+    linked = {target.split("#", 1)[0] for target in LINK.findall(index)}
+    assert markdown_pages() - {"index.md"} <= linked
+    assert linked <= markdown_pages(), "the index links a page that does not exist"
+
+
+def test_the_readme_links_only_files_of_the_repository() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = LINK.findall(readme)
+    assert targets
+    for target in targets:
+        assert "://" not in target, target
+        path = target.split("#", 1)[0]
+        assert (ROOT / path).is_file(), target
+
+
+def test_the_readme_fits_on_a_few_screens() -> None:
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 400
 
 
 # --------------------------------------------------------------------------- roles
