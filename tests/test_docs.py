@@ -60,6 +60,29 @@ def test_the_readme_links_only_files_of_the_repository() -> None:
         assert (ROOT / path).is_file(), target
 
 
+FROM_MSGSTREAM = re.compile(r"^\s*from msgstream import (?:\(([^)]*)\)|([^\n]*))", re.MULTILINE)
+
+
+def test_what_the_docs_and_examples_import_from_msgstream_is_its_user_api() -> None:
+    """``msgstream.__all__`` lists the user API: every name the README, the docs pages and
+    the examples import from the package root is in it, and every name in it exists."""
+    import msgstream
+
+    texts = [ROOT / "README.md", *DOCS.rglob("*.md"), *(ROOT / "examples").rglob("*.py")]
+    imported = {
+        name.strip()
+        for path in texts
+        for match in FROM_MSGSTREAM.finditer(path.read_text(encoding="utf-8"))
+        for name in re.sub(r"#[^\n]*", "", match.group(1) or match.group(2)).split(",")
+        if name.strip()
+    }
+    assert {"new_msgstream", "InsertMsg", "StopOnSignals"} <= imported
+    assert imported <= set(msgstream.__all__)
+    assert len(msgstream.__all__) == len(set(msgstream.__all__))
+    for name in msgstream.__all__:
+        assert getattr(msgstream, name) is not None, name
+
+
 def test_the_readme_fits_on_a_few_screens() -> None:
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 400
 
