@@ -32,13 +32,16 @@ demo: $(STAMP)
 	$(BIN)/msgstream demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples tools
+	$(BIN)/ruff format --check src tests benchmarks examples tools
 	$(BIN)/mypy --strict
 	$(BIN)/mypy --strict examples
+	$(BIN)/mypy --strict tools
 
-# The API reference from the docstrings (mkdocs + mkdocstrings) into build/site; --strict
-# turns a broken reference or link into a failure, so `make test` checks them.
+# The documentation site into build/site: the pages of docs/ and the API reference from the
+# docstrings (mkdocs + mkdocstrings; tools/griffe_roles.py turns their Sphinx roles into
+# links); --strict turns a broken reference or link into a failure, so `make test` checks
+# them.
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet
 

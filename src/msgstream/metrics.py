@@ -9,8 +9,8 @@ to the one passed. Nothing here is imported by msgstream until it is enabled, an
 stream made while metrics are off calls nothing (:mod:`msgstream.observe`).
 
 Every metric is listed in :data:`METRICS` (name, type, labels, help), which is also the
-README's table. Labels: ``backend``, ``channel``, ``subscription`` where they apply;
-``error`` is an exception's class name; ``msg_type`` a message type
+table in docs/guide/observability.md. Labels: ``backend``, ``channel``, ``subscription``
+where they apply; ``error`` is an exception's class name; ``msg_type`` a message type
 (:func:`~msgstream.observe.type_label`: ``Insert``, ``Delete``, ``TimeTick``, ...), so time
 ticks are counted apart from data.
 """
@@ -477,7 +477,8 @@ def serve(port: int, addr: str = "0.0.0.0", registry: CollectorRegistry | None =
 
 
 def metrics_reference_markdown() -> str:
-    """The README's table of metrics (generated from :data:`METRICS`)."""
+    """The table of metrics in docs/guide/observability.md (generated from
+    :data:`METRICS`)."""
     lines = ["| Metric | Type | Labels | Meaning |", "| --- | --- | --- | --- |"]
     for metric in METRICS:
         labels = ", ".join(metric.labels)

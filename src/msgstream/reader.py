@@ -87,9 +87,8 @@ FIRST_READ = 16
 after that may be twice as large, up to the buffer's capacity. A stream cuts its first
 pack once every channel has shown a tick: on a backlog, with full-size first batches,
 that waited for each channel's first 1,024 messages to be read and checked, with nothing
-else running meanwhile (the Spark benchmark's 200 k-row backlog on four rocksmq channels:
-first pack 58-93 ms after the stream started reading, 4-6 ms with this ramp; reading it
-all took as long either way)."""
+else running meanwhile. With this ramp the first pack comes an order of magnitude sooner,
+and reading the whole backlog takes as long (docs/benchmarks/spark.md)."""
 
 
 class ChannelReader:

@@ -334,8 +334,8 @@ PREFETCH_BYTES = 4 * 1024 * 1024
 ``queued.max.messages.kbytes``; at least one fetch), beside msgstream's own bounded
 buffers. librdkafka's default, 64 MiB a channel, held that much in every reader of a
 TtMsgStream that a silent channel holds back, whatever ``msgstream`` limits said; the
-aiokafka engine holds about one fetch (1 MiB) a channel. Measured reading 16 channels:
-4 MiB reads as fast as 64 MiB, 1 MiB ~15 % slower."""
+aiokafka engine holds about one fetch (1 MiB) a channel. Reading 16 channels, 4 MiB kept
+up with 64 MiB where 1 MiB did not (docs/benchmarks/code-notes.md)."""
 
 
 def librdkafka_consumer(section: KafkaConfig, group_id: str) -> dict[str, Any]:

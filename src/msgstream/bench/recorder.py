@@ -60,8 +60,8 @@ class Stats:
         """The figures of ``histogram``; give the recorded values' sum as ``total_ns`` when
         it is known. Both matter while a run is measuring, since this runs on its event
         loop once an interval: the percentiles are read in one pass over the counts, and
-        the histogram's own mean walks every bucket in Python (~45 ms, a stall of every
-        send in flight)."""
+        the histogram's own mean walks every bucket in Python (a stall of every send in
+        flight; docs/benchmarks/harness.md)."""
         count = int(histogram.get_total_count())
         if count == 0:
             return cls(0, 0.0, 0.0, 0.0, {percentile_key(q): 0.0 for q in percentiles})
