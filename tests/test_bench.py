@@ -231,6 +231,20 @@ def test_recorder_percentiles_are_hdr_histograms() -> None:
     assert Stats.of(reference).mean_ms == pytest.approx(5.0005, rel=1e-3)  # bucket midpoints
 
 
+def test_empty_intervals_leave_the_minimum_alone() -> None:
+    """A run starts with an empty interval (and a slice after the other side's slice too):
+    adding it must not make the run's minimum 0."""
+    recorder = Recorder(started_ns=0)
+    recorder.roll(1_000)
+    recorder.record(5_000_000)
+    recorder.roll(2_000)
+    assert recorder.running_stats()[1].min_ms == pytest.approx(5.0, rel=1e-3)
+    recorder.roll(3_000)
+    recorder.finish(4_000)
+    assert recorder.stats().min_ms == pytest.approx(5.0, rel=1e-3)
+    assert recorder.intervals[1].stats.min_ms == pytest.approx(5.0, rel=1e-3)
+
+
 # --------------------------------------------------------------------------- the command
 
 
