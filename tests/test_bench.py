@@ -29,6 +29,7 @@ import pytest
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
+from helpers.lines import Lines
 from msgstream import config_from_dict
 from msgstream.bench.recorder import Recorder, Stats, new_histogram
 from msgstream.bench.report import schema
@@ -451,12 +452,19 @@ def test_sigterm_ends_a_bench_run_with_its_summary_and_json(tmp_path: Path) -> N
     run = tmp_path / "run.json"
     bench = subprocess.Popen(
         [str(script), "bench", "produce", "--backend", "memory", "--rate", "500",
-         "--duration", "60", "--warmup", "0.2", "--json", str(run)],
+         "--duration", "600", "--warmup", "0.2", "--progress", "--json", str(run)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
-    time.sleep(3.0)  # started and measuring (not an assertion: any moment would do)
-    bench.send_signal(signal.SIGTERM)
-    out, err = bench.communicate(timeout=60)
+    try:
+        stdout, stderr = Lines(bench.stdout), Lines(bench.stderr)  # type: ignore[arg-type]
+        progress = re.compile(r"^progress: msgstream: sent=([1-9]\d*) ")
+        stderr.wait_for(progress.match)  # measuring, and some messages were sent
+        bench.send_signal(signal.SIGTERM)
+        bench.wait(timeout=120)
+        out, err = stdout.rest(), stderr.rest()
+    finally:
+        bench.kill()
+        bench.wait()
     assert bench.returncode == 143, err
     assert err.strip().splitlines()[-1] == "terminated"
     (line,) = summaries(out)
