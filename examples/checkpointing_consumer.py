@@ -69,8 +69,9 @@ async def subscribe(stream: TtMsgStream, subname: str, positions: Path) -> None:
 
 
 async def stop_when_idle(stream: TtMsgStream, progress: asyncio.Event, idle_s: float) -> None:
-    """``stream.stop()`` once no pack came for ``idle_s`` seconds: a TtMsgStream loop
-    otherwise waits for the next tick for ever."""
+    """``stream.stop()`` once ``progress`` was not set for ``idle_s`` seconds (it is set as
+    a pack comes and again once it is handled, so a slow disk is not taken for idleness):
+    a TtMsgStream loop otherwise waits for the next tick for ever."""
     while True:
         try:
             await asyncio.wait_for(progress.wait(), idle_s)
@@ -102,6 +103,7 @@ async def run(args: argparse.Namespace) -> int:
                 await stream.ack(pack.end_positions)
                 orders += len(order_ids)
                 packs += 1
+                progress.set()
                 if packs == args.max_packs:
                     stream.stop()
         finally:
