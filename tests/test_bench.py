@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import jsonschema
-import looptime
 import orjson
 import pytest
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
 from helpers.lines import Lines
+from helpers.loop_time import loop_time
 from msgstream import config_from_dict
 from msgstream.bench.recorder import Recorder, Stats, new_histogram
 from msgstream.bench.report import schema
@@ -102,16 +102,12 @@ LoopRunner = Callable[[Coroutine[Any, Any, _T]], _T]
 
 @pytest.fixture
 def on_loop_time(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopRunner[Any]]:
-    """Runs a coroutine to its end on an event loop whose clock moves only when every task
-    waits for a timer, straight to the next one (``looptime``): sleeping 2 ms takes exactly
-    2 ms of its time, and code takes none, however loaded the machine. The bench's clock
-    (``time.perf_counter_ns``) reads that time too, so the harness measures on it."""
-    loop = looptime.new_event_loop(start=1.0, noop_cycles=0)
-    monkeypatch.setattr(time, "perf_counter_ns", lambda: round(loop.time() * 1e9))
-    try:
+    """Runs a coroutine to its end on a loop with a clock of its own (``helpers.loop_time``):
+    a send that sleeps 2 ms takes exactly 2 ms, however loaded the machine. The bench's
+    clock (``time.perf_counter_ns``) reads that time too, so the harness measures on it."""
+    with loop_time() as loop:
+        monkeypatch.setattr(time, "perf_counter_ns", lambda: round(loop.time() * 1e9))
         yield loop.run_until_complete
-    finally:
-        loop.close()
 
 
 class Wrapped(Target):
