@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from harness import BackendHarness
-from helpers.loop_time import loop_time
+from helpers.loop_time import on_loop_time
 from msgstream import DeleteMsg, MsgPack, SubscriptionPosition, TimeTickMsg, TsMsg
 from msgstream.config import Config, config_from_dict
 from msgstream.factory import new_client, new_msgstream, new_ttmsgstream
@@ -227,17 +227,13 @@ def test_a_quiet_stream_is_no_stall() -> None:
     assert watch.stalled == []  # nothing advanced since: no channel is left behind
 
 
-def test_a_channel_that_stops_ticking_is_reported_once(
+@on_loop_time
+async def test_a_channel_that_stops_ticking_is_reported_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """On a loop with a clock of its own (``helpers.loop_time``): ticks every 20 ms and
     the watch's looks every 25 ms come exactly as planned, so a busy machine cannot make a
     channel that ticks look stalled for a moment."""
-    with loop_time() as loop:
-        loop.run_until_complete(_stops_ticking(tmp_path, caplog))
-
-
-async def _stops_ticking(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     registry = CollectorRegistry()
     config = memory_config(tmp_path, tick_interval_s=0.02, stall_after_ticks=5)  # 0.1 s
     producer = new_msgstream(config, repack=repack_by_first_key)

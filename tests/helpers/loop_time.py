@@ -9,10 +9,14 @@ futures, events): I/O and threads would move on real time beside it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
+from typing import Any, ParamSpec
 
 import looptime
+
+P = ParamSpec("P")
 
 
 @contextmanager
@@ -27,3 +31,15 @@ def loop_time(start: float = 1.0) -> Iterator[looptime.LoopTimeEventLoop]:
         yield loop
     finally:
         loop.close()
+
+
+def on_loop_time(test: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
+    """An ``async def`` test made a plain one that runs it on a :func:`loop_time` loop
+    (fixtures are passed as before)."""
+
+    @functools.wraps(test)
+    def run(*args: P.args, **kwargs: P.kwargs) -> None:
+        with loop_time() as loop:
+            loop.run_until_complete(test(*args, **kwargs))
+
+    return run
