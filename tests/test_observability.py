@@ -480,7 +480,16 @@ def test_readme_metrics_reference_is_current() -> None:
     assert readme[start:end].strip() == metrics_reference_markdown().strip()
 
 
-@pytest.mark.parametrize("backend", ["memory", "rocksmq", "kafka", "pulsar"], indirect=True)
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "memory",
+        "rocksmq",
+        pytest.param("kafka", marks=pytest.mark.kafka),
+        pytest.param("pulsar", marks=pytest.mark.pulsar),
+    ],
+    indirect=True,
+)
 async def test_peek_reads_one_message_by_id(backend: BackendHarness) -> None:
     """What inspect's time lag reads: a message by id, None once it is not there."""
     from msgstream.backend import MessageID, PeekClient
