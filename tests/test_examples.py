@@ -47,8 +47,12 @@ def produce_then_consume_twice(tmp_path: Path, env: dict[str, str], *config: str
     assert produced.strip() == "produced inserts=60 rows=300 stopped_by=None"
     out, positions = tmp_path / "orders.txt", tmp_path / "positions.json"
     files = ["--out", str(out), "--positions", str(positions)]
+    # One pack per tick, however old the packs are once it starts: a loaded machine can take
+    # longer than msgstream.pursuit_lag_s to get here, and in pursuit the stream would merge
+    # every pack into one (all 300 orders in the first).
+    unmerged = {**env, "MSGSTREAM_MSGSTREAM_PURSUIT_LAG_S": "0"}
     first = run("checkpointing_consumer.py", *config, *files, "--max-packs", "2",
-                "--idle-timeout", "60", env=env)  # fmt: skip
+                "--idle-timeout", "60", env=unmerged)  # fmt: skip
     assert first.startswith("consumed orders=") and "packs=2 " in first
     handled_first = len(out.read_text().split())
     assert 0 < handled_first < 300
