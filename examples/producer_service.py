@@ -3,7 +3,8 @@
 It first broadcasts the collection's schema (a ``CreateCollectionMsg``, so the Spark bridge
 can ingest the channels without being given a schema), then sends one insert of a few rows
 every ``--every`` seconds until it has sent ``--count`` of them or gets SIGINT/SIGTERM, and
-ends with a final time tick, so consumers receive everything it sent.
+ends with a final time tick, so consumers receive everything it sent. Once the first insert
+is sent it says so on stderr; its result is one line on stdout.
 
 The backend comes from the configuration (``--config FILE`` or ``$MSGSTREAM_CONFIG``; the
 default is the embedded rocksmq store): the same program runs on Kafka or Pulsar with
@@ -81,6 +82,13 @@ async def run(config_path: str | None, count: int, every_s: float) -> int:
                 async with emitter.reserve() as ts:
                     await stream.produce(MsgPack.of(order_insert(sent, ts)))
                 sent += 1
+                if sent == 1:  # up and running (stdout is kept for the result line)
+                    print(
+                        f"producing to {', '.join(CHANNELS)}; SIGINT or SIGTERM stops it "
+                        "after the current insert",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 if every_s > 0:  # a signal ends the pause at once
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stop.stopping.wait(), every_s)

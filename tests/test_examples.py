@@ -4,7 +4,6 @@ their docstrings say: on rocksmq, Kafka and Pulsar, with Spark, and under SIGTER
 from __future__ import annotations
 
 import os
-import select
 import signal
 import socket
 import subprocess
@@ -14,9 +13,15 @@ from typing import Any
 
 import pytest
 
+from helpers.lines import Lines
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 ROWS_PER_INSERT = 5
+DRAINED_AFTER_S = "5"
+"""The consumer's ``--idle-timeout`` where it is to stop once it has read everything: every
+pack is already stored, so the next one is a local read away; the margin is for a loaded
+machine (the idle time counts only while no pack is being handled)."""
 
 
 def run(program: str, *args: str, env: dict[str, str], timeout: float = 120) -> str:
@@ -38,8 +43,9 @@ def environment(**overrides: str) -> dict[str, str]:
 
 
 def produce_then_consume_twice(tmp_path: Path, env: dict[str, str], *config: str) -> None:
-    """60 inserts (300 orders); a consumer stops after 2 packs, a second one resumes from
-    its checkpoint: together they handle every order exactly once. The consumers read a
+    """60 inserts (300 orders); a consumer stops after 2 packs with orders in them (a tick
+    can close a pack with none: the schema's, or one a slow send let pass), a second one
+    resumes from its checkpoint: together they handle every order exactly once. They read a
     pack per tick however late they start: pursuit mode, which a lag past 10 s turns on (a
     loaded machine starting an interpreter), would merge the packs into two or fewer."""
     env = {**env, "MSGSTREAM_MSGSTREAM_PURSUIT_LAG_S": "0"}
@@ -47,11 +53,13 @@ def produce_then_consume_twice(tmp_path: Path, env: dict[str, str], *config: str
     assert produced.strip() == "produced inserts=60 rows=300 stopped_by=None"
     out, positions = tmp_path / "orders.txt", tmp_path / "positions.json"
     files = ["--out", str(out), "--positions", str(positions)]
-    first = run("checkpointing_consumer.py", *config, *files, "--max-packs", "2", env=env)
+    first = run("checkpointing_consumer.py", *config, *files, "--max-packs", "2",
+                "--idle-timeout", "60", env=env)  # fmt: skip
     assert first.startswith("consumed orders=") and "packs=2 " in first
     handled_first = len(out.read_text().split())
     assert 0 < handled_first < 300
-    rest = run("checkpointing_consumer.py", *config, *files, "--idle-timeout", "3", env=env)
+    rest = run("checkpointing_consumer.py", *config, *files, "--idle-timeout", DRAINED_AFTER_S,
+               env=env)  # fmt: skip
     assert f"consumed orders={300 - handled_first} " in rest
     assert sorted(int(line) for line in out.read_text().split()) == list(range(300))
 
@@ -70,22 +78,22 @@ def test_sigterm_stops_the_producer_after_a_whole_insert_and_a_final_tick(
          "--every", "0.005"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    # Its start line (on stderr) says its signal handlers are in place and inserts begin.
-    ready, _, _ = select.select([producer.stderr], [], [], 120)
-    if not ready:
+    try:
+        stdout, stderr = Lines(producer.stdout), Lines(producer.stderr)  # type: ignore[arg-type]
+        stderr.wait_for(lambda line: line.startswith("producing to "))  # an insert is sent
+        producer.send_signal(signal.SIGTERM)
+        producer.wait(timeout=120)
+        out, err = stdout.rest(), stderr.rest()
+    finally:
         producer.kill()
-    assert ready, "the producer did not start within 120 s"
-    assert producer.stderr is not None
-    assert producer.stderr.readline().startswith("producing to orders-0, orders-1")
-    producer.send_signal(signal.SIGTERM)
-    out, err = producer.communicate(timeout=60)
+        producer.wait()
     assert producer.returncode == 143, err
     inserts = int(out.split("inserts=")[1].split()[0])
     assert 0 < inserts < 100000
     assert out.strip().endswith("stopped_by=SIGTERM")
     # the final tick was sent: a consumer reads every insert the producer reported
     files = ["--out", str(tmp_path / "o.txt"), "--positions", str(tmp_path / "p.json")]
-    consumed = run("checkpointing_consumer.py", *files, "--idle-timeout", "2", env=env)
+    consumed = run("checkpointing_consumer.py", *files, "--idle-timeout", DRAINED_AFTER_S, env=env)
     assert f"consumed orders={inserts * ROWS_PER_INSERT} " in consumed
 
 

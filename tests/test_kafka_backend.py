@@ -40,7 +40,8 @@ from msgstream.messages import DeleteMsg
 pytestmark = pytest.mark.kafka
 
 EARLIEST = SubscriptionPosition.EARLIEST
-TIMEOUT = 20.0
+TIMEOUT = 60.0
+"""How long what must happen may take (a deadline, never a pause): a loaded machine is slow."""
 _names = iter(range(1_000_000))
 
 
@@ -84,21 +85,24 @@ async def test_one_producer_is_shared_by_every_channel(kafka_broker: Any) -> Non
 
 
 async def test_unreachable_bootstrap_fails_within_the_deadline() -> None:
+    """At the 3 s deadline, not at aiokafka's own (40 s and more); the margin is for a
+    loaded machine."""
     client = client_for(f"127.0.0.1:{free_port()}", operation_timeout_s=3.0)
     started = time.monotonic()
     with pytest.raises(BackendUnavailableError, match=r"kafka at 127\.0\.0\.1:\d+"):
         await client.create_producer("never-created")
-    assert time.monotonic() - started < 10.0
+    assert time.monotonic() - started < 3.0 + 20
     started = time.monotonic()
     with pytest.raises(BackendUnavailableError):
         await client.subscribe("never-created", "sub", EARLIEST)
-    assert time.monotonic() - started < 10.0
+    assert time.monotonic() - started < 3.0 + 20
     await client.close()
 
 
 @pytest.mark.parametrize("name", ["a/b", "has space", "x" * 250, ""])
 async def test_invalid_topic_names_fail_before_any_network_call(name: str) -> None:
-    # The address is unreachable: any network call would fail with another error.
+    # The address is unreachable: any network call would fail with another error, once its
+    # 3 s deadline had passed.
     client = client_for(f"127.0.0.1:{free_port()}", operation_timeout_s=3.0)
     started = time.monotonic()
     with pytest.raises(InvalidChannelNameError):
@@ -107,7 +111,7 @@ async def test_invalid_topic_names_fail_before_any_network_call(name: str) -> No
         await client.subscribe(name, "sub", EARLIEST)
     with pytest.raises(InvalidChannelNameError):
         await client.check_topic_valid(name)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 3.0
     await client.close()
 
 
@@ -170,12 +174,12 @@ async def test_wrong_sasl_password_is_an_authentication_error(kafka_broker: Any)
         security_protocol="SASL_PLAINTEXT",
         sasl_username=user,
         sasl_password=password + "-wrong",
-        operation_timeout_s=10.0,
+        operation_timeout_s=60.0,
     )
     started = time.monotonic()
     with pytest.raises(AuthenticationError, match="authentication failed"):
         await bad.create_producer(channel)
-    assert time.monotonic() - started < 10.0
+    assert time.monotonic() - started < 30.0  # the refusal is reported, not waited out
     await bad.close()
 
 
@@ -311,7 +315,9 @@ async def test_broker_restart_loses_nothing_acknowledged(kafka_broker: Any) -> N
         assert all("kafka" in error for error in failed)
 
         received: list[int] = []
-        while len(set(received)) < len(acked):
+        # Until every acknowledged message is in (not until as many messages are: a send
+        # that failed at its deadline may still have been written, and counts too).
+        while not set(acked) <= set(received):
             pack = await asyncio.wait_for(anext(consumer), 60.0)
             received.extend(m.msg_id for m in pack.msgs)
         # Every acknowledged message is there, in order; retried sends may add a
@@ -353,7 +359,9 @@ async def test_sends_a_frozen_broker_never_answers_fail_at_the_deadline(
                     BackendUnavailableError, match=r"not acknowledged within 0\.8 s"
                 ):
                     await sender.produce(pack)
-                assert deadline - 0.05 <= time.monotonic() - started < deadline + 1.5
+                # at the deadline, not at aiokafka's own request timeout (40 s): the
+                # margin is for a loaded machine
+                assert deadline - 0.05 <= time.monotonic() - started < deadline + 10
         finally:
             await asyncio.to_thread(kafka_broker.resume)
         ids = await asyncio.wait_for(stream.produce(MsgPack.of(delete_msg(6))), TIMEOUT)

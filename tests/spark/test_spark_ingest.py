@@ -86,7 +86,8 @@ def test_ingest_reports_bad_input(
 
     assert main([*base, "--channel", "ingbad-0", "--channel", "ingbad-9"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "error: channel 'ingbad-9' does not exist on backend 'rocksmq'"
+        "error: channel 'ingbad-9' does not exist on backend 'rocksmq'; "
+        "did you mean 'ingbad-1' or 'ingbad-0'?"
     )
 
     checkpoint = tmp_path / "broken.json"
