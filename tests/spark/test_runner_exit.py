@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 CHILD = textwrap.dedent(
     """
-    import importlib.machinery, os, signal, sys, time
+    import importlib.machinery, signal, sys, threading, time
     main = sys.modules["__main__"]
     if sys.argv[1] == "runner":  # what `python -m <runner>` gives __main__
         main.__spec__ = importlib.machinery.ModuleSpec(sys.argv[2], None)
@@ -43,8 +43,12 @@ CHILD = textwrap.dedent(
     try:
         print(said, flush=True)  # inside the try: SIGTERM may come as soon as it is read
         if sys.argv[3] == "into-close":  # a SIGTERM that came as the runner went to stop
+            # Held for the main thread alone: sent to the process, the kernel could hand it
+            # to another thread (numpy's OpenBLAS starts one at import) whose C handler
+            # would trip Python's flag before close() is entered -- a race a loaded
+            # machine decides. Sent to this thread, it waits here until close() unblocks.
             signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
-            os.kill(os.getpid(), signal.SIGTERM)
+            signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
         if sys.argv[3] in ("closing", "into-close"):
             close()
             sys.exit(0)

@@ -172,7 +172,8 @@ class LogConsumer(ConsumerBase):
         if self._next_read is None:
             raise self._unpositioned()
         if not self._store.has_channel(self.channel):
-            raise TopicNotFoundError(self.channel, self._store.backend_name)
+            store = self._store
+            raise TopicNotFoundError(self.channel, store.backend_name, store.list_channels())
         return self._next_read
 
     def _fill(self, limit: int) -> None:

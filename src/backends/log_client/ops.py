@@ -21,7 +21,7 @@ def open_subscription(
     subscription is saved at its start; the consumer counts as open (no idle expiry)."""
     if not store.has_channel(channel):
         if store.read_only:
-            raise TopicNotFoundError(channel, store.backend_name)
+            raise TopicNotFoundError(channel, store.backend_name, store.list_channels())
         store.ensure_channel(channel)
     existing = store.get_subscription(channel, subname)
     start: int | None
@@ -63,7 +63,7 @@ def seek_target(store: LogStore, channel: str, subname: str, msg_id: int, inclus
 
 def check_channel(store: LogStore, channel: str) -> None:
     if not store.has_channel(channel):
-        raise TopicNotFoundError(channel, store.backend_name)
+        raise TopicNotFoundError(channel, store.backend_name, store.list_channels())
 
 
 def latest_id(store: LogStore, channel: str) -> int | None:

@@ -466,7 +466,7 @@ class RemoteClient:
         validate_channel_name(channel)
         (exists,), _ = await self._call(Op.HAS_CHANNEL, [channel])
         if not exists:
-            raise TopicNotFoundError(channel, self.backend_name)
+            raise TopicNotFoundError(channel, self.backend_name, await self.list_channels())
 
     async def list_channels(self) -> list[str]:
         (channels,), _ = await self._call(Op.LIST_CHANNELS, [])

@@ -418,7 +418,7 @@ class OwnerServer:
         """The records of ``channel`` from ``from_id`` on, as a READ reply (None: none)."""
         store = self.store
         if not store.has_channel(channel):
-            raise TopicNotFoundError(channel, store.backend_name)
+            raise TopicNotFoundError(channel, store.backend_name, store.list_channels())
         stored = store.read_batch(channel, from_id, limit)
         if stored is None:
             return None
