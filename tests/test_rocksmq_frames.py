@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import orjson
 import pytest
 
 from msgstream.backends.rocksmq.frames import (
@@ -92,13 +93,19 @@ def test_a_control_must_be_the_declared_array() -> None:
 def test_errors_cross_with_their_class_text_and_attributes() -> None:
     for error in (
         TopicNotFoundError("ch", "rocksmq"),
+        TopicNotFoundError("ch-1", "rocksmq", ["ch-2", "other"]),
         DiskFullError("/s", "the disk is full"),
         StoreError("/s", "broken"),
     ):
-        back = rebuild_error(*error_fields(error))
+        text = str(error)  # for the hint: its suggestions are worked out (and cached) here
+        back = rebuild_error(*orjson.loads(orjson.dumps(error_fields(error))))
         assert type(back) is type(error)
-        assert str(back) == str(error)
+        assert str(back) == text
         assert vars(back) == vars(error)
+    hinted = rebuild_error(*error_fields(TopicNotFoundError("ch-1", "rocksmq", ["ch-2"])))
+    assert isinstance(hinted, TopicNotFoundError)
+    assert hinted.suggestions == ("ch-2",)
+    assert str(hinted) == "channel 'ch-1' does not exist on backend 'rocksmq'; did you mean 'ch-2'?"
     assert rebuild_error(*error_fields(DiskFullError("/s", "full"))).path == "/s"
     # a failure that is no msgstream error, and a name that is none: BackendUnavailableError
     kind, text, attributes = error_fields(ValueError("boom"))
