@@ -109,6 +109,7 @@ chaos: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_rocksmq.py
+	$(BIN)/python benchmarks/bench_shared.py
 
 bench-brokers: $(STAMP)
 	$(BIN)/python benchmarks/bench_kafka.py

@@ -209,7 +209,8 @@ def rocksmq_wal_garbage(workdir: Path, sizes: Sizes) -> Row:
         acked = _acked_by_children(original, 1, sizes.acks_per_life)
         for index, fraction in enumerate(WAL_DAMAGE_AT):
             path = workdir / f"copy-{store}-{index}"
-            shutil.copytree(original, path)
+            # the killed owner's socket file stays behind; a socket cannot be copied
+            shutil.copytree(original, path, ignore=shutil.ignore_patterns("owner.sock"))
             wal = max(path.glob("*.log"), key=lambda p: p.stat().st_size)
             with wal.open("r+b") as handle:
                 handle.seek(int(wal.stat().st_size * fraction))

@@ -9,7 +9,7 @@ rather than skip when it cannot start.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ import pytest
 
 from brokers.fixtures import kafka_broker, pulsar_broker
 from harness import BackendHarness
+from helpers.rocksmq_child import Child
 from msgstream import Config, config_from_dict
 from plugin_backend import plugged_in
 
@@ -45,6 +46,30 @@ def _rocksmq(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
         },
         env={},
     )
+
+
+def _rocksmq_shared(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
+    """rocksmq, the store owned by another process: every client of the test is attached
+    to it, so each message goes from the test process through the owner and back."""
+    path: Path = request.getfixturevalue("rocksmq_owner")
+    return config_from_dict(
+        {"mq": {"type": "rocksmq"}, "rocksmq": {"path": str(path)}, **LOCAL_LIMITS}, env={}
+    )
+
+
+@pytest.fixture(scope="module")
+def rocksmq_owner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A store owned by a separate process (``helpers/rocksmq_child.py own``), one per test
+    module; it closes the store when the module is done."""
+    path = tmp_path_factory.mktemp("shared") / "rocksmq"
+    owner = Child("own", str(path))
+    try:
+        assert owner.line(timeout=60).startswith("OWNING ")
+        yield path
+        owner.send_line("done")
+        assert owner.line(timeout=60) == "CLOSED"
+    finally:
+        owner.close()
 
 
 def _kafka(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
@@ -90,6 +115,7 @@ def _tinylog(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
 BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Config]] = {
     "memory": _memory,
     "rocksmq": _rocksmq,
+    "rocksmq-shared": _rocksmq_shared,
     "kafka": _kafka,
     "kafka-confluent": _kafka_confluent,
     "pulsar": _pulsar,

@@ -668,3 +668,44 @@ def test_produce_json_summary(cli: Cli) -> None:
     assert (summary["messages"], summary["batches"], summary["channels"]) == (30, 5, ["j0", "j1"])
     assert (summary["skipped"], summary["skipped_lines"]) == (0, [])
     assert summary["ticks"] >= 1 and summary["seconds"] > 0
+
+
+def test_two_terminals_share_the_default_store(tmp_path: Path) -> None:
+    """The README's two terminals: a TtMsgStream consumer, then a producer, each its own
+    process on the default store (the consumer owns it, the producer attaches); inspect
+    and doctor look at it while the consumer runs."""
+    script = str(Path(sys.executable).with_name("msgstream"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MSGSTREAM_")}
+    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [script, *argv], capture_output=True, text=True, env=env, timeout=120, check=False
+        )
+
+    consumer = subprocess.Popen(
+        [script, "consume", "--channel", "live", "--tt", "--wait-for-channels", "--json",
+         "--skip-empty", "--idle-timeout", "600"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert consumer.stderr is not None and consumer.stdout is not None
+        assert "waiting for it" in consumer.stderr.readline()  # it owns the store now
+        produced = run("produce", "--channel", "live", "--count", "3")
+        assert produced.returncode == 0, produced.stderr
+        assert produced.stdout.startswith("produced: messages=3 channels=1 ")
+        rows: list[int] = []
+        while len(rows) < 3:
+            pack = orjson.loads(consumer.stdout.readline())
+            rows += [row for msg in pack["msgs"] for row in msg.get("row_ids", [])]
+        assert rows == [0, 1, 2]
+        inspected = run("inspect", "--json")
+        assert inspected.returncode == 0, inspected.stderr
+        assert '"live"' in inspected.stdout
+        doctor = run("doctor", "--json")
+        assert doctor.returncode == 0, doctor.stderr
+        assert orjson.loads(doctor.stdout)["healthy"] is True
+    finally:
+        consumer.send_signal(signal.SIGTERM)
+        consumer.communicate(timeout=60)
+    assert consumer.returncode == 143

@@ -8,6 +8,7 @@ import asyncio
 import os
 import time
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -172,17 +173,51 @@ def test_read_only_or_inspecting_opens_never_create_a_store(tmp_path: Path) -> N
     assert not missing.exists()
 
 
-def test_a_store_held_by_another_process_is_a_lock_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("theirs", "ours", "says"),
+    [
+        (
+            "exclusive",
+            "auto",
+            "holds it with rocksmq.sharing: exclusive; set rocksmq.sharing: auto",
+        ),
+        ("auto", "exclusive", "owns it and rocksmq.sharing is exclusive here: set rocksmq.sharing"),
+        ("exclusive", "exclusive", "owns it and rocksmq.sharing is exclusive here"),
+    ],
+)
+def test_a_store_another_process_keeps_to_itself_is_a_lock_error_naming_the_key(
+    tmp_path: Path, theirs: str, ours: Literal["auto", "exclusive"], says: str
+) -> None:
     path = tmp_path / "store"
-    child = Child("ack", str(path), "ch", "3", "1")
+    child = Child("ack", str(path), "ch", "3", "1", theirs)
     try:
         assert child.line() == "ACKED 1"
-        with pytest.raises(StoreLockedError, match="another process holds the store") as info:
-            open_client(str(path))
+        with pytest.raises(StoreLockedError) as info:
+            open_client(str(path), sharing=ours)
         assert info.value.path == str(path)
-        assert "LOCK" not in str(info.value)  # said in words, not RocksDB's raw text
+        assert f"process {child.proc.pid} {says}" in str(info.value)
     finally:
         child.close()
+
+
+def test_a_store_rocksdb_holds_without_sharing_is_a_lock_error(tmp_path: Path) -> None:
+    """A process that opened RocksDB without taking the owner lock (an older msgstream)."""
+    path = tmp_path / "store"
+    holder = Child(
+        "import sys; from rocksdict import Rdict; db = Rdict(sys.argv[1]); print('OPEN', "
+        "flush=True); sys.stdin.readline()",
+        str(path),
+        script="-c",
+    )
+    try:
+        assert holder.line() == "OPEN"
+        with pytest.raises(StoreLockedError, match="without sharing it") as info:
+            open_client(str(path))
+        assert info.value.path == str(path)
+        assert "rocksmq.sharing: read_only" in str(info.value)
+        assert "LOCK" not in str(info.value)  # said in words, not RocksDB's raw text
+    finally:
+        holder.close()
 
 
 # --- a full disk -------------------------------------------------------------------------

@@ -1,9 +1,13 @@
 """Opening a backend for reading: the one backend-specific step of the bridge.
 
-The embedded rocksmq store allows one writing process; Spark's Python workers (and an
-ingest job next to a running producer) are other processes, so the bridge always opens
-rocksmq read-only. A read-only store sees the writer's later messages only when it
-catches up, which :attr:`ReaderClient.refresh` does before the bridge asks what is new.
+The bridge opens rocksmq read-only (a RocksDB secondary instance), also when other
+processes share the store (``rocksmq.sharing: auto``): Spark's Python workers come and go
+(Spark kills them with SIGKILL), and one attached to a shared store could be the one to
+take it over when no service owns it, opening RocksDB and serving the others for the
+length of a task. A read-only store never owns, never writes, and sees what the owner
+wrote when it catches up, which :attr:`ReaderClient.refresh` does before the bridge asks
+what is new; the query's retention hold is a file the owner's retention honours
+(:mod:`.subscription`).
 Every other backend is opened through the ordinary factory.
 """
 
@@ -62,7 +66,7 @@ def open_reader(config: Config) -> ReaderClient:
     from msgstream.backends.rocksmq import new_client as new_rocksmq_client
 
     client = new_rocksmq_client(config.section(RocksmqConfig), config.msgstream, read_only=True)
-    store = client.store
+    store = getattr(client, "store", None)  # read-only: always a client on its own store
     assert isinstance(store, RocksStore)
     return ReaderClient(client, store.catch_up)
 

@@ -77,6 +77,7 @@ class TopicNotFoundError(MsgStreamError):
     """
 
     MAX_SUGGESTIONS: ClassVar[int] = 3
+    _known: tuple[str, ...] = ()  # also what one rebuilt from its text and fields has
 
     def __init__(self, channel: str, backend: str = "", known: Iterable[str] = ()) -> None:
         where = f" on backend {backend!r}" if backend else ""
@@ -143,6 +144,12 @@ class StreamStateError(MsgStreamError, RuntimeError):
 
 class BackendUnavailableError(MsgStreamError):
     """A backend is not installed, not implemented, or its broker cannot be reached."""
+
+
+class SendOutcomeUnknownError(BackendUnavailableError):
+    """A send got no acknowledgement before its deadline and could not be settled by a
+    retry: its messages may or may not have been stored. Nothing is retried silently
+    after this (a retry with a new send could store them twice); the caller decides."""
 
 
 class MessageTooLargeError(MsgStreamError, ValueError):
@@ -217,7 +224,7 @@ class StorePathError(StoreError):
 
 
 class StoreLockedError(StoreError):
-    """Another process holds the store open for writing (rocksmq is single-writer)."""
+    """Another process holds the store for itself (rocksmq with ``sharing: exclusive``)."""
 
 
 class StoreCorruptedError(StoreError):

@@ -10,9 +10,19 @@ at once, so the parent sees it as soon as the step it reports has completed.
     ``send_many`` batch without properties. Prints ``ACK <channel> <id> <seq>`` for every
     message once its ``send``/``send_many`` has returned.
 
-``ack PATH CHANNEL COUNT ACK_AT``
+``ack PATH CHANNEL COUNT ACK_AT [SHARING]``
     Produce ``COUNT`` messages, subscribe ``sub`` at EARLIEST, receive up to the message
-    with id ``ACK_AT``, ack it, print ``ACKED <id>``, then wait to be killed.
+    with id ``ACK_AT``, ack it, print ``ACKED <id>``, then wait to be killed. The store is
+    opened with ``rocksmq.sharing`` ``SHARING`` (``auto`` by default).
+
+``own PATH``
+    Open the store (creating it) so this process owns it and serves other processes,
+    print ``OWNING <pid>``, and keep it until stdin has a line or ends; then close it and
+    print ``CLOSED``.
+
+``own-fork PATH``
+    As ``own``, then fork a child that sleeps (it inherits the store's lock and sockets)
+    and print ``FORKED <child pid>``.
 
 ``read PATH CHANNEL EXPECTED LATE_CHANNEL LATE_EXPECTED``
     Open the store read-only, subscribe ``reader`` at EARLIEST, print ``OPENED``, then
@@ -34,7 +44,7 @@ import sys
 import tempfile
 import threading
 
-from msgstream.backends.log_client.client import LogMessageID
+from msgstream.backends.log_client.client import LogClient, LogMessageID
 from msgstream.backends.rocksmq import RocksOptions, open_client
 from msgstream.backends.rocksmq.store import RocksStore
 from msgstream.position import SubscriptionPosition
@@ -145,8 +155,9 @@ async def produce(path: str, sync: bool, channels: list[str]) -> None:
         seq += 8
 
 
-async def ack(path: str, channel: str, count: int, ack_at: int) -> None:
-    client = open_client(path)
+async def ack(path: str, channel: str, count: int, ack_at: int, sharing: str = "auto") -> None:
+    assert sharing in ("auto", "exclusive")
+    client = open_client(path, sharing="auto" if sharing == "auto" else "exclusive")
     producer = await client.create_producer(channel)
     await producer.send_many([f"m{i}".encode() for i in range(1, count + 1)])
     consumer = await client.subscribe(channel, "sub", SubscriptionPosition.EARLIEST)
@@ -157,6 +168,24 @@ async def ack(path: str, channel: str, count: int, ack_at: int) -> None:
             out("ACKED", ack_at)
             break
     await asyncio.sleep(3600)
+
+
+async def own(path: str, fork: bool = False) -> None:
+    client = open_client(path)
+    assert isinstance(client, LogClient), "another process owns the store"
+    out("OWNING", os.getpid())
+    if fork:
+        child = os.fork()
+        if child == 0:  # holds whatever the fork left it until killed, but not our pipes
+            quiet = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(quiet, fd)
+            signal.pause()
+            os._exit(0)
+        out("FORKED", child)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    await client.close()
+    out("CLOSED")
 
 
 async def read(path: str, channel: str, expected: int, late: str, late_expected: int) -> None:
@@ -193,7 +222,9 @@ def main(argv: list[str]) -> None:
     if mode == "produce":
         asyncio.run(produce(path, args[0] == "1", args[1:]))
     elif mode == "ack":
-        asyncio.run(ack(path, args[0], int(args[1]), int(args[2])))
+        asyncio.run(ack(path, args[0], int(args[1]), int(args[2]), *args[3:]))
+    elif mode in ("own", "own-fork"):
+        asyncio.run(own(path, fork=mode == "own-fork"))
     elif mode == "read":
         asyncio.run(read(path, args[0], int(args[1]), args[2], int(args[3])))
     else:

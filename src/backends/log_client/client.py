@@ -23,7 +23,6 @@ from msgstream.consumer_base import ClientHooks, ClientState, ConsumerBase
 from msgstream.cooperate import cooperate
 from msgstream.errors import (
     BackendUnavailableError,
-    InvalidPositionError,
     MsgStreamError,
     StreamStateError,
     TopicNotFoundError,
@@ -35,7 +34,8 @@ from msgstream.position import SubscriptionPosition
 from msgstream.producer_base import ProducerBase
 from msgstream.tagged_id import TaggedMessageID
 
-from .store import FIRST_ID, LogStore, StoredBatch
+from . import ops
+from .store import FIRST_ID, LogStore, StoredBatch, StoredSubscription
 
 log = get_logger(__name__)
 
@@ -253,21 +253,9 @@ class LogConsumer(ConsumerBase):
         would silently swallow the messages sent until the end reached it)."""
         self._check_open()
         own = self._id_type.of(msg_id)
-        store, channel = self._store, self.channel
-        target = own.value if inclusive else own.value + 1
-        end = store.next_id(channel)
-        if target > end:
-            last = store.last_id(channel)
-            raise InvalidPositionError(
-                f"cannot seek channel {channel!r} to MessageID {own.value} "
-                f"({'inclusive' if inclusive else 'exclusive'}): past the channel's end "
-                + ("(it is empty" if last is None else f"(its last message is id {last}")
-                + f"; the next message will get id {end})"
-            )
+        next_read = ops.seek_target(self._store, self.channel, self.subname, own.value, inclusive)
         self._buffer.clear()
-        self._next_read = max(target, store.first_readable(channel))
-        if self._store.get_subscription(self.channel, self.subname) is None:
-            self._store.put_subscription(self.channel, self.subname, self._next_read)
+        self._next_read = next_read
 
     async def seek_to_earliest(self) -> None:
         await self.seek(self._id_type(FIRST_ID - 1), inclusive=True)
@@ -278,9 +266,7 @@ class LogConsumer(ConsumerBase):
         self._check_open()
         self._check_ack_channel(msg)
         resume_at = self._id_type.of(msg.msg_id).value + 1
-        current = self._store.get_subscription(self.channel, self.subname)
-        if current is None or resume_at > current.next_id:  # cumulative: never moves back
-            self._store.put_subscription(self.channel, self.subname, resume_at)
+        self._store.advance_subscription(self.channel, self.subname, resume_at)
 
     async def close(self) -> None:
         if self._begin_close():
@@ -353,27 +339,9 @@ class LogClient:
             self._on_use()
         validate_channel_name(channel)
         validate_subscription_name(subname)
-        store = self.store
-        if not store.has_channel(channel):
-            if store.read_only:
-                raise TopicNotFoundError(channel, self.backend_name, store.list_channels())
-            store.ensure_channel(channel)
-        existing = store.get_subscription(channel, subname)
-        start: int | None
-        if existing is not None:
-            start = existing.next_id
-        elif position is SubscriptionPosition.EARLIEST:
-            first = store.first_id(channel)
-            start = store.next_id(channel) if first is None else first
-        elif position is SubscriptionPosition.LATEST:
-            start = store.next_id(channel)
-        else:
-            start = None
-        if existing is None and start is not None and not store.read_only:
-            store.put_subscription(channel, subname, start)
+        start = ops.open_subscription(self.store, channel, subname, position)
         consumer = LogConsumer(channel, subname, start, self._parts, self._hooks)
         self._consumers.add(consumer)
-        store.consumer_opened(channel, subname)
         return consumer
 
     def forget(self, consumer: Any) -> None:
@@ -386,15 +354,15 @@ class LogClient:
         return self.id_type.parse(data)
 
     async def get_latest_msg_id(self, channel: str) -> LogMessageID | None:
-        await self.check_topic_valid(channel)
-        last = self.store.last_id(channel)
+        self.check_open()
+        validate_channel_name(channel)
+        last = ops.latest_id(self.store, channel)
         return None if last is None else self.id_type(last)
 
     async def check_topic_valid(self, channel: str) -> None:
         self.check_open()
         validate_channel_name(channel)
-        if not self.store.has_channel(channel):
-            raise TopicNotFoundError(channel, self.backend_name, self.store.list_channels())
+        ops.check_channel(self.store, channel)
 
     async def list_channels(self) -> list[str]:
         self.check_open()
@@ -402,30 +370,18 @@ class LogClient:
 
     async def retained_messages(self, channel: str) -> tuple[LogMessageID, int] | None:
         self.check_open()
-        first, last = self.store.first_id(channel), self.store.last_id(channel)
-        if first is None or last is None:
-            return None
-        return self.id_type(first), last - first + 1
+        found = ops.retained(self.store, channel)
+        return None if found is None else (self.id_type(found[0]), found[1])
 
     async def peek(self, channel: str, msg_id: MessageID) -> bytes | None:
         self.check_open()
-        wanted = int(self.id_type.of(msg_id))
-        records = self.store.read(channel, wanted, 1)
-        return records[0].payload if records and records[0].msg_id == wanted else None
+        return ops.peek(self.store, channel, int(self.id_type.of(msg_id)))
 
     async def list_subscriptions(self, channel: str) -> list[SubscriptionInfo]:
-        await self.check_topic_valid(channel)
-        end = self.store.next_id(channel)
-        return [
-            SubscriptionInfo(
-                channel=channel,
-                name=sub.name,
-                acked_id=self.id_type(sub.next_id - 1),
-                lag=max(end - sub.next_id, 0),
-                last_active_ms=sub.last_active_ms,
-            )
-            for sub in self.store.list_subscriptions(channel)
-        ]
+        self.check_open()
+        validate_channel_name(channel)
+        end, subs = ops.subscriptions(self.store, channel)
+        return subscription_infos(channel, self.id_type, end, subs)
 
     async def delete_channel(self, channel: str) -> None:
         self.check_open()
@@ -444,3 +400,19 @@ class LogClient:
             return
         if self._on_close is not None:
             self._on_close()
+
+
+def subscription_infos(
+    channel: str, id_type: type[LogMessageID], end: int, subs: list[StoredSubscription]
+) -> list[SubscriptionInfo]:
+    """What ``inspect`` shows of a channel's subscriptions, given its next id."""
+    return [
+        SubscriptionInfo(
+            channel=channel,
+            name=sub.name,
+            acked_id=id_type(sub.next_id - 1),
+            lag=max(end - sub.next_id, 0),
+            last_active_ms=sub.last_active_ms,
+        )
+        for sub in subs
+    ]

@@ -4,9 +4,10 @@ signal."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -56,14 +57,18 @@ class LogStore(ABC):
     Appends wake consumers of the same process through per-channel events: a waiter
     takes the channel's event (creating it if needed), re-checks the log, then waits;
     ``notify`` removes the event and sets it, so the next waiter gets a fresh one and
-    no wake-up is lost.
+    no wake-up is lost. An append made in another thread (a shared store's owner serves
+    other processes from a thread of its own) wakes them with :meth:`notify_threadsafe`;
+    a :attr:`watcher` hears of every ``notify`` (that thread's waiters).
     """
 
     backend_name: str
     read_only: bool = False
+    watcher: Callable[[str], None] | None = None
+    """Called with the channel on every :meth:`notify`, when set."""
 
     def __init__(self) -> None:
-        self._events: dict[str, asyncio.Event] = {}
+        self._events: dict[str, _Wakeup] = {}
 
     # --- channels -------------------------------------------------------------------
     @abstractmethod
@@ -127,6 +132,14 @@ class LogStore(ABC):
     @abstractmethod
     def delete_subscription(self, channel: str, name: str) -> None: ...
 
+    def advance_subscription(self, channel: str, name: str, next_id: int) -> None:
+        """Move subscription ``name`` to ``next_id`` unless it already stands there or
+        further (acknowledgements are cumulative: a cursor never moves back). Stores
+        written from several threads override it to do this atomically."""
+        current = self.get_subscription(channel, name)
+        if current is None or next_id > current.next_id:
+            self.put_subscription(channel, name, next_id)
+
     @abstractmethod
     def close(self) -> None: ...
 
@@ -143,16 +156,36 @@ class LogStore(ABC):
         return last if first is not None and last >= first else None
 
     def notify(self, channel: str) -> None:
-        """Wake every waiter of ``channel`` (after an append, a delete or a close)."""
+        """Wake every waiter of ``channel`` (after an append, a delete or a close), from
+        the thread of the waiters' event loop."""
         event = self._events.pop(channel, None)
         if event is not None:
             event.set()
+        watcher = self.watcher
+        if watcher is not None:
+            watcher(channel)
+
+    def notify_threadsafe(self, channel: str) -> None:
+        """:meth:`notify`'s wake-up of this process's waiters, from any thread."""
+        event = self._events.pop(channel, None)
+        if event is not None:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits
+                event.loop.call_soon_threadsafe(event.set)
 
     async def wait_for_append(self, channel: str, next_id: int) -> None:
         """Return once the channel holds an id >= ``next_id`` or ``notify`` was called."""
         event = self._events.get(channel)
         if event is None:
-            event = self._events[channel] = asyncio.Event()
+            event = self._events[channel] = _Wakeup()
         if self.next_id(channel) > next_id:
             return
         await event.wait()
+
+
+class _Wakeup(asyncio.Event):
+    """A channel's wake-up event, which knows its event loop (to be set from another
+    thread)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.get_running_loop()

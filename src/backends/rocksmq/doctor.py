@@ -31,6 +31,7 @@ from msgstream.errors import StoreCorruptedError, StoreLockedError
 
 from ..log_client.store import FIRST_ID
 from .failures import check_store_path, store_error
+from .ownership import OwnerLock, read_owner
 from .wal import damaged_tails
 
 _I64_MAX = (1 << 63) - 1
@@ -75,6 +76,9 @@ class Diagnosis:
 def _options(recovery: str) -> Options:
     options = Options(raw_mode=True)
     options.set_paranoid_checks(True)
+    # Every table file is opened with the store: one its owner compacts away meanwhile
+    # stays readable (a check may run while a service owns the store).
+    options.set_max_open_files(-1)
     options.set_wal_recovery_mode(getattr(DBRecoveryMode, recovery)())
     return options
 
@@ -279,8 +283,14 @@ def repair(path: str) -> Diagnosis:
 
 @contextlib.contextmanager
 def _locked(path: str) -> Iterator[None]:
-    """Hold the store's ``LOCK`` (RocksDB's own lock, a POSIX record lock) without opening
-    the store: opening it writable would already change files the backup must keep."""
+    """Hold the store's owner lock (no process sharing the store takes it over meanwhile)
+    and its ``LOCK`` (RocksDB's own lock, a POSIX record lock) without opening the store:
+    opening it writable would already change files the backup must keep."""
+    owner = OwnerLock.try_acquire(path, "exclusive", announce=False)  # the backup is as found
+    if owner is None:
+        holder = read_owner(path)
+        who = f"process {holder.pid}" if holder is not None else "another process"
+        raise StoreLockedError(path, f"{who} owns the store; stop it before repairing")
     fd = os.open(os.path.join(path, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
@@ -292,6 +302,7 @@ def _locked(path: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+        owner.release()
 
 
 def _repair(path: str) -> Diagnosis:

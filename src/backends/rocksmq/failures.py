@@ -30,9 +30,9 @@ _BY_TEXT: tuple[tuple[tuple[str, ...], type[StoreError], str], ...] = (
     (
         ("While lock file", "lock hold by current process", "LOCK: Resource temporarily"),
         StoreLockedError,
-        "another process holds the store open for writing (rocksmq allows one process per "
-        "store: open it read-only with `rocksmq.read_only`, stop the other process, or use "
-        "Kafka or Pulsar for several writers)",
+        "another process holds the store open for writing without sharing it (an older "
+        "msgstream, or RocksDB opened directly): stop that process, or open this one with "
+        "`rocksmq.sharing: read_only` to only read",
     ),
     (
         ("Corruption",),

@@ -5,14 +5,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, ClassVar
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
 from msgstream.config_keys import Special
 from msgstream.sections import Count, Seconds, Section
 
-__all__ = ["RocksmqConfig", "default_rocksmq_path"]
+__all__ = ["RocksmqConfig", "Sharing", "default_rocksmq_path"]
+
+Sharing = Literal["auto", "exclusive", "read_only"]
 
 
 class RocksmqConfig(Section):
@@ -23,6 +25,13 @@ class RocksmqConfig(Section):
     path: str | None = None
     """Directory of the embedded store; null means $XDG_DATA_HOME/msgstream/rocksmq (else
     ~/.local/share/msgstream/rocksmq)"""
+
+    sharing: Sharing = "auto"
+    """How this process shares the store with others: auto (the first process to open it
+    owns it, later ones attach to that one through a socket in the store's directory and
+    take over when it ends), exclusive (this process alone: another one gets
+    StoreLockedError) or read_only (follow it through a RocksDB secondary instance: never
+    writes, never owns)"""
 
     sync: bool = False
     """fsync the store on every produce"""

@@ -14,6 +14,12 @@ The ``L`` mark keeps ids from being reused once retention has deleted every mess
 a channel (the next id is otherwise derived from the last message or page on open).
 
     b"H" + cid u32 + first id    -> last id i64: ids lost to damage, recorded by a repair
+    b"Q" + producer u64          -> seq u64 | cid u32 | first id i64 | count u32 | active ms u64
+
+A ``Q`` record is the last send of a producer in another process (a shared store's
+owner appends for it, :meth:`RocksStore.append_once`), written in the same batch as the
+messages: a send retried after its owner died is answered with the ids it got instead
+of being stored twice. Records idle for :data:`PRODUCER_IDLE_MS` are dropped.
 
 A send is one WriteBatch (ids allocated under a lock), acknowledged once RocksDB has
 written it to the WAL (fsynced too with ``sync=True``). Messages are grouped into pages
@@ -43,7 +49,7 @@ from dataclasses import dataclass, field
 from itertools import chain, repeat
 from operator import getitem
 from types import MappingProxyType
-from typing import cast
+from typing import NamedTuple, cast
 
 import orjson
 from rocksdict import (
@@ -58,6 +64,7 @@ from rocksdict import (
 
 from msgstream.errors import (
     DiskFullError,
+    SendOutcomeUnknownError,
     StoreCorruptedError,
     StoreError,
     StreamClosedError,
@@ -93,6 +100,11 @@ _PAGE = struct.Struct(">qQQ")
 _SUB = struct.Struct(">qQ")
 _I64 = struct.Struct(">q")
 _CID_PREFIX = struct.Struct(">cI")
+_PRODUCER_KEY = struct.Struct(">cQ")
+_PRODUCER = struct.Struct(">QIqIQ")
+PRODUCER_IDLE_MS = 3_600_000
+"""A producer's last-send record is kept this long after its last send: a retry comes
+within one operation timeout, long before."""
 _MAX_ID = (1 << 63) - 1
 _PLAIN, _WITH_PROPS = 0, 1
 _ID_BYTES = slice(5, 13)
@@ -118,6 +130,15 @@ def _decode_props(value: bytes) -> tuple[bytes, Properties]:
     return value[4 + size :], orjson.loads(value[4 : 4 + size])
 
 
+class _LastSend(NamedTuple):
+    """A producer's last send (see the ``Q`` records)."""
+
+    seq: int
+    cid: int
+    first_id: int
+    messages: int
+
+
 @dataclass(slots=True)
 class _OpenPage:
     first_id: int
@@ -140,6 +161,7 @@ class RocksOptions:
     --repair`` opens with another one, to recover past damage."""
 
 
+_CATCH_UP_TRIES = 5
 _REVIVE_MIN_FREE = 1 << 20
 """Free bytes needed before a store that hit a full disk is reopened."""
 
@@ -173,6 +195,9 @@ class RocksStore(LogStore):
         self._db = self._open_db()
         self._write_options = WriteOptions()
         self._write_options.sync = self.options.sync
+        self._sync_write_options = WriteOptions()
+        self._sync_write_options.sync = True
+        self._last_sends: dict[int, _LastSend] = {}
         self._closed = False
         self._caught_up_at = float("-inf")
         self._open_consumers: dict[tuple[str, str], int] = {}
@@ -249,13 +274,13 @@ class RocksStore(LogStore):
             except Exception as exc:
                 raise self._failed(exc, doing) from exc
 
-    def _write(self, batch: WriteBatch, doing: str) -> None:
+    def _write(self, batch: WriteBatch, doing: str, options: WriteOptions | None = None) -> None:
         with self._lock:
             self._check_open()
             if self._full:
                 self._revive()
             try:
-                self._db.write(batch, self._write_options)
+                self._db.write(batch, options or self._write_options)
             except Exception as exc:
                 raise self._failed(exc, doing) from exc
 
@@ -376,7 +401,17 @@ class RocksStore(LogStore):
             self._open_pages.pop(cid, None)
 
     # --- records ----------------------------------------------------------------------
-    def append(self, channel: str, payloads: Sequence[bytes], properties: Properties) -> list[int]:
+    def append(
+        self,
+        channel: str,
+        payloads: Sequence[bytes],
+        properties: Properties,
+        sent_by: tuple[int, int] | None = None,
+        sync: bool = False,
+    ) -> list[int]:
+        """Store ``payloads``; ``sent_by`` (producer, seq) records the send in the same
+        batch (see :meth:`append_once`); ``sync`` fsyncs this write whatever
+        ``options.sync`` says."""
         self._check_open()
         with self._lock:
             if self._full:
@@ -393,11 +428,10 @@ class RocksStore(LogStore):
             size = sum(map(len, values))
             page = self._open_pages[cid]
             closing = page.size + size >= self.options.page_size
-            if count == 1 and not closing:  # one put is atomic too, and cheaper than a batch
+            write_options = self._sync_write_options if sync else self._write_options
+            if count == 1 and not closing and sent_by is None:  # atomic, cheaper than a batch
                 try:
-                    self._db.put(
-                        _MSG_KEY.pack(b"M", cid, first, flag), values[0], self._write_options
-                    )
+                    self._db.put(_MSG_KEY.pack(b"M", cid, first, flag), values[0], write_options)
                 except Exception as exc:
                     raise self._failed(exc, f"writing to channel {channel!r}") from exc
             else:
@@ -412,7 +446,20 @@ class RocksStore(LogStore):
                     batch.put(
                         page_key(cid, page.first_id), _PAGE.pack(last, page.size + size, now_ms())
                     )
-                self._write(batch, f"writing {count} message(s) to channel {channel!r}")
+                if sent_by is not None:
+                    producer, seq = sent_by
+                    batch.put(
+                        _PRODUCER_KEY.pack(b"Q", producer),
+                        _PRODUCER.pack(seq, cid, first, count, now_ms()),
+                    )
+                try:  # under the lock, open and not full: checked above
+                    self._db.write(batch, write_options)
+                except Exception as exc:
+                    raise self._failed(
+                        exc, f"writing {count} message(s) to channel {channel!r}"
+                    ) from exc
+                if sent_by is not None:
+                    self._last_sends[sent_by[0]] = _LastSend(sent_by[1], cid, first, count)
             self._next[cid] = last + 1
             if closing:
                 self._open_pages[cid] = _OpenPage(last + 1)
@@ -420,7 +467,66 @@ class RocksStore(LogStore):
                 page.size += size
             return list(range(first, last + 1))
 
-    def _flat_items(self, channel: str, from_id: int, limit: int) -> list[bytes]:
+    def append_once(
+        self,
+        channel: str,
+        payloads: Sequence[bytes],
+        properties: Properties,
+        producer: int,
+        seq: int,
+        sync: bool = False,
+    ) -> list[int]:
+        """:meth:`append` for send ``seq`` of ``producer`` (a producer's sends come one at a
+        time, numbered up from 1): a send already stored -- retried because its answer was
+        lost with its owner -- returns the ids it got instead of being stored again. A
+        send older than the producer's last one, or one that does not match what was
+        stored under its number, raises :class:`SendOutcomeUnknownError`."""
+        with self._lock:
+            self._check_open()
+            last = self._last_send(producer)
+            if last is not None and seq <= last.seq:
+                same = (seq, self._cids.get(channel), len(payloads))
+                if same == (last.seq, last.cid, last.messages):
+                    return list(range(last.first_id, last.first_id + last.messages))
+                raise SendOutcomeUnknownError(
+                    f"rocksmq store at {self.path!r}: send {seq} of producer {producer:#x} to "
+                    f"channel {channel!r} cannot be matched with what was stored (its last "
+                    f"stored send is {last.seq}); it may have been stored"
+                )
+            return self.append(channel, payloads, properties, (producer, seq), sync)
+
+    def _last_send(self, producer: int) -> _LastSend | None:
+        """A producer's last stored send (under the lock)."""
+        last = self._last_sends.get(producer)
+        if last is None:
+            raw = self._db.get(_PRODUCER_KEY.pack(b"Q", producer))
+            if raw is not None:
+                seq, cid, first, count, _ = _PRODUCER.unpack(raw)
+                last = self._last_sends[producer] = _LastSend(seq, cid, first, count)
+        return last
+
+    def expire_producers(self, now: int | None = None) -> int:
+        """Drop the last-send records idle for :data:`PRODUCER_IDLE_MS`; how many."""
+        self._check_open()
+        if self.read_only:
+            return 0
+        now = now_ms() if now is None else now
+        with self._lock:
+            batch = WriteBatch(raw_mode=True)
+            expired = []
+            for key, value in self._scan(b"Q"):
+                if now - _PRODUCER.unpack(value)[4] > PRODUCER_IDLE_MS:
+                    batch.delete(key)
+                    expired.append(_PRODUCER_KEY.unpack(key)[1])
+            if expired:
+                self._write(batch, "dropping idle producers' last sends")
+                for producer in expired:
+                    self._last_sends.pop(producer, None)
+        return len(expired)
+
+    def _flat_items(
+        self, channel: str, from_id: int, limit: int, tries: int = _CATCH_UP_TRIES
+    ) -> list[bytes]:
         """Up to ``limit`` messages of ``channel`` from ``from_id`` on, as one flat list
         ``[key, value, key, value, ...]``: each (key, value) pair the iterator makes is
         dropped as soon as it is read, and no Python code runs per message.
@@ -429,6 +535,11 @@ class RocksStore(LogStore):
         stored, so the read is checked in O(1): first id, last id and count must agree,
         and a short read must reach the end. RocksDB's iterator stops without an error
         at a damaged block; that check turns it into :class:`StoreCorruptedError`.
+
+        A read-only store (a RocksDB secondary) can find ids missing that the writer has
+        not lost: its last catch-up read the writer's file list before a flush and its
+        log after it (the flushed log is gone), or a table file was compacted away. It
+        catches up again and reads again (``tries`` times) before calling it damage.
         """
         self._check_open()
         cid = self._cid(channel)
@@ -449,7 +560,13 @@ class RocksStore(LogStore):
             last = int.from_bytes(flat[-2][5:13], "big", signed=True)
             if first == start and last - first + 1 == got and (got == limit or last + 1 >= end):
                 return flat
-        self._check_gaps(channel, cid, flat[0::2], start, end, short=got < limit)
+        try:
+            self._check_gaps(channel, cid, flat[0::2], start, end, short=got < limit)
+        except StoreCorruptedError:
+            if not self.read_only or tries <= 1:
+                raise
+            self.catch_up()
+            return self._flat_items(channel, from_id, limit, tries - 1)
         return flat
 
     def _check_gaps(
@@ -583,6 +700,10 @@ class RocksStore(LogStore):
             subs.append(StoredSubscription(key[5:].decode(), next_id, active))
         return subs
 
+    def advance_subscription(self, channel: str, name: str, next_id: int) -> None:
+        with self._lock:  # atomic: two processes may acknowledge at once
+            super().advance_subscription(channel, name, next_id)
+
     def delete_subscription(self, channel: str, name: str) -> None:
         """Forget subscription ``name`` of ``channel``, and release a hold of that name."""
         self._check_open()
@@ -596,15 +717,17 @@ class RocksStore(LogStore):
     # --- open consumers pin their subscriptions against idle expiry -------------------------
     def consumer_opened(self, channel: str, name: str) -> None:
         key = (channel, name)
-        self._open_consumers[key] = self._open_consumers.get(key, 0) + 1
+        with self._lock:
+            self._open_consumers[key] = self._open_consumers.get(key, 0) + 1
 
     def consumer_closed(self, channel: str, name: str) -> None:
         key = (channel, name)
-        left = self._open_consumers.get(key, 0) - 1
-        if left > 0:
-            self._open_consumers[key] = left
-        else:
-            self._open_consumers.pop(key, None)
+        with self._lock:
+            left = self._open_consumers.get(key, 0) - 1
+            if left > 0:
+                self._open_consumers[key] = left
+            else:
+                self._open_consumers.pop(key, None)
 
     # --- retention ----------------------------------------------------------------------
     def run_retention(self, now: int | None = None) -> int:
@@ -708,11 +831,23 @@ class RocksStore(LogStore):
 
     # --- read-only mode -----------------------------------------------------------------
     def catch_up(self) -> None:
-        """Pick up what the writing process has written since (read-only stores)."""
-        if self.read_only and not self._closed:
-            self._db.try_catch_up_with_primary()
-            self._load()
-            self._caught_up_at = time.monotonic()
+        """Pick up what the writing process has written since (read-only stores).
+
+        The writer's flushes and compactions delete table files; a catch-up that meets a
+        file deleted under it fails, and the next one reads the newer file list, so it is
+        tried again (a few times) before its error is raised."""
+        if not self.read_only or self._closed:
+            return
+        for attempt in range(_CATCH_UP_TRIES):
+            try:
+                with self._lock:
+                    self._db.try_catch_up_with_primary()
+                    self._load()
+                break
+            except Exception as exc:
+                if attempt == _CATCH_UP_TRIES - 1:
+                    raise store_error(self.path, exc, "following the writing process") from exc
+        self._caught_up_at = time.monotonic()
 
     async def wait_for_append(self, channel: str, next_id: int) -> None:
         if not self.read_only:

@@ -1,0 +1,114 @@
+"""The other processes of ``bench_shared.py``: each answers commands read from stdin.
+
+    python shared_child.py attached PATH     # a process attached to the store at PATH
+    python shared_child.py own PATH          # a process that owns PATH and idles
+                                             # (until a line or the end of stdin)
+    python shared_child.py echo ADDRESS      # an asyncio echo server on a Unix socket
+    python shared_child.py acks PATH         # sends forever, one every millisecond,
+                                             # printing ``ACK <sent> <acknowledged>``
+
+``attached`` prints ``READY <client class>``, then answers each command line with one
+JSON line:
+
+``send N GAP_US CHANNEL``     N sends, each payload its send time (``perf_counter_ns``, the
+                              same clock in every process), GAP_US apart: ``{"sent": N}``
+``quit``                      close and exit
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from typing import Any
+
+import orjson
+
+from msgstream.backends.rocksmq import open_client
+
+PAYLOAD = b"x" * 320
+
+
+def answer(value: Any) -> None:
+    sys.stdout.write(orjson.dumps(value).decode() + "\n")
+    sys.stdout.flush()
+
+
+async def command_lines() -> Any:
+    loop = asyncio.get_running_loop()
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line or line.strip() == "quit":
+            return
+        yield line.split()
+
+
+async def send_stamped(client: Any, count: int, gap_us: int, channel: str) -> int:
+    producer = await client.create_producer(channel)
+    clock = time.perf_counter_ns
+    for _ in range(count):
+        await producer.send(clock().to_bytes(8, "little"))
+        await asyncio.sleep(gap_us / 1e6)
+    return count
+
+
+async def attached(path: str) -> None:
+    client = open_client(path)
+    answer(f"READY {type(client).__name__}")
+    async for command, *args in command_lines():
+        if command == "send":
+            answer({"sent": await send_stamped(client, int(args[0]), int(args[1]), args[2])})
+        else:
+            answer({"error": f"unknown command {command!r}"})
+    await client.close()
+
+
+async def own(path: str) -> None:
+    client = open_client(path)
+    answer(f"READY {type(client).__name__}")
+    async for _ in command_lines():
+        pass
+    await client.close()
+
+
+class _Echo(asyncio.Protocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.transport.write(data)
+
+
+async def echo(address: str) -> None:
+    server = await asyncio.get_running_loop().create_unix_server(_Echo, address)
+    answer("READY echo")
+    async for _ in command_lines():
+        pass
+    server.close()
+
+
+async def acks(path: str) -> None:
+    client = open_client(path)
+    producer = await client.create_producer("handover")
+    answer(f"READY {type(client).__name__}")
+    clock = time.perf_counter_ns
+    while True:
+        started = clock()
+        try:
+            await producer.send(PAYLOAD)
+        except Exception as exc:
+            answer(f"FAILED {type(exc).__name__}")
+        else:
+            answer(f"ACK {started} {clock()}")
+        await asyncio.sleep(0.001)
+
+
+def main(argv: list[str]) -> None:
+    mode, where = argv
+    runner = {"attached": attached, "own": own, "echo": echo, "acks": acks}[mode]
+    asyncio.run(runner(where))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

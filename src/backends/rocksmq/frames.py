@@ -1,0 +1,261 @@
+"""The frames processes sharing a rocksmq store exchange over its socket, declared once.
+
+A frame is a fixed header (:data:`HEADER_FIELDS`, little-endian), then its *control* (an
+orjson array of the operation's fields) and its *blobs* (raw bytes: a ``u32`` length per
+blob, then the blobs end to end)::
+
+    size u32 | op u8 | request u32 | control_len u32 | blob_count u32 |
+    control (control_len bytes) | lengths (blob_count x u32) | blobs
+
+``size`` counts every byte after itself. Payloads travel as blobs, never inside JSON and
+never pickled. :data:`LAYOUTS` declares, per operation, the fields of its request and of
+its reply (name and the exact types allowed) and whether blobs follow; encoding,
+decoding and validation are derived from it (:func:`encode`, :class:`FrameDecoder`,
+:func:`checked`). A reply is a frame with op :attr:`Op.REPLY` (laid out as its request's
+reply) or :attr:`Op.ERROR`, carrying the request's number.
+
+Everything is bounded in bytes: a frame over the decoder's limit, a truncated or
+inconsistent one, an unknown op or a control that is not the declared array is a
+:class:`FrameError`; whoever reads it closes the connection and logs why.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from itertools import accumulate
+from typing import Any, NamedTuple
+
+import orjson
+
+from msgstream.errors import MsgStreamError
+
+VERSION = 1
+"""The protocol's version, exchanged in :attr:`Op.HELLO`: both sides must speak the same."""
+
+HEADER_FIELDS: tuple[tuple[str, str], ...] = (
+    ("size", "I"),
+    ("op", "B"),
+    ("request", "I"),
+    ("control_len", "I"),
+    ("blob_count", "I"),
+)
+"""(name, struct code) of each header field, in wire order."""
+HEADER = struct.Struct("<" + "".join(code for _, code in HEADER_FIELDS))
+SIZE_FIELD = struct.Struct("<" + HEADER_FIELDS[0][1])
+AFTER_SIZE = HEADER.size - SIZE_FIELD.size
+"""The header's bytes that ``size`` counts."""
+_REST = struct.Struct("<" + "".join(code for _, code in HEADER_FIELDS[1:]))
+
+MIN_FRAME_LIMIT = 64 * 1024 * 1024
+"""The smallest frame limit an owner announces (it grows with ``max_message_bytes``)."""
+FRAME_SLACK = 1024 * 1024
+"""Bytes a frame may hold beyond its payloads (control, lengths, properties)."""
+
+
+class FrameError(MsgStreamError):
+    """A frame that cannot be read: the connection it came on is closed."""
+
+
+class Op(IntEnum):
+    HELLO = 1
+    ENSURE_CHANNEL = 2
+    HAS_CHANNEL = 3
+    LIST_CHANNELS = 4
+    DELETE_CHANNEL = 5
+    APPEND = 6
+    READ = 7
+    CANCEL_READ = 8
+    SUBSCRIBE = 9
+    CONSUMER_OPENED = 10
+    CONSUMER_CLOSED = 11
+    SEEK = 12
+    ACK = 13
+    LATEST = 14
+    RETAINED = 15
+    PEEK = 16
+    LIST_SUBSCRIPTIONS = 17
+    DELETE_SUBSCRIPTION = 18
+    REPLY = 0x80
+    ERROR = 0x81
+
+
+_OPS = {int(op): op for op in Op}
+
+Kind = tuple[type, ...]
+"""The exact types a control field may hold (``bool`` is not an ``int`` here)."""
+INT: Kind = (int,)
+STR: Kind = (str,)
+BOOL: Kind = (bool,)
+OPT_INT: Kind = (int, type(None))
+LIST: Kind = (list,)
+OPT_MAP: Kind = (dict, type(None))
+MAP: Kind = (dict,)
+
+Fields = tuple[tuple[str, Kind], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """What one operation's request and reply carry."""
+
+    request: Fields
+    reply: Fields = ()
+    request_blobs: bool = False
+    reply_blobs: bool = False
+
+
+_CHANNEL = ("channel", STR)
+_SUB = ("subscription", STR)
+
+LAYOUTS: dict[Op, Layout] = {
+    Op.HELLO: Layout(
+        (("version", INT), ("pid", INT)),
+        (("version", INT), ("pid", INT), ("frame_limit", INT)),
+    ),
+    Op.ENSURE_CHANNEL: Layout((_CHANNEL,)),
+    Op.HAS_CHANNEL: Layout((_CHANNEL,), (("exists", BOOL),)),
+    Op.LIST_CHANNELS: Layout((), (("channels", LIST),)),
+    Op.DELETE_CHANNEL: Layout((_CHANNEL,)),
+    # An idempotent append: (producer, seq) identifies it across retries (see
+    # RocksStore.append_once); the reply is the first id, the rest follow one by one.
+    Op.APPEND: Layout(
+        (_CHANNEL, ("producer", INT), ("seq", INT), ("sync", BOOL), ("properties", OPT_MAP)),
+        (("first_id", INT),),
+        request_blobs=True,
+    ),
+    # Reads from ``from_id`` on; with nothing there yet, the owner answers once something
+    # is appended or after ``wait_ms``. Reply blobs: the MessageIDs as their bytes (9
+    # each: tag + big-endian id, end to end), then the payloads, then
+    # (``with_properties``) each record's properties as JSON ("" for none). ``handle``
+    # names the reading consumer (CANCEL_READ).
+    Op.READ: Layout(
+        (
+            ("handle", INT),
+            _CHANNEL,
+            ("from_id", INT),
+            ("limit", INT),
+            ("max_bytes", INT),
+            ("wait_ms", INT),
+        ),
+        (("next_read", INT), ("with_properties", BOOL)),
+        reply_blobs=True,
+    ),
+    Op.CANCEL_READ: Layout((("handle", INT),)),
+    Op.SUBSCRIBE: Layout((_CHANNEL, _SUB, ("position", STR)), (("start", OPT_INT),)),
+    Op.CONSUMER_OPENED: Layout((_CHANNEL, _SUB, ("count", INT))),
+    Op.CONSUMER_CLOSED: Layout((("handle", INT), _CHANNEL, _SUB)),
+    Op.SEEK: Layout((_CHANNEL, _SUB, ("msg_id", INT), ("inclusive", BOOL)), (("next_read", INT),)),
+    Op.ACK: Layout((_CHANNEL, _SUB, ("resume_at", INT))),
+    Op.LATEST: Layout((_CHANNEL,), (("last_id", OPT_INT),)),
+    Op.RETAINED: Layout((_CHANNEL,), (("first_id", OPT_INT), ("count", INT))),
+    Op.PEEK: Layout((_CHANNEL, ("msg_id", INT)), (("found", BOOL),), reply_blobs=True),
+    Op.LIST_SUBSCRIPTIONS: Layout((_CHANNEL,), (("end_id", INT), ("subscriptions", LIST))),
+    Op.DELETE_SUBSCRIPTION: Layout((_CHANNEL, _SUB)),
+}
+ERROR_FIELDS: Fields = (("kind", STR), ("message", STR), ("attributes", MAP))
+"""An :attr:`Op.ERROR` reply: the error's class name, its text, its attributes."""
+
+
+class Frame(NamedTuple):
+    op: Op
+    request: int
+    control: list[Any]
+    blobs: list[bytes]
+
+
+def encode(op: Op, request: int, control: Sequence[Any], blobs: Sequence[bytes] = ()) -> bytes:
+    """One frame, ready to write."""
+    body = orjson.dumps(control)
+    count = len(blobs)
+    size = AFTER_SIZE + len(body) + 4 * count + sum(map(len, blobs))
+    head = HEADER.pack(size, op, request, len(body), count)
+    if not count:
+        return head + body
+    return b"".join((head, body, struct.pack(f"<{count}I", *map(len, blobs)), *blobs))
+
+
+def checked(fields: Fields, control: Any, what: str) -> list[Any]:
+    """``control`` if it is the array ``fields`` declares, else a :class:`FrameError`."""
+    if type(control) is not list or len(control) != len(fields):
+        raise FrameError(f"{what}: expected {len(fields)} control field(s), got {control!r:.200}")
+    for value, (name, kind) in zip(control, fields, strict=True):
+        if type(value) not in kind:
+            raise FrameError(f"{what}: field {name!r} is {type(value).__name__}")
+    return control
+
+
+def request_fields(op: Op) -> Fields:
+    return LAYOUTS[op].request
+
+
+class FrameDecoder:
+    """Cuts a byte stream into frames, refusing any over ``limit`` bytes."""
+
+    __slots__ = ("_buffer", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self._buffer = bytearray()
+        self.limit = limit
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[Frame]:
+        """The frames ``data`` completes (bytes of an unfinished one are kept)."""
+        buffer = self._buffer
+        buffer += data
+        frames: list[Frame] = []
+        start, end_of_data = 0, len(buffer)
+        while end_of_data - start >= SIZE_FIELD.size:
+            (size,) = SIZE_FIELD.unpack_from(buffer, start)
+            if size < AFTER_SIZE or size > self.limit:
+                raise FrameError(
+                    f"frame of {size} bytes (the limit is {self.limit}, the header alone "
+                    f"{AFTER_SIZE})"
+                )
+            end = start + SIZE_FIELD.size + size
+            if end > end_of_data:
+                break
+            frames.append(_frame(buffer, start, end))
+            start = end
+        if start:
+            del buffer[:start]
+        return frames
+
+
+def _frame(buffer: bytearray, start: int, end: int) -> Frame:
+    raw_op, request, control_len, count = _REST.unpack_from(buffer, start + SIZE_FIELD.size)
+    op = _OPS.get(raw_op)
+    if op is None:
+        raise FrameError(f"unknown operation {raw_op:#x}")
+    at = start + HEADER.size
+    if control_len > end - at or 4 * count > end - at - control_len:
+        raise FrameError(
+            f"{op.name} frame: control of {control_len} bytes and {count} blob(s) do not "
+            f"fit its {end - start} bytes"
+        )
+    try:
+        control = orjson.loads(memoryview(buffer)[at : at + control_len])
+    except orjson.JSONDecodeError as exc:
+        raise FrameError(f"{op.name} frame: control is not JSON ({exc})") from None
+    at += control_len
+    if not count:
+        if at != end:
+            raise FrameError(f"{op.name} frame: {end - at} byte(s) after its control")
+        return Frame(op, request, control, [])
+    lengths = struct.unpack_from(f"<{count}I", buffer, at)
+    at += 4 * count
+    if sum(lengths) != end - at:
+        raise FrameError(
+            f"{op.name} frame: blobs of {sum(lengths)} bytes declared, {end - at} present"
+        )
+    data = bytes(memoryview(buffer)[at:end])  # one copy (a bytearray slice makes two)
+    if count == 1:
+        return Frame(op, request, control, [data])
+    ends = list(accumulate(lengths))
+    starts = [0, *ends[:-1]]
+    return Frame(op, request, control, list(map(data.__getitem__, map(slice, starts, ends))))
