@@ -20,6 +20,7 @@ import numpy as np
 import orjson
 
 from msgstream.backend import Client, ConsumedBatch, MessageID
+from msgstream.bodies import COLLECTION, ROWS
 from msgstream.codec import (
     ENVELOPE_SIZE,
     decode,
@@ -135,7 +136,7 @@ def _body_rows(payload: bytes) -> tuple[str, int] | None:
         return None
     if type(body) is not dict:
         return None
-    collection, rows = body.get("collection_name"), body.get("rows")
+    collection, rows = body.get(COLLECTION), body.get(ROWS)
     if type(collection) is not str or type(rows) is not int or rows < 0:
         return None
     return collection, rows
