@@ -1,7 +1,7 @@
 """Golden payloads: the exact bytes codec version 3 writes for Insert and Delete bodies.
 
 The expected bytes below were written by the codec as it stood before the body layout
-was declared in one module (:mod:`msgstream.body`); every way of writing a payload
+was declared in one module (:mod:`msgstream.bodies`); every way of writing a payload
 (``encode``, ``encode_batch``) must still write them, and every way of reading one
 (``decode``, ``decode_batch`` cold and cached, unchecked bodies) must read them back as
 the message they were made from. Small payloads are pinned byte for byte (hex), large
