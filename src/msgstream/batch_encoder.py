@@ -126,8 +126,10 @@ def _bodies_repeat(sample: list[Any]) -> bool:
     by message. :func:`_encode_group` checks the whole group."""
     keys = set()
     for msg in sample:
-        packed = [c.values for c in msg.fields if c.dtype.packed in _ONE_VALUE_TYPES]
-        keys.add(tuple(map(_first_length, packed)))
+        lengths = [
+            _first_length(c.values) for c in msg.fields if c.dtype.packed in _ONE_VALUE_TYPES
+        ]
+        keys.add(tuple(lengths))
     return len(keys) <= len(sample) * 3 // 4
 
 

@@ -456,9 +456,18 @@ def body_encoder(
     (``method(writer, rows)``: a faster way for values it knows more of)."""
     writers = writers or {}
     src = _Source()
+    keys = layout.keys
     with src.block("def encode_body(msg, writer):"):
+        if keys is not None:
+            src.line(f"keys = msg.{_attr(keys.attr)}")
         rows_of = layout.rows_of
-        src.line("rows = msg.num_rows" if rows_of is None else f"rows = len(msg.{_attr(rows_of)})")
+        if rows_of is None:
+            src.line("rows = msg.num_rows")
+        else:
+            counted = (
+                "keys" if keys is not None and rows_of == keys.attr else f"msg.{_attr(rows_of)}"
+            )
+            src.line(f"rows = len({counted})")
         items = [f"{name!r}: msg.{_attr(name)}" for name in layout.names]
         items.append(f"{layout.rows!r}: rows")
         for buffer in layout.buffers:
@@ -474,12 +483,10 @@ def body_encoder(
                 f"{layout.columns!r}: [column.dtype.encode_column(column, writer) "
                 f"for column in msg.{_attr(layout.columns)}]"
             )
-        keys = layout.keys
         if keys is None:
             src.line("return {" + ", ".join(items) + "}")
         else:
             src.line("out = {" + ", ".join(items) + "}")
-            src.line(f"keys = msg.{_attr(keys.attr)}")
             with src.block("if isinstance(keys, ndarray):"):
                 numbers = keys.numbers
                 src.line(f"out[{numbers.key!r}] = writer.add_array(keys, {numbers.dtype!r}, rows)")
