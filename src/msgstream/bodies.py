@@ -340,10 +340,6 @@ class Keys:
     texts: str
     """The key of the list of string keys."""
 
-    @property
-    def attr(self) -> str:
-        return self.numbers.name
-
 
 @dataclass(frozen=True, slots=True)
 class BodyLayout:
@@ -368,7 +364,7 @@ class BodyLayout:
         if self.columns is not None:
             found.append(self.columns)
         if self.keys is not None:
-            found.append(self.keys.attr)
+            found.append(self.keys.numbers.name)
         return tuple(found)
 
     @property
@@ -459,13 +455,15 @@ def body_encoder(
     keys = layout.keys
     with src.block("def encode_body(msg, writer):"):
         if keys is not None:
-            src.line(f"keys = msg.{_attr(keys.attr)}")
+            src.line(f"keys = msg.{_attr(keys.numbers.name)}")
         rows_of = layout.rows_of
         if rows_of is None:
             src.line("rows = msg.num_rows")
         else:
             counted = (
-                "keys" if keys is not None and rows_of == keys.attr else f"msg.{_attr(rows_of)}"
+                "keys"
+                if keys is not None and rows_of == keys.numbers.name
+                else f"msg.{_attr(rows_of)}"
             )
             src.line(f"rows = len({counted})")
         items = [f"{name!r}: msg.{_attr(name)}" for name in layout.names]
@@ -543,7 +541,7 @@ def body_decoder(
                 src.line(f"keys = reader.get_array(body[{numbers.key!r}], {numbers.dtype!r}, rows)")
             with src.block("else:"):
                 src.line(f"keys = string_list(body[{keys.texts!r}], rows, cls)")
-            values[keys.attr] = "keys"
+            values[keys.numbers.name] = "keys"
         fields = ", ".join(f"{name!r}: {value}" for name, value in values.items())
         src.line(f"return build(cls, header, {{{fields}}})")
     scope = {
