@@ -43,6 +43,7 @@ made, and compile the function a hand would write for it, as :mod:`dataclasses` 
 from __future__ import annotations
 
 import enum
+import functools
 import linecache
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -74,12 +75,12 @@ class Count(enum.Enum):
 
     def items(self, rows: Any, dim: int | None) -> Any:
         """The number of items (None for :attr:`ANY`); ``rows`` may be a numpy array."""
-        formula = _FORMULAS.get(self)
+        formula = _FORMULAS.get(self._value_)  # by the text: an enum's hash is Python code
         return None if formula is None else formula(rows, dim)
 
 
-_FORMULAS: dict[Count, Callable[[Any, int | None], Any]] = {
-    count: eval(f"lambda rows, dim: {count.value}") for count in Count if count.value
+_FORMULAS: dict[str, Callable[[Any, int | None], Any]] = {
+    count.value: eval(f"lambda rows, dim: {count.value}") for count in Count if count.value
 }
 
 COLUMN_TYPE = "column"
@@ -117,13 +118,18 @@ class Buffer:
     def itemsize(self, column_type: str | None = None) -> int:
         """Bytes per item (:data:`COLUMN_TYPE`: of ``column_type``); 1 for plain bytes."""
         dtype = column_type if self.dtype == COLUMN_TYPE else self.dtype
-        return 1 if dtype is None else np.dtype(dtype).itemsize
+        return 1 if dtype is None else _itemsize(dtype)
 
     def nbytes(self, rows: Any, dim: int | None = None, column_type: str | None = None) -> Any:
         """Its exact size in bytes, for ``rows`` rows (a number or a numpy array); None
         when any size is right (:attr:`Count.ANY`)."""
         items = self.count.items(rows, dim)
         return None if items is None else items * self.itemsize(column_type)
+
+
+@functools.cache
+def _itemsize(dtype: str) -> int:
+    return np.dtype(dtype).itemsize
 
 
 # --- columns and data types ---------------------------------------------------------------
