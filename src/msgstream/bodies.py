@@ -150,8 +150,9 @@ class Storage:
     viewable: bool
     """Its buffers are valid whatever their bytes: a decode plan may view them unchecked
     (:func:`locate`); packed values are checked (offsets, UTF-8, JSON) on every read."""
-    legacy: Callable[[dict[str, Any], DeclaredTypes, Any, BodyReader], Any] | None = None
-    """Reads a column of codec version 2, which lacks the first buffer; None: none."""
+    legacy: Callable[[dict[str, Any], DeclaredTypes, Any, BodyReader, str], Any] | None = None
+    """``legacy(spec, dtype, rows, reader, name)`` reads a column of codec version 2,
+    which lacks the first buffer; None: none."""
 
     @property
     def sized_by_values(self) -> bool:
@@ -193,29 +194,30 @@ V2_LENGTHS = Buffer("lens", "<i8")
 listed in ``nulls``)."""
 V2_BYTES = Buffer("buf", None, Count.ANY)
 V2_NULLS = "nulls"
+"""Codec version 2: the indexes of a binary column's None rows, inline in the body."""
 
 
 def _version_2_values(
-    data: dict[str, Any], dtype: DeclaredTypes, rows: Any, reader: BodyReader
+    data: dict[str, Any], dtype: DeclaredTypes, rows: Any, reader: BodyReader, name: str
 ) -> Any:
     """A varchar, JSON or binary column as codec version 2 wrote it (values inline in
     the JSON body; binary as lengths and one buffer, None rows listed)."""
     if dtype.packed is not PackedKind.BINARY:
         values = data[V2_VALUES]
         if not isinstance(values, list) or len(values) != rows:
-            raise DecodeError(f"field {data['name']!r}: expected a list of {rows} values")
+            raise DecodeError(f"field {name!r}: expected a list of {rows} values")
         return values
     lengths = reader.get_array(data[V2_LENGTHS.key], V2_LENGTHS.item_type, rows)
     blob = reader.get_bytes(data[V2_BYTES.key])
     sizes = lengths.tolist()
     if any(n < 0 for n in sizes) or sum(sizes) != len(blob):  # no int64 wrap-around
-        raise DecodeError(f"binary field {data['name']!r}: lengths do not match its buffer")
+        raise DecodeError(f"binary field {name!r}: lengths do not match its buffer")
     ends = np.cumsum(lengths).tolist()
     starts = [0, *ends[:-1]]
     blobs: list[Any] = [blob[s:e] for s, e in zip(starts, ends, strict=True)]
     nulls = data.get(V2_NULLS, [])
     if not isinstance(nulls, list) or not all(type(i) is int and 0 <= i < rows for i in nulls):
-        raise DecodeError(f"binary field {data['name']!r}: bad null row indices {nulls!r}")
+        raise DecodeError(f"binary field {name!r}: bad null row indices {nulls!r}")
     for i in nulls:
         blobs[i] = None
     return blobs
@@ -633,7 +635,7 @@ def column_decoder(
                     with src.block(f"if {storage.buffers[0].key!r} in spec:"):
                         _read_values(src, storage)
                     with src.block("else:"):
-                        src.line(f"values = version_2_{named}(spec, dtype, rows, reader)")
+                        src.line(f"values = version_2_{named}(spec, dtype, rows, reader, name)")
         with src.block("else:"):
             src.line("raise DecodeError(f'field {name!r}: no storage for {dtype}')")
         for mask in layout.masks:
