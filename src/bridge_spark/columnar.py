@@ -131,6 +131,9 @@ class _Column:
     """Where its numbers go in a layout."""
     buffers: tuple[Buffer, ...]
     """Its buffers, in wire order (its storage's, then its masks)."""
+    sizes: tuple[tuple[int, tuple[int, int] | None, bool], ...]
+    """Each buffer's slot, its size per row (:meth:`~msgstream.bodies.Buffer.per_row`)
+    and whether it is optional."""
 
     def slot(self, buffer: Buffer) -> int:
         """The slot of ``buffer``'s offset (its size is in the next)."""
@@ -179,9 +182,14 @@ class InsertColumns:
                 f.dtype.value,
                 slots,
                 COLUMN.buffers(f.dtype.storage),
+                tuple(
+                    (slots.buffers[b.key], b.per_row(f.dim, f.dtype.numpy_dtype), b.optional)
+                    for b in COLUMN.buffers(f.dtype.storage)
+                ),
             )
             for f, slots in zip(fields, self._slots.columns, strict=True)
         }
+        self._sizes = tuple((self._slots.buffers[b.key], b.per_row()) for b in layout.buffers)
         self._width = self._slots.width
         self._shapes: dict[bytes, list[_Known]] = {}
         self._tries = 0
@@ -351,19 +359,18 @@ class InsertColumns:
         rows = layout[:, self._slots.rows]
         area = np.fromiter(map(len, self._payloads), np.int64, len(self._payloads)) - bases
 
-        def inside(slot: int, size: npt.NDArray[np.int64] | None, optional: bool = False) -> bool:
+        def inside(slot: int, per_row: tuple[int, int] | None, optional: bool = False) -> bool:
             offset, length = layout[:, slot], layout[:, slot + 1]
             fine = offset + length <= area
-            if size is not None:
-                fine &= length == size
+            if per_row is not None:  # else any size is right
+                step, fixed = per_row
+                size = rows if step == 1 else rows * step
+                fine &= length == (size if fixed == 0 else size + fixed)
             if optional:
                 fine |= offset == _NONE
             return bool(fine.all())
 
-        fine = bool((rows > 0).all()) and all(
-            inside(self._slots.buffers[buffer.key], buffer.nbytes(rows))
-            for buffer in self.layout.buffers
-        )
+        fine = bool((rows > 0).all()) and all(inside(*sized) for sized in self._sizes)
         for column in self._columns.values():
             if not fine:
                 break
@@ -371,9 +378,8 @@ class InsertColumns:
             fine = bool((layout[:, column.slots.rows] == rows).all())
             if spec.dim is not None:
                 fine &= bool((layout[:, column.slots.dim] == spec.dim).all())
-            for buffer in column.buffers:
-                size = buffer.nbytes(rows, spec.dim, spec.dtype.numpy_dtype)
-                fine &= inside(column.slot(buffer), size, optional=buffer.optional)
+            for sized in column.sizes:
+                fine &= inside(*sized)
         if not fine:
             raise BatchRefused(
                 "a body's numbers are not its buffers' (a size that is not its rows', a "

@@ -126,6 +126,15 @@ class Buffer:
         items = self.count.items(rows, dim)
         return None if items is None else items * self.itemsize(column_type)
 
+    def per_row(
+        self, dim: int | None = None, column_type: str | None = None
+    ) -> tuple[int, int] | None:
+        """Its size as ``rows * a + b`` bytes: ``(a, b)`` (every count grows with the rows
+        by a fixed step), for a reader that computes it for many bodies at once; None
+        when any size is right."""
+        none, one = self.nbytes(0, dim, column_type), self.nbytes(1, dim, column_type)
+        return None if none is None else (one - none, none)
+
 
 @functools.cache
 def _itemsize(dtype: str) -> int:
