@@ -161,6 +161,38 @@ def test_a_bad_added_field_is_refused_by_decode_and_gets_no_plan(
     assert placed is None or placed.end > len(changed)
 
 
+NAMED = dataclasses.replace(INSERT, names=(*INSERT.names, "origin"))
+"""The Insert layout with one more string."""
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class OriginInsert(InsertMsg):
+    BODY: ClassVar[bodies.BodyLayout] = NAMED
+    origin: str = ""
+
+    encode_body = bodies.body_encoder(NAMED)
+    decode_body = classmethod(  # type: ignore[assignment]
+        bodies.body_decoder(NAMED, check=_check_scalars, build=_assemble, column=decode_column)
+    )
+
+
+def test_a_string_added_to_a_copy_of_the_layout_is_read_back_and_decoded_in_full() -> None:
+    """Plans set a message's collection and partition themselves: a layout with another
+    string is decoded in full, every time (and still read right)."""
+    registry = MessageRegistry((*(t for t in BUILTIN_TYPES if t is not InsertMsg), OriginInsert))
+    msg = OriginInsert(
+        msg_id=1, timestamp=5, collection_name="c", origin="sensor-7", row_ids=[1, 2]
+    )
+    payload = encode(msg, registry)
+    body, base = split(payload)
+    assert list(body)[:4] == ["collection_name", "partition_name", "origin", "rows"]
+    assert decode(payload, registry) == msg
+    assert bodies.locate(NAMED, body, base) is not None  # its buffers are placed ...
+    batch = decode_batch([payload, payload], registry)
+    assert [type(p).__name__ for p in batch.plans] == ["ReadyPlan", "ReadyPlan"]  # ... no plan
+    assert all(p.build(1, 5, 0, payload, b"", ("c", "s")) == msg for p in batch.plans)
+
+
 class WiderTypes(DeclaredTypes):
     """A copy of the data types with one more, ``uint16``: the one edit a new type takes."""
 

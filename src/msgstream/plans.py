@@ -64,6 +64,7 @@ _VALUES = bodies.FIXED_VALUES
 _VALIDITY = bodies.VALIDITY
 _MASK = np.dtype(_VALIDITY.item_type)
 _COLLECTION = bodies.COLLECTION
+_NAMES = (bodies.COLLECTION, bodies.PARTITION)
 
 
 def kind_of(msg_type: int) -> int:
@@ -381,12 +382,18 @@ def plan_for(cls: type[TsMsg], body: Any, base: int) -> Plan | None:
 def _plan_class(cls: type[TsMsg]) -> type[DmlPlan] | None:
     """The plan class for payloads of ``cls``, if it declares its own body layout
     (``BODY``: Insert, Delete) and defers the fields made from its buffers and columns
-    (:func:`msgstream.lazy.deferred`); None: decode its payloads in full."""
+    (:func:`msgstream.lazy.deferred`); None: decode its payloads in full. A plan sets a
+    message's collection and partition itself (:meth:`DmlPlan.build_many`), so a layout
+    with other strings has none."""
     layout = cls.__dict__.get("BODY")
     found = None
-    if isinstance(layout, bodies.BodyLayout) and all(
-        any(isinstance(vars(k).get(name), DeferredBody) for k in cls.__mro__)
-        for name in layout.viewed
+    if (
+        isinstance(layout, bodies.BodyLayout)
+        and layout.names == _NAMES
+        and all(
+            any(isinstance(vars(k).get(name), DeferredBody) for k in cls.__mro__)
+            for name in layout.viewed
+        )
     ):
         found = (DeletePlan if layout.columns is None else InsertPlan).for_body(layout)
     _PLAN_CLASSES[cls] = found
