@@ -8,10 +8,22 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: install demo test lint docs bench bench-brokers fuzz chaos clean
 
-$(STAMP): pyproject.toml
+# The dev install is a strict editable install: build/__editable__.*/ holds a link per
+# module of the installed layout (msgstream, msgstream.backends -> src/backends,
+# msgstream.bridge_spark -> src/bridge_spark), a plain path that mypy, mkdocstrings and a
+# user's `mypy --strict` can read, where the default editable install's import hook is
+# invisible to them. Edits show at once; a module added or removed needs the install
+# again, so the stamp also depends on the list of installed files under src/, rewritten
+# here only when it changes.
+EDITABLE := --config-settings editable_mode=strict
+MODULES  := $(VENV)/.modules
+$(shell mkdir -p $(VENV) && find src -name '*.py' -o -name py.typed -o -name '*.json' | LC_ALL=C sort > $(MODULES).new && \
+	{ cmp -s $(MODULES).new $(MODULES) || mv $(MODULES).new $(MODULES); }; rm -f $(MODULES).new)
+
+$(STAMP): pyproject.toml $(MODULES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,kafka,pulsar,spark]'
+	$(BIN)/python -m pip install --quiet $(EDITABLE) -e '.[dev,kafka,pulsar,spark]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -20,48 +32,69 @@ demo: $(STAMP)
 	$(BIN)/msgstream demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
-	$(MAKE) --no-print-directory typed-view
+	$(BIN)/ruff check src tests benchmarks examples tools
+	$(BIN)/ruff format --check src tests benchmarks examples tools
 	$(BIN)/mypy --strict
 	$(BIN)/mypy --strict examples
+	$(BIN)/mypy --strict tools
 
-# mypy has no package-directory mapping: it checks the installed layout (msgstream,
-# msgstream.backends, msgstream.bridge_spark) through a tree of symlinks into src/.
-.PHONY: typed-view
-typed-view:
-	rm -rf build/typed && mkdir -p build/typed/msgstream
-	ln -s $(CURDIR)/src/msgstream/* build/typed/msgstream/
-	ln -s $(CURDIR)/src/backends build/typed/msgstream/backends
-	ln -s $(CURDIR)/src/bridge_spark build/typed/msgstream/bridge_spark
-
-# The API reference from the docstrings (mkdocs + mkdocstrings) into build/site; --strict
-# turns a broken reference or link into a failure, so `make test` checks them.
-docs: $(STAMP) typed-view
+# The documentation site into build/site: the pages of docs/ and the API reference from the
+# docstrings (mkdocs + mkdocstrings; tools/griffe_roles.py turns their Sphinx roles into
+# links); --strict turns a broken reference or link into a failure, so `make test` checks
+# them.
+docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet
 
-test: lint docs
-	$(BIN)/python -m pytest
-	$(MAKE) --no-print-directory test-py313
+# Two legs at once, one per core: the tests that need a JVM (Kafka, Pulsar, Spark: much
+# of their time is spent waiting on brokers and Spark jobs) in the background, into
+# build/test-jvm.log; in front, lint, docs and the other tests, on Python 3.11 and then
+# on 3.13. The background leg's output is printed whole at the end; `make test` fails if
+# either leg failed. Both virtualenvs are installed before either leg starts: an install
+# rewrites the shared build/__editable__ link tree that running tests import from.
+JVM_TESTS := kafka or pulsar or spark
+test: $(STAMP) py313-install
+	@mkdir -p build
+	@$(MAKE) --no-print-directory test-jvm >build/test-jvm.log 2>&1 & jvm=$$!; \
+	status=0; \
+	$(MAKE) --no-print-directory lint docs test-local test-py313 || status=$$?; \
+	wait $$jvm || status=$$?; \
+	echo "===== the tests that need a JVM (build/test-jvm.log)"; cat build/test-jvm.log; \
+	exit $$status
+
+.PHONY: test-jvm test-local
+test-jvm: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "$(JVM_TESTS)"
+
+test-local: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not ($(JVM_TESTS))"
 
 # The tests that need no JVM again under Python 3.13, the newest release the package
 # declares, in a second virtualenv: both ends of the supported range run in `make test`.
+# Tests marked slow (fuzzing, stress loops) run once, on 3.11.
 # Without a Python 3.13 (PYTHON313=/path/to/python3.13 names one) the leg is skipped, but
 # under CI=true it fails.
 PYTHON313 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13) $(shell command -v python3.13 2>/dev/null))
 VENV313   ?= .venv313
-.PHONY: test-py313
+STAMP313  := $(VENV313)/.installed
+HAVE313   := $(shell [ -n "$(PYTHON313)" ] && "$(PYTHON313)" --version >/dev/null 2>&1 && echo yes)
+
+$(STAMP313): pyproject.toml $(MODULES)
+	"$(PYTHON313)" -m venv $(VENV313)
+	$(VENV313)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV313)/bin/python -m pip install --quiet $(EDITABLE) -e '.[dev,kafka,pulsar,spark]'
+	touch $(STAMP313)
+
+.PHONY: py313-install test-py313
+ifeq ($(HAVE313),yes)
+py313-install: $(STAMP313)
+test-py313: $(STAMP313)
+	$(VENV313)/bin/python -m pytest -q -p no:cacheprovider -m "not ($(JVM_TESTS)) and not slow"
+else
+py313-install:
 test-py313:
-	@if [ -z "$(PYTHON313)" ] || ! "$(PYTHON313)" --version >/dev/null 2>&1; then \
-		echo "test-py313: no Python 3.13 found (set PYTHON313)"; \
-		[ "$$CI" != "true" ] || exit 1; \
-	else \
-		set -e; \
-		[ -x $(VENV313)/bin/python ] || "$(PYTHON313)" -m venv $(VENV313); \
-		$(VENV313)/bin/python -m pip install --quiet --upgrade pip; \
-		$(VENV313)/bin/python -m pip install --quiet -e '.[dev,kafka,pulsar,spark]'; \
-		$(VENV313)/bin/python -m pytest -q -p no:cacheprovider -m "not kafka and not pulsar and not spark"; \
-	fi
+	@echo "test-py313: no Python 3.13 found (set PYTHON313)"
+	@[ "$$CI" != "true" ] || exit 1
+endif
 
 # Fuzz decode, positions and config longer than CI does (a new seed each run, printed;
 # FUZZ_SEED=... repeats one).
@@ -82,6 +115,13 @@ bench-brokers: $(STAMP)
 	$(BIN)/python benchmarks/bench_pulsar.py
 	$(BIN)/python benchmarks/bench_spark.py --kafka --pulsar
 
+# A local Kafka or Pulsar broker (the test suite's JVM launcher: Java 17 and Maven, no
+# Docker) serving until Ctrl-C; it prints the MSGSTREAM_* variables that point the
+# examples at it (examples/README.md).
+.PHONY: broker-kafka broker-pulsar
+broker-kafka broker-pulsar: $(STAMP)
+	$(BIN)/python -m tests.brokers $(@:broker-%=%)
+
 # Peak RSS of a TtMsgStream draining 10^6 4 KB messages, one channel silent for the first
 # half (writes ~4 GB to a temporary store, removed afterwards; add --old for the unbounded
 # comparison, which holds ~2 GB in memory).
@@ -90,4 +130,4 @@ bench-memory: $(STAMP)
 	$(BIN)/python benchmarks/bench_memory.py
 
 clean:
-	rm -rf $(VENV) $(VENV313) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VENV313) build dist *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -9,8 +9,9 @@ yields exactly the packs after the saved one (the resume contract). A crash betw
 output and the checkpoint repeats that one pack: make the handling idempotent, or write
 output and positions in one transaction, where exactly-once matters.
 
-It stops after ``--max-packs`` packs, after ``--idle-timeout`` seconds without a pack, or
-on SIGINT/SIGTERM, always after finishing the pack at hand.
+It stops after ``--max-packs`` packs with orders in them (a pack can hold none: the one
+with the schema, or a tick that came before the next insert), after ``--idle-timeout``
+seconds without a pack, or on SIGINT/SIGTERM, always after finishing the pack at hand.
 
     python examples/checkpointing_consumer.py --out orders.txt --positions pos.json
 """
@@ -20,12 +21,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import sys
 from pathlib import Path
 
 from msgstream import (
     InsertMsg,
+    MsgStreamError,
     StopOnSignals,
     SubscriptionPosition,
     TtMsgStream,
@@ -69,8 +72,9 @@ async def subscribe(stream: TtMsgStream, subname: str, positions: Path) -> None:
 
 
 async def stop_when_idle(stream: TtMsgStream, progress: asyncio.Event, idle_s: float) -> None:
-    """``stream.stop()`` once no pack came for ``idle_s`` seconds: a TtMsgStream loop
-    otherwise waits for the next tick for ever."""
+    """``stream.stop()`` once ``progress`` was not set for ``idle_s`` seconds (it is set as
+    a pack comes and again once it is handled, so a slow disk is not taken for idleness):
+    a TtMsgStream loop otherwise waits for the next tick for ever."""
     while True:
         try:
             await asyncio.wait_for(progress.wait(), idle_s)
@@ -101,9 +105,11 @@ async def run(args: argparse.Namespace) -> int:
                 await asyncio.to_thread(persist, out, order_ids, positions, checkpoint)
                 await stream.ack(pack.end_positions)
                 orders += len(order_ids)
-                packs += 1
-                if packs == args.max_packs:
-                    stream.stop()
+                progress.set()
+                if order_ids:
+                    packs += 1
+                    if packs == args.max_packs:
+                        stream.stop()
         finally:
             watchdog.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -113,15 +119,31 @@ async def run(args: argparse.Namespace) -> int:
     return stop.exit_code
 
 
+def log_to_stderr() -> None:
+    """Warnings and errors to stderr; not the broker clients' line for each failed
+    connection attempt: msgstream raises one typed error for them, printed by main."""
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    for client in ("aiokafka", "msgstream.backends.pulsar.library"):
+        logging.getLogger(client).setLevel(logging.CRITICAL)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", help="msgstream YAML file (default: $MSGSTREAM_CONFIG)")
     parser.add_argument("--out", required=True, help="file the handled order ids go to")
     parser.add_argument("--positions", required=True, help="checkpoint file (JSON positions)")
     parser.add_argument("--subname", default="orders-billing", help="subscription name")
-    parser.add_argument("--max-packs", type=int, default=0, help="stop after N packs (0: no)")
+    parser.add_argument(
+        "--max-packs", type=int, default=0, help="stop after N packs with orders (0: no)"
+    )
     parser.add_argument("--idle-timeout", type=float, default=2.0, help="stop after N idle s")
-    sys.exit(asyncio.run(run(parser.parse_args())))
+    args = parser.parse_args()
+    log_to_stderr()
+    try:
+        code = asyncio.run(run(args))
+    except MsgStreamError as exc:  # e.g. no broker answers: say so in one line
+        sys.exit(f"error: {exc}")
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 It first broadcasts the collection's schema (a ``CreateCollectionMsg``, so the Spark bridge
 can ingest the channels without being given a schema), then sends one insert of a few rows
 every ``--every`` seconds until it has sent ``--count`` of them or gets SIGINT/SIGTERM, and
-ends with a final time tick, so consumers receive everything it sent.
+ends with a final time tick, so consumers receive everything it sent. Once the first insert
+is sent it says so on stderr; its result is one line on stdout.
 
 The backend comes from the configuration (``--config FILE`` or ``$MSGSTREAM_CONFIG``; the
 default is the embedded rocksmq store): the same program runs on Kafka or Pulsar with
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import sys
 
 from msgstream import (
@@ -27,6 +29,7 @@ from msgstream import (
     FieldSchema,
     InsertMsg,
     MsgPack,
+    MsgStreamError,
     StopOnSignals,
     TimeTickEmitter,
     hash_primary_keys,
@@ -73,11 +76,19 @@ async def run(config_path: str | None, count: int, every_s: float) -> int:
                     msg_id=0, timestamp=ts, collection_name=SCHEMA.name, schema=SCHEMA
                 )
                 await stream.broadcast(MsgPack.of(schema))
+            print(f"producing to {', '.join(CHANNELS)}; SIGINT or SIGTERM stops", file=sys.stderr)
             sent = 0
             while sent < count and not stop.stopping.is_set():
                 async with emitter.reserve() as ts:
                     await stream.produce(MsgPack.of(order_insert(sent, ts)))
                 sent += 1
+                if sent == 1:  # up and running (stdout is kept for the result line)
+                    print(
+                        f"producing to {', '.join(CHANNELS)}; SIGINT or SIGTERM stops it "
+                        "after the current insert",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 if every_s > 0:  # a signal ends the pause at once
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stop.stopping.wait(), every_s)
@@ -87,13 +98,26 @@ async def run(config_path: str | None, count: int, every_s: float) -> int:
     return stop.exit_code
 
 
+def log_to_stderr() -> None:
+    """Warnings and errors to stderr; not the broker clients' line for each failed
+    connection attempt: msgstream raises one typed error for them, printed by main."""
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    for client in ("aiokafka", "msgstream.backends.pulsar.library"):
+        logging.getLogger(client).setLevel(logging.CRITICAL)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", help="msgstream YAML file (default: $MSGSTREAM_CONFIG)")
     parser.add_argument("--count", type=int, default=100, help="inserts to send")
     parser.add_argument("--every", type=float, default=0.0, help="seconds between inserts")
     args = parser.parse_args()
-    sys.exit(asyncio.run(run(args.config, args.count, args.every)))
+    log_to_stderr()
+    try:
+        code = asyncio.run(run(args.config, args.count, args.every))
+    except MsgStreamError as exc:  # e.g. no broker answers: say so in one line
+        sys.exit(f"error: {exc}")
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msgstream import DeleteMsg, InsertMsg, MsgPack, MsgPosition, TickBarrier, TimeTickMsg, TsMsg
-from msgstream.barrier import LatePolicy, merge_packs
+from msgstream import DeleteMsg, InsertMsg, MsgPack, MsgPosition, TimeTickMsg, TsMsg
+from msgstream.barrier import LatePolicy, TickBarrier, merge_packs
 
 
 class Feed:

@@ -146,23 +146,28 @@ def test_produce_json_lines_from_stdin(
         '{"score": 1.5}',
     ]
     monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
-    code, out, err = cli("produce", "--channel", "in0", "--channel", "in1", "--start-id", "100")
-    assert code == 0
-    assert out.startswith("produced: messages=2 channels=2 ") and out.strip().endswith(" skipped=4")
+    code, out, err = cli(
+        "produce", "--channel", "in0", "--channel", "in1", "--start-id", "100", "--skip-invalid"
+    )
+    assert code == 1  # lines were skipped
+    assert out.startswith("produced: messages=2 channels=2 ")
+    assert out.strip().endswith(" skipped=4 (lines 2, 5, 6, 7)")
     # the schema comes from the first row; lines that do not fit it are named and skipped
     assert [line for line in err.splitlines() if line.startswith("warning:")] == [
-        "warning: stdin line 2: skipped: field 'text' is not in collection 'msgstream_cli' "
-        "(fields: ['emb', 'flag', 'id', 'meta', 'name', 'score'])",
-        "warning: stdin line 5: skipped: field 'score': \"high\" does not fit type double",
-        "warning: stdin line 6: skipped: field 'emb': [1,2] does not fit type float_vector[3]",
-        "warning: stdin line 7: skipped: field 'id' is missing or null, and it is not nullable",
+        "warning: skipped stdin line 2, column 1: invalid JSON: unexpected character, expected "
+        "a JSON value",
+        "warning: skipped stdin line 5: field 'score': \"high\" does not fit type double",
+        "warning: skipped stdin line 6: field 'emb': [1,2] does not fit type float_vector[3]",
+        "warning: skipped stdin line 7: field 'id' is missing or null, and it is not nullable",
     ]
     # routed by --key: rows with the field "id"
     keyed = '{"id": 7}\n{"id": 8}\n{"id": "seven"}\n'
     monkeypatch.setattr(sys, "stdin", io.StringIO(keyed))
-    keyed_out = cli.ok(
-        "produce", "--channel", "k0", "--channel", "k1", "--key", "id", "--batch", "1"
-    )
+    code, keyed_out, _ = cli(
+        "produce", "--channel", "k0", "--channel", "k1", "--key", "id", "--batch", "1",
+        "--skip-invalid",
+    )  # fmt: skip
+    assert code == 1
     assert keyed_out.startswith("produced: messages=2 ")  # "seven" is not an int64 id
 
     async def read_back(channels: list[str], count: int) -> list[TsMsg]:
@@ -218,7 +223,8 @@ def test_produce_stdin_missing_key_is_an_error(cli: Cli, monkeypatch: pytest.Mon
     code, _, err = cli("produce", "--channel", "k", "--key", "user", "--batch", "1")
     assert code == 2
     assert err.strip().splitlines()[-1] == (
-        "error: stdin line 2: the row has no field 'user' to route by (--key)"
+        "error: stdin line 2: the row has no field 'user' to route by (--key) (the row before "
+        "it was sent)"
     )
 
 
@@ -536,6 +542,36 @@ def test_consuming_a_channel_that_does_not_exist_exits_2_and_creates_nothing(cli
     assert "typo-channel" not in cli.ok("inspect")
 
 
+def test_a_misspelt_channel_is_answered_with_the_closest_names(cli: Cli, tmp_path: Path) -> None:
+    """consume, inspect and a consume resumed from positions (a seek) on a channel that
+    does not exist: each names the existing channels closest to it."""
+    cli.ok("produce", "--channel", "orders-1", "--channel", "payments", "--count", "4")
+    hint = "; did you mean 'orders-1'?"
+    missing = "error: channel 'orders-l' does not exist on backend 'rocksmq'"
+    code, _, err = cli("consume", "--channel", "orders-l", "--idle-timeout", "0.2")
+    assert (code, err.strip().splitlines()[-1]) == (
+        2,
+        f"{missing}{hint} (--wait-for-channels waits for it)",
+    )
+    code, out, err = cli("inspect", "--channel", "orders-l")
+    assert (code, out, err.strip()) == (2, "", f"{missing}{hint}")
+    saved = tmp_path / "positions.json"
+    cli.ok("consume", "--channel", "orders-1", "--from", "earliest", "--max-packs", "1",
+           "--save-positions", str(saved))  # fmt: skip
+    moved = tmp_path / "moved.json"
+    moved.write_text(saved.read_text().replace('"orders-1"', '"orders-l"'))
+    code, _, err = cli("consume", "--from", f"@{moved}", "--max-packs", "1")
+    assert code == 2
+    assert err.strip().splitlines()[-1].startswith(f"{missing}{hint}")
+    code, _, err = cli(
+        "consume", "--channel", "orders-l", "--wait-for-channels", "--idle-timeout", "0.2"
+    )
+    assert code == 0
+    assert (
+        "warning: channel 'orders-l' does not exist yet; waiting for it (did you mean 'orders-1'?)"
+    ) in err
+
+
 def test_consume_can_wait_for_a_channel_to_be_created(cli: Cli) -> None:
     code, _, err = cli(
         "consume", "--channel", "later", "--wait-for-channels", "--idle-timeout", "0.3"
@@ -626,8 +662,9 @@ def test_produce_json_summary(cli: Cli) -> None:
                  "--json")  # fmt: skip
     summary = orjson.loads(out)
     assert set(summary) == {
-        "messages", "batches", "skipped", "channels", "ticks", "seconds", "msgs_per_s"
+        "messages", "batches", "skipped", "skipped_lines", "channels", "ticks", "seconds",
+        "msgs_per_s",
     }  # fmt: skip
     assert (summary["messages"], summary["batches"], summary["channels"]) == (30, 5, ["j0", "j1"])
-    assert summary["skipped"] == 0
+    assert (summary["skipped"], summary["skipped_lines"]) == (0, [])
     assert summary["ticks"] >= 1 and summary["seconds"] > 0

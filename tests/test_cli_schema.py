@@ -91,10 +91,11 @@ def test_schema_infer_then_produce_with_it(
     # produce --schema: the collection is the schema's; rows are checked against it
     lines = '{"sku": "c", "price": 1}\n{"sku": "d", "price": "x"}\n{"sku": "e", "price": 3.5}\n'
     monkeypatch.setattr(sys, "stdin", io.StringIO(lines))
-    code, stdout, err = cli("produce", "--channel", "it", "--schema", str(out))
-    assert code == 0
-    assert stdout.startswith("produced: messages=2 ") and stdout.strip().endswith("skipped=1")
-    assert "warning: stdin line 2: skipped: field 'price': \"x\" does not fit type double" in err
+    code, stdout, err = cli("produce", "--channel", "it", "--schema", str(out), "--skip-invalid")
+    assert code == 1
+    assert stdout.startswith("produced: messages=2 ")
+    assert stdout.strip().endswith("skipped=1 (line 2)")
+    assert "warning: skipped stdin line 2: field 'price': \"x\" does not fit type double" in err
     packs = cli.packs("--channel", "it", "--from", "earliest", "--idle-timeout", "0.3")
     (create,) = [m for p in packs for m in p["msgs"] if m["type"] == "CreateCollectionMsg"]
     assert create["schema"] == written and create["collection_name"] == "items"
@@ -148,6 +149,40 @@ def test_schema_and_produce_refuse_bad_input(
     assert code == 0
     assert (
         "note: collection 'msgstream_cli' has no primary key (give --key, or rows with an " in err
+    )
+
+
+def test_schema_infer_stops_at_a_bad_line_or_skips_it(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = b'{"sku": "a", "price": 2}\n\nplain\n{"sku": "b", "price": 2.5}\n[]\n'
+    rows = tmp_path / "rows.jsonl"
+    rows.write_bytes(data)
+    out = tmp_path / "s.json"
+    assert last_error(cli, "schema", "--infer", str(rows), "--out", str(out)) == (
+        f"error: {rows} line 3, column 1: invalid JSON: unexpected character, expected a JSON value"
+    )
+    assert not out.exists()
+    skipped = [
+        "warning: skipped {} line 3, column 1: invalid JSON: unexpected character, expected a "
+        "JSON value",
+        "warning: skipped {} line 5, column 1: expected a JSON object (one row per line), got an "
+        "array",
+        "schema: inferred without the lines skipped: skipped=2 (lines 3, 5)",
+    ]
+    code, stdout, err = cli("schema", "--infer", str(rows), "--key", "sku", "--skip-invalid")
+    assert code == 1
+    assert [(f["name"], f["dtype"], f["is_primary"]) for f in json.loads(stdout)["fields"]] == [
+        ("sku", "varchar", True),
+        ("price", "double", False),
+    ]
+    assert err.splitlines() == [line.format(rows) for line in skipped]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+    code, from_stdin, err = cli("schema", "--infer", "-", "--key", "sku", "--skip-invalid")
+    assert (code, from_stdin) == (1, stdout)
+    assert err.splitlines() == [line.format("stdin") for line in skipped]
+    assert last_error(cli, "schema", "--skip-invalid") == (
+        "error: --skip-invalid skips lines of the rows --infer reads: add --infer"
     )
 
 

@@ -613,6 +613,11 @@ def test_an_unchecked_body_that_is_bad_raises_decodes_error_when_read() -> None:
         with pytest.raises(DecodeError) as caught:
             getattr(msg, name)
         assert str(caught.value) == str(expected.value)
+    # Its repr, in a log line about it say, shows what is known, never raising.
+    assert (
+        repr(msg)
+        == f"InsertMsg(msg_id=1, timestamp=101, source_id=3, channel={WHERE[0]!r}, rows=?)"
+    )
 
 
 def test_unchecked_bodies_are_for_insert_and_delete_only() -> None:

@@ -9,13 +9,8 @@ import numpy as np
 import pytest
 
 from msgstream.cli.common import CliError
-from msgstream.cli.json_rows import (
-    RowColumns,
-    RowMismatch,
-    infer_schema,
-    parse_line,
-    read_schema_file,
-)
+from msgstream.cli.json_rows import RowColumns, RowMismatch, infer_schema, read_schema_file
+from msgstream.cli.row_lines import BadLines, InvalidLineError, LineAt, RowLines, parse_row
 from msgstream.schema import CollectionSchema, DataType, FieldSchema
 
 
@@ -23,10 +18,82 @@ def fields(schema: CollectionSchema) -> list[tuple[str, str, bool, bool, int | N
     return [(f.name, f.dtype.value, f.is_primary, f.nullable, f.dim) for f in schema.fields]
 
 
-def test_parse_line_takes_objects_and_wraps_everything_else() -> None:
-    assert parse_line('{"a": 1}') == {"a": 1}
-    assert parse_line("[1, 2]") == {"text": "[1, 2]"}
-    assert parse_line("hello") == {"text": "hello"}
+AT = LineAt("stdin", 3)
+
+
+def test_a_line_is_a_json_object_or_blank() -> None:
+    assert parse_row('{"a": 1}\r\n', AT) == {"a": 1}
+    assert parse_row(b'{"a": "\xc3\xa9"}\n', AT) == {"a": "\u00e9"}
+    assert parse_row("  \t\n", AT) is None
+    assert parse_row(b"\n", AT) is None
+    assert parse_row("[1, 2]\n", AT, as_text=True) == {"text": "[1, 2]"}
+    assert parse_row(b" x \r\n", AT, as_text=True) == {"text": " x "}
+    assert parse_row("\n", AT, as_text=True) is None
+
+
+@pytest.mark.parametrize(
+    ("line", "message", "column"),
+    [
+        ('{"id": 1, "name": \n', "invalid JSON: unexpected end of data", 19),
+        ("hello", "invalid JSON: unexpected character, expected a JSON value", 1),
+        ('{"\u00e9": }', "invalid JSON: unexpected character, expected a JSON value", 7),
+        ('{"a": 1} x', "invalid JSON: unexpected content after document", 10),
+        ("[1, 2]", "expected a JSON object (one row per line), got an array", 1),
+        ("  12.5", "expected a JSON object (one row per line), got a number", 3),
+        ("true", "expected a JSON object (one row per line), got a boolean", 1),
+        ("null", "expected a JSON object (one row per line), got null", 1),
+        (b'{"\xc3\xa9": \xff}', "not UTF-8 text: byte 0xff cannot start a character", 7),
+    ],
+)
+def test_a_line_that_is_not_a_json_object_is_named_with_its_column(
+    line: str | bytes, message: str, column: int
+) -> None:
+    with pytest.raises(InvalidLineError) as info:
+        parse_row(line, AT)
+    assert (info.value.problem, info.value.column, info.value.at) == (message, column, AT)
+    assert str(info.value) == f"stdin line 3, column {column}: {message}"
+    assert str(info.value.with_outcome("nothing was sent")) == (
+        f"stdin line 3, column {column}: {message} (nothing was sent)"
+    )
+
+
+def test_rows_are_numbered_across_batches_and_the_first_bad_line_stops() -> None:
+    lines = RowLines("rows.jsonl", BadLines(skip=False))
+    assert list(lines.rows(['{"a": 1}\n', "\n"])) == [(LineAt("rows.jsonl", 1), {"a": 1})]
+    rows = lines.rows(['{"a": 2}', "oops", '{"a": 3}'])
+    assert next(rows) == (LineAt("rows.jsonl", 3), {"a": 2})
+    with pytest.raises(InvalidLineError) as info:
+        next(rows)
+    assert list(rows) == []  # nothing after the bad line
+    assert str(info.value) == (
+        "rows.jsonl line 4, column 1: invalid JSON: unexpected character, expected a JSON value"
+    )
+
+
+def test_skipped_lines_are_counted_and_the_first_ten_named(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bad = BadLines(skip=True)
+    assert (bad.summary(), bad.exit_code) == ("", 0)
+    lines = ["x"] * 3 + ['{"ok": 1}'] + ["[]"] * 9
+    rows = list(RowLines("stdin", bad).rows(lines))
+    assert rows == [(LineAt("stdin", 4), {"ok": 1})]
+    assert (bad.count, bad.shown, bad.exit_code) == (12, [1, 2, 3, 5, 6, 7, 8, 9, 10, 11], 1)
+    assert bad.summary() == "skipped=12 (lines 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, ...)"
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 11
+    assert err[0] == (
+        "warning: skipped stdin line 1, column 1: invalid JSON: unexpected character, expected "
+        "a JSON value"
+    )
+    assert err[9] == (
+        "warning: skipped stdin line 11, column 1: expected a JSON object (one row per line), "
+        "got an array"
+    )
+    assert err[10] == "warning: further lines skipped are counted, not shown"
+    one = BadLines(skip=True)
+    one.reject(InvalidLineError(LineAt("f", 7), "no"))
+    assert one.summary() == "skipped=1 (line 7)"
 
 
 def test_infer_merges_types_and_marks_optional_fields_nullable() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import traceback
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,7 @@ from msgstream import (
     MessageTooLargeError,
     MsgPack,
     MsgStream,
+    MsgStreamError,
     SubscriptionPosition,
     TopicNotFoundError,
     config_from_dict,
@@ -38,7 +40,8 @@ from msgstream.messages import DeleteMsg
 pytestmark = pytest.mark.kafka
 
 EARLIEST = SubscriptionPosition.EARLIEST
-TIMEOUT = 20.0
+TIMEOUT = 60.0
+"""How long what must happen may take (a deadline, never a pause): a loaded machine is slow."""
 _names = iter(range(1_000_000))
 
 
@@ -82,21 +85,24 @@ async def test_one_producer_is_shared_by_every_channel(kafka_broker: Any) -> Non
 
 
 async def test_unreachable_bootstrap_fails_within_the_deadline() -> None:
+    """At the 3 s deadline, not at aiokafka's own (40 s and more); the margin is for a
+    loaded machine."""
     client = client_for(f"127.0.0.1:{free_port()}", operation_timeout_s=3.0)
     started = time.monotonic()
     with pytest.raises(BackendUnavailableError, match=r"kafka at 127\.0\.0\.1:\d+"):
         await client.create_producer("never-created")
-    assert time.monotonic() - started < 10.0
+    assert time.monotonic() - started < 3.0 + 20
     started = time.monotonic()
     with pytest.raises(BackendUnavailableError):
         await client.subscribe("never-created", "sub", EARLIEST)
-    assert time.monotonic() - started < 10.0
+    assert time.monotonic() - started < 3.0 + 20
     await client.close()
 
 
 @pytest.mark.parametrize("name", ["a/b", "has space", "x" * 250, ""])
 async def test_invalid_topic_names_fail_before_any_network_call(name: str) -> None:
-    # The address is unreachable: any network call would fail with another error.
+    # The address is unreachable: any network call would fail with another error, once its
+    # 3 s deadline had passed.
     client = client_for(f"127.0.0.1:{free_port()}", operation_timeout_s=3.0)
     started = time.monotonic()
     with pytest.raises(InvalidChannelNameError):
@@ -105,7 +111,7 @@ async def test_invalid_topic_names_fail_before_any_network_call(name: str) -> No
         await client.subscribe(name, "sub", EARLIEST)
     with pytest.raises(InvalidChannelNameError):
         await client.check_topic_valid(name)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 3.0
     await client.close()
 
 
@@ -168,13 +174,68 @@ async def test_wrong_sasl_password_is_an_authentication_error(kafka_broker: Any)
         security_protocol="SASL_PLAINTEXT",
         sasl_username=user,
         sasl_password=password + "-wrong",
-        operation_timeout_s=10.0,
+        operation_timeout_s=60.0,
     )
     started = time.monotonic()
     with pytest.raises(AuthenticationError, match="authentication failed"):
         await bad.create_producer(channel)
-    assert time.monotonic() - started < 10.0
+    assert time.monotonic() - started < 30.0  # the refusal is reported, not waited out
     await bad.close()
+
+
+async def send_one(client: Client, channel: str) -> None:
+    producer = await client.create_producer(channel)
+    await producer.send(b"signed in through the pass-through map")
+
+
+async def test_a_pass_through_password_reaches_the_broker_and_shows_nowhere(
+    kafka_broker: Any, engine: str
+) -> None:
+    """Topics are made as the declared SASL user; the producer signs in as another with the
+    name and password of its pass-through map (``kafka.producer`` for aiokafka,
+    ``kafka.confluent`` for librdkafka), the password a secret by its name. The broker
+    takes the real password (the mask would be refused); a wrong one is refused and no
+    text shows either. (librdkafka reports the refusal only in its own log, so the
+    confluent engine's send runs out of time.)"""
+    if kafka_broker.sasl_bootstrap is None or len(kafka_broker.sasl_users) < 2:
+        pytest.skip("this broker has no SASL/PLAIN listener with two users")
+    (admin, admin_password), (user, password) = list(kafka_broker.sasl_users.items())[:2]
+    names = ("sasl_plain_username", "sasl_plain_password")
+    if engine == "confluent":
+        names = ("sasl.username", "sasl.password")
+
+    def signing_in(secret: str, timeout_s: float) -> Client:
+        entries = dict(zip(names, (user, secret), strict=True))
+        return client_for(
+            kafka_broker.sasl_bootstrap,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_username=admin,
+            sasl_password=admin_password,
+            operation_timeout_s=timeout_s,
+            **{"confluent" if engine == "confluent" else "producer": entries},
+        )
+
+    channel = channel_name()
+    good = signing_in(password, TIMEOUT)
+    assert password not in repr(good.section)  # type: ignore[attr-defined]
+    try:
+        await send_one(good, channel)
+    finally:
+        await good.close()
+
+    bad = signing_in(f"{password}-wrong-5c1e", 3.0)
+    try:
+        with pytest.raises(MsgStreamError) as exc:
+            await send_one(bad, channel)
+    finally:
+        await bad.close()
+    if engine == "confluent":
+        assert isinstance(exc.value, BackendUnavailableError)
+        assert "not acknowledged within 3 s" in str(exc.value)
+    else:
+        assert isinstance(exc.value, AuthenticationError)
+        assert "authentication failed" in str(exc.value)
+    assert password not in "".join(traceback.format_exception(exc.value))  # wrong one too
 
 
 async def test_dispose_subscription_and_channel(kafka_broker: Any) -> None:
@@ -254,7 +315,9 @@ async def test_broker_restart_loses_nothing_acknowledged(kafka_broker: Any) -> N
         assert all("kafka" in error for error in failed)
 
         received: list[int] = []
-        while len(set(received)) < len(acked):
+        # Until every acknowledged message is in (not until as many messages are: a send
+        # that failed at its deadline may still have been written, and counts too).
+        while not set(acked) <= set(received):
             pack = await asyncio.wait_for(anext(consumer), 60.0)
             received.extend(m.msg_id for m in pack.msgs)
         # Every acknowledged message is there, in order; retried sends may add a
@@ -296,7 +359,9 @@ async def test_sends_a_frozen_broker_never_answers_fail_at_the_deadline(
                     BackendUnavailableError, match=r"not acknowledged within 0\.8 s"
                 ):
                     await sender.produce(pack)
-                assert deadline - 0.05 <= time.monotonic() - started < deadline + 1.5
+                # at the deadline, not at aiokafka's own request timeout (40 s): the
+                # margin is for a loaded machine
+                assert deadline - 0.05 <= time.monotonic() - started < deadline + 10
         finally:
             await asyncio.to_thread(kafka_broker.resume)
         ids = await asyncio.wait_for(stream.produce(MsgPack.of(delete_msg(6))), TIMEOUT)

@@ -2,7 +2,9 @@
 
 The broker-facing behaviour (a frozen broker fails sends at the deadline) is tested on a
 real broker in test_kafka_backend.py; these tests pin the timer's own rules with plain
-asyncio futures: which sends expire, how, and which cancellations are not its own.
+asyncio futures: which sends expire, how, and which cancellations are not its own. They run
+on a loop with a clock of its own (``helpers.loop_time``): deadlines 50 ms apart stay 50 ms
+apart however loaded the machine.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from helpers.loop_time import on_loop_time
 from msgstream import BackendUnavailableError
 from msgstream.backends.kafka.deadlines import PendingSend, SendDeadlines
 
@@ -32,6 +35,7 @@ async def watched_send(deadlines: SendDeadlines, record: asyncio.Future[Any] | N
         watch.finished = True
 
 
+@on_loop_time
 async def test_an_unacknowledged_record_fails_at_the_deadline() -> None:
     deadlines = SendDeadlines(0.05, "host:1")
     record: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -47,6 +51,7 @@ async def test_an_unacknowledged_record_fails_at_the_deadline() -> None:
     assert record.exception() is raised.value
 
 
+@on_loop_time
 async def test_a_send_still_handing_over_its_record_is_cancelled_into_the_same_error() -> None:
     deadlines = SendDeadlines(0.05, "host:1")
     task = asyncio.create_task(watched_send(deadlines, None))
@@ -55,6 +60,7 @@ async def test_a_send_still_handing_over_its_record_is_cancelled_into_the_same_e
     assert not task.cancelled() and task.cancelling() == 0
 
 
+@on_loop_time
 async def test_acknowledged_sends_never_expire_and_leave_the_queue() -> None:
     deadlines = SendDeadlines(0.05, "host:1")
     loop = asyncio.get_running_loop()
@@ -66,6 +72,7 @@ async def test_acknowledged_sends_never_expire_and_leave_the_queue() -> None:
     assert len(deadlines._pending) <= 1  # finished sends left from the front
 
 
+@on_loop_time
 async def test_a_cancellation_from_elsewhere_is_not_turned_into_a_deadline_error() -> None:
     deadlines = SendDeadlines(5.0, "host:1")
     task = asyncio.create_task(watched_send(deadlines, None))
@@ -75,6 +82,7 @@ async def test_a_cancellation_from_elsewhere_is_not_turned_into_a_deadline_error
         await task
 
 
+@on_loop_time
 async def test_deadlines_follow_start_order_with_one_timer() -> None:
     deadlines = SendDeadlines(0.05, "host:1")
     loop = asyncio.get_running_loop()

@@ -753,3 +753,55 @@ def test_position_is_not_part_of_equality_or_body() -> None:
     assert a == b
     assert "position" not in b.body_fields()
     assert decode(encode(b)).position is None
+
+
+def test_repr_shows_the_header_the_channel_and_the_rows_not_the_data() -> None:
+    insert = InsertMsg(
+        msg_id=7,
+        timestamp=1234,
+        source_id=2,
+        collection_name="orders",
+        row_ids=[1, 2, 3],
+        fields=[FieldData("customer", DataType.VARCHAR, ["zelda-1", "zelda-2", "zelda-3"])],
+    )
+    delete = DeleteMsg(msg_id=8, timestamp=1235, collection_name="orders", primary_keys=["k"])
+    tick = TimeTickMsg(msg_id=9, timestamp=1236)
+    assert repr(insert) == "InsertMsg(msg_id=7, timestamp=1234, source_id=2, rows=3)"
+    assert repr(delete) == "DeleteMsg(msg_id=8, timestamp=1235, source_id=0, rows=1)"
+    assert repr(tick) == "TimeTickMsg(msg_id=9, timestamp=1236, source_id=0)"
+    insert.position = MsgPosition("orders-1", b"id", "billing", 1234)
+    assert str(insert) == (
+        "InsertMsg(msg_id=7, timestamp=1234, source_id=2, channel='orders-1', rows=3)"
+    )
+
+
+async def test_a_consumed_message_repr_names_its_channel() -> None:
+    """As a stream hands it out (built lazily from its payload): channel and row count."""
+    from msgstream import MsgPack, MsgStream, SubscriptionPosition, config_from_dict, new_client
+
+    client = new_client(
+        config_from_dict({"mq": {"type": "memory"}, "memory": {"name": "repr"}}, env={})
+    )
+    async with MsgStream(client) as stream:
+        await stream.as_producer(["repr-a"])
+        rows = np.arange(40)
+        await stream.produce(
+            MsgPack.of(
+                InsertMsg(
+                    msg_id=1, timestamp=5, collection_name="c", row_ids=rows, hash_keys=[0] * 40
+                ),
+                DeleteMsg(
+                    msg_id=2,
+                    timestamp=6,
+                    collection_name="c",
+                    primary_keys=rows[:4],
+                    hash_keys=[0] * 4,
+                ),
+            )
+        )
+        await stream.as_consumer(["repr-a"], "s", SubscriptionPosition.EARLIEST)
+        shown = [repr(msg) for _ in range(2) for msg in (await anext(stream)).msgs]
+    assert shown == [
+        "InsertMsg(msg_id=1, timestamp=5, source_id=0, channel='repr-a', rows=40)",
+        "DeleteMsg(msg_id=2, timestamp=6, source_id=0, channel='repr-a', rows=4)",
+    ]

@@ -35,7 +35,8 @@ pytestmark = pytest.mark.pulsar
 EARLIEST = SubscriptionPosition.EARLIEST
 LATEST = SubscriptionPosition.LATEST
 UNKNOWN = SubscriptionPosition.UNKNOWN
-TIMEOUT = 20.0
+TIMEOUT = 60.0
+"""How long what must happen may take (a deadline, never a pause): a loaded machine is slow."""
 _names = iter(range(1_000_000))
 
 
@@ -85,7 +86,7 @@ async def test_unreachable_service_url_fails_within_the_deadline() -> None:
             BackendUnavailableError, match=rf"pulsar at pulsar://127\.0\.0\.1:{port}"
         ):
             await attempt()
-        assert time.monotonic() - started < 8.0
+        assert time.monotonic() - started < 3.0 + 20  # the deadline, with room for load
     await client.close()
 
 
@@ -198,13 +199,13 @@ async def test_wrong_token_is_an_authentication_error(pulsar_broker: Any) -> Non
     await producer.send(b"authenticated")
     await good.close()
 
-    bad = client_for(pulsar_broker, auth_token=pulsar_broker.forged_token(), operation_timeout_s=10)
+    bad = client_for(pulsar_broker, auth_token=pulsar_broker.forged_token(), operation_timeout_s=60)
     started = time.monotonic()
     with pytest.raises(AuthenticationError, match="authentication failed"):
         await bad.create_producer(channel)
     with pytest.raises(AuthenticationError):
         await bad.subscribe(channel, "sub", EARLIEST)
-    assert time.monotonic() - started < 5.0
+    assert time.monotonic() - started < 30.0  # the refusal is reported, not waited out
     await bad.close()
 
 
@@ -337,7 +338,8 @@ async def test_broker_restart_loses_nothing_acknowledged(pulsar_broker: Any) -> 
             acked.append(i)
         received: list[int] = []
         while len(received) < 25:  # the consumer is mid-stream when the broker goes
-            received.extend(m.msg_id for m in (await asyncio.wait_for(anext(consumer), 20)).msgs)
+            pack = await asyncio.wait_for(anext(consumer), TIMEOUT)
+            received.extend(m.msg_id for m in pack.msgs)
 
         async def keep_sending() -> None:
             for i in range(51, 101):

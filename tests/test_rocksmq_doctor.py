@@ -190,3 +190,33 @@ def test_damage_in_the_last_wal_block_is_repaired_keeping_what_follows(
         assert all(payload == f"{channel}:{i - 1}".encode() for i, payload in records)
     code, again = doctor(capsys, str(path))
     assert (code, again["problems"]) == (0, [])
+
+
+@pytest.mark.parametrize("kind", ["empty directory", "other files", "missing", "a file"])
+@pytest.mark.parametrize("repair", [False, True])
+def test_a_path_that_is_no_store_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, repair: bool
+) -> None:
+    """Exit 2 (a wrong argument), not 1 (a damaged store), with one line naming the path;
+    nothing is written there, not even by --repair."""
+    path = tmp_path / "not-a-store"
+    if kind == "empty directory":
+        path.mkdir()
+    elif kind == "other files":
+        path.mkdir()
+        (path / "notes.txt").write_text("hello", encoding="utf-8")
+    elif kind == "a file":
+        path.write_text("hello", encoding="utf-8")
+    before = sorted(tmp_path.rglob("*"))
+    code = main(["doctor", str(path), "--json", *(["--repair"] if repair else [])])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    (line,) = captured.err.strip().splitlines()
+    problem = (
+        "this is a file, not a directory (rocksmq.path names a directory)"
+        if kind == "a file"
+        else "no rocksmq store here (nothing was created; check the path)"
+    )
+    assert line == f"error: rocksmq store at '{path}': {problem}"
+    assert sorted(tmp_path.rglob("*")) == before

@@ -8,6 +8,7 @@ later messages and channels only through its polling catch-up.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import time
 from pathlib import Path
@@ -20,15 +21,24 @@ from msgstream.backends.rocksmq import RocksOptions, RocksStore, open_client
 from msgstream.errors import BackendUnavailableError, StreamStateError, TopicNotFoundError
 from msgstream.position import SubscriptionPosition
 
+WAIT_S = 60
+"""How long what must happen may take (a deadline, never a pause): a loaded machine is slow."""
+
 
 def mid(value: int) -> RocksmqMessageID:
     return RocksmqMessageID(value)
 
 
 def disk_state(path: Path) -> dict[str, tuple[int, int]]:
-    """Every file of the store with its size and modification time."""
+    """Every file of the store with its size and modification time, but RocksDB's info
+    ``LOG`` (and its rotated ``LOG.old.*``): the writer's background threads append to it
+    whenever they like (CI saw 133 bytes 24 ms after a flush returned, and a loaded machine
+    can delay that for longer than any quiet period a test would wait for), and it holds
+    no data: a read-only process that wrote anything would write the other files."""
     state = {}
     for entry in os.scandir(path):
+        if entry.name == "LOG" or entry.name.startswith("LOG.old."):
+            continue
         info = entry.stat()
         state[entry.name] = (info.st_size, info.st_mtime_ns)
     return state
@@ -37,8 +47,8 @@ def disk_state(path: Path) -> dict[str, tuple[int, int]]:
 async def settled_disk_state(
     path: Path, quiet_s: float = 0.2, tries: int = 25
 ) -> dict[str, tuple[int, int]]:
-    """:func:`disk_state` once it stayed the same for ``quiet_s``: RocksDB's background
-    threads may still append to the writer's info ``LOG`` just after a flush returned."""
+    """:func:`disk_state` once it stayed the same for ``quiet_s`` (a safety net: a flush
+    has finished its own files when it returns)."""
     state = disk_state(path)
     for _ in range(tries):
         await asyncio.sleep(quiet_s)
@@ -124,7 +134,7 @@ async def test_read_only_client_in_process(tmp_path: Path) -> None:
         with pytest.raises(TopicNotFoundError):
             await reader.subscribe("missing", "ro", SubscriptionPosition.EARLIEST)
 
-        first = await asyncio.wait_for(consumer.receive(), 5)
+        first = await asyncio.wait_for(consumer.receive(), WAIT_S)
         assert (first.msg_id, first.payload, dict(first.properties)) == (mid(1), b"1", {"k": "v"})
         await consumer.ack(first)
         assert writer.store.get_subscription("ch", "ro") is None
@@ -136,7 +146,7 @@ async def test_read_only_client_in_process(tmp_path: Path) -> None:
         await asyncio.sleep(0.05)
         assert not waiting.done()
         await producer.send(b"3")
-        third = await asyncio.wait_for(waiting, 5)
+        third = await asyncio.wait_for(waiting, WAIT_S)
         assert (third.msg_id, third.payload) == (mid(3), b"3")
         assert await consumer.get_latest_msg_id() == mid(3)
 
@@ -145,7 +155,7 @@ async def test_read_only_client_in_process(tmp_path: Path) -> None:
         await asyncio.sleep(0.03)
         await writer.delete_channel("ch")
         with pytest.raises(TopicNotFoundError):
-            await asyncio.wait_for(waiting, 5)
+            await asyncio.wait_for(waiting, WAIT_S)
     finally:
         await reader.close()
         await writer.close()
@@ -160,8 +170,12 @@ def test_read_only_open_of_missing_store_fails(tmp_path: Path) -> None:
 
 async def test_waiting_consumers_share_one_catch_up_per_poll_interval(tmp_path: Path) -> None:
     """A read-only store polls the writer for every waiting channel at once: four
-    consumers waiting for 0.3 s cost one catch-up per 20 ms interval, not four; a
-    message written meanwhile still reaches its consumer within about one interval."""
+    consumers waiting cost one catch-up per 20 ms interval, not four; a message written
+    meanwhile reaches its consumer at the next catch-up (or the one after, if its waiter
+    looked just before the first).
+
+    Asserted as the order and spacing of the catch-ups, never as wall-clock durations or
+    counts per second, which a loaded machine stretches at will."""
     path = tmp_path / "store"
     writer = open_client(str(path))
     reader = None
@@ -182,13 +196,16 @@ async def test_waiting_consumers_share_one_catch_up_per_poll_interval(tmp_path: 
 
         store.catch_up = counted  # type: ignore[method-assign]
         waits = [asyncio.create_task(store.wait_for_append(c, 2)) for c in "abcd"]
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3)  # the four wait: every 20 ms, each of them looks
         assert not any(w.done() for w in waits)
-        assert 5 <= len(calls) <= 18  # one per interval (15), not one per channel (60)
-        written = time.monotonic()
+        assert calls  # they did look
+        # one catch-up per interval for all four, not one each (four at once)
+        gaps = [later - earlier for earlier, later in itertools.pairwise(calls)]
+        assert all(gap >= 0.02 for gap in gaps), gaps
         await producers["c"].send(b"y")
-        await asyncio.wait_for(waits[2], 1.0)
-        assert time.monotonic() - written < 0.2
+        written = time.monotonic()
+        await asyncio.wait_for(waits[2], WAIT_S)
+        assert 1 <= len([t for t in calls if t >= written]) <= 2
         assert not any(w.done() for i, w in enumerate(waits) if i != 2)
     finally:
         for wait in waits:

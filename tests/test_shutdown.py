@@ -26,6 +26,8 @@ from msgstream import (
 )
 
 EARLIEST = SubscriptionPosition.EARLIEST
+WAIT_S = 60
+"""How long what must happen may take (a deadline, never a pause): a loaded machine is slow."""
 
 
 def config(tmp_path: Path) -> Config:
@@ -68,7 +70,7 @@ async def test_stop_ends_the_loop_after_the_pack_being_handled(tmp_path: Path) -
     # the acknowledged packs are not handed out again
     async with consumer(tmp_path) as again:
         await again.as_consumer(["a"], "s", EARLIEST)
-        pack = await asyncio.wait_for(anext(again), 10)
+        pack = await asyncio.wait_for(anext(again), WAIT_S)
         assert pack.msgs[0].msg_id == 2
 
 
@@ -77,16 +79,19 @@ async def test_stop_wakes_a_loop_waiting_for_packs(tmp_path: Path) -> None:
     async with consumer(tmp_path) as stream:
         await stream.as_consumer(["a"], "s", EARLIEST)
         handled = []
+        first = asyncio.Event()
 
         async def consume() -> None:
             async for pack in stream:
                 handled.append(pack.msgs[0].msg_id)
+                first.set()
 
         task = asyncio.create_task(consume())
-        await asyncio.sleep(0.2)  # the one pack is handled, then the loop waits
+        await asyncio.wait_for(first.wait(), WAIT_S)  # the one pack is handled,
+        await asyncio.sleep(0.2)  # and the loop goes on to wait for the next
         assert not task.done()
         stream.stop()
-        await asyncio.wait_for(task, 5)
+        await asyncio.wait_for(task, WAIT_S)
         assert handled == [0]
 
 
@@ -129,7 +134,7 @@ async def test_no_signal_exits_0_and_add_stops_a_late_stream(tmp_path: Path) -> 
     async with StopOnSignals(early, signals=[signal.SIGUSR1]) as stop:
         assert stop.exit_code == 0
         os.kill(os.getpid(), signal.SIGUSR1)
-        await asyncio.wait_for(stop.stopping.wait(), 5)
+        await asyncio.wait_for(stop.stopping.wait(), WAIT_S)
         stop.add(late)
     assert (early.stops, late.stops) == (1, 1)
     assert stop.exit_code == 128 + signal.SIGUSR1.value

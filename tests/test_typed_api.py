@@ -13,27 +13,15 @@ from mypy import api as mypy_api
 
 from msgstream import config_from_dict, new_msgstream, new_ttmsgstream
 
-SRC = Path(__file__).resolve().parent.parent / "src"
-
-
-def typed_view(root: Path) -> Path:
-    """The installed layout (msgstream, msgstream.backends, msgstream.bridge_spark) as
-    symlinks into src/, which mypy can read (it cannot follow an editable install's
-    package-directory mapping)."""
-    package = root / "msgstream"
-    package.mkdir(parents=True)
-    for entry in (SRC / "msgstream").iterdir():
-        (package / entry.name).symlink_to(entry)
-    (package / "backends").symlink_to(SRC / "backends")
-    (package / "bridge_spark").symlink_to(SRC / "bridge_spark")
-    return root
-
 
 def strict_mypy(program: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, int]:
-    """``mypy --strict`` on ``program`` against the library as installed: its report and
-    exit status. mypy raises the interpreter's recursion limit for the whole process and
-    leaves it raised; it is put back, so later tests see Python's own limit."""
-    monkeypatch.setenv("MYPYPATH", str(typed_view(tmp_path / "typed")))
+    """``mypy --strict`` on ``program`` as a user runs it on a script of theirs: against
+    the library as installed (the dev install is one mypy can read, see the Makefile), with
+    no path pointing into the repository. Its report and exit status. mypy raises the
+    interpreter's recursion limit for the whole process and leaves it raised; it is put
+    back, so later tests see Python's own limit."""
+    monkeypatch.delenv("MYPYPATH", raising=False)
+    monkeypatch.chdir(tmp_path)  # no src/ or pyproject.toml of the repository around
     limit = sys.getrecursionlimit()
     try:
         out, _, status = mypy_api.run(
@@ -42,7 +30,6 @@ def strict_mypy(program: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
                 "--cache-dir", str(tmp_path / "cache"),
                 "--config-file", "",
                 "--python-version", "3.11",
-                "--ignore-missing-imports",
                 "--follow-imports", "silent",  # report the program, not the library's own code
                 str(program),
             ]
@@ -50,6 +37,37 @@ def strict_mypy(program: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     finally:
         sys.setrecursionlimit(limit)
     return out, status
+
+
+def test_a_user_script_is_checked_against_the_installed_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``mypy --strict`` on a script outside the repository finds msgstream, its backends
+    and the Spark bridge (no ``import-not-found``) and checks the calls against them."""
+    program = tmp_path / "user_script.py"
+    program.write_text(
+        textwrap.dedent(
+            """
+            from msgstream import MsgPack, config_from_dict, new_msgstream
+            from msgstream.backends.memory import MemoryStore
+            from msgstream.bridge_spark import ParquetSink
+
+            config = config_from_dict({"mq": {"type": "memory"}})
+            stream = new_msgstream(config)
+            pack: MsgPack = MsgPack.of()
+            store = MemoryStore("orders")
+            sink = ParquetSink("out")
+            wrong: int = store.list_channels()
+            """
+        )
+    )
+    out, status = strict_mypy(program, tmp_path, monkeypatch)
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    assert status == 1, out
+    assert errors == [
+        f"{program.name}:11: error: Incompatible types in assignment (expression has type "
+        '"list[str]", variable has type "int")  [assignment]'
+    ], out
 
 
 def test_a_misspelt_option_is_a_type_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

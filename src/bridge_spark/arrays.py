@@ -1,10 +1,10 @@
 """Fixed-width Arrow columns from numpy arrays, nulls included, without a per-row path.
 
 ``pa.array(values, type=pa.int64(), mask=null)`` -- an int64 numpy array, its type given,
-a null mask -- converts row by row in pyarrow 26: 1.4 us a row and objects the garbage
-collector tracks (300,000 rows took 0.4 s and set off over a hundred collections), where
-every other width, or the same call without a mask, wraps the numpy buffer at once. Both
-converters of the bridge build their numeric columns here, from buffers.
+a null mask -- converts row by row in pyarrow 26, making objects that set the garbage
+collector off, where every other width, or the same call without a mask, wraps the numpy
+buffer at once. Both converters of the bridge build their numeric columns here, from
+buffers.
 """
 
 from __future__ import annotations

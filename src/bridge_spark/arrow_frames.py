@@ -6,10 +6,10 @@ into the JVM.
 ``LocalRelation``: before the call returns, the driver's JVM converts every row to an
 ``UnsafeRow``, on one thread. A larger table stays Arrow record batches in an RDD, which
 the executors convert, in parallel, when an action runs. The micro-batcher's batches are
-of the first kind (50,000 sample rows are ~12 MiB), and the row conversion made
-``createDataFrame`` cost 1.4 µs a row against 0.5 µs as record batches; with a ``noop``
-write in the user function the whole batcher ran 1.2-1.5x faster as record batches
-(``benchmarks/bench_spark.py`` figures in the README). Spark has no per-call choice, so
+of the first kind (50,000 sample rows are ~12 MiB), and the row conversion on one thread
+made ``createDataFrame`` slower than handing over record batches, and the whole batcher
+slower even with a ``noop`` write that converts the rows on the executors anyway
+(docs/benchmarks/spark.md). Spark has no per-call choice, so
 :class:`ArrowFrames` sets the session's threshold to 0 for the duration of the call and
 puts the previous value back. One lock serialises the callers in this process, so two
 batchers sharing a session cannot leave it changed. The rows are the same either way;
@@ -24,13 +24,12 @@ plan) in five: it writes the table as an Arrow stream file itself (pyarrow write
 the GIL) and hands it to the two JVM calls ``createDataFrame`` ends with,
 ``PythonSQLUtils.readArrowStreamFromFile`` and ``PythonSQLUtils.toDataFrame``, resolved
 once; the two settings it needs (``spark.sql.execution.arrow.maxRecordsPerBatch`` and
-``spark.sql.execution.arrow.useLargeVarTypes``) are read when it is made. A 50,000-row
-batch of the benchmark's sample, medians of 12 alternating rounds in one process: 50 ms
-alone and 656 ms beside a thread running Python through ``createDataFrame``; 40 ms and
-107 ms this way. Those calls are PySpark internals, so :class:`ArrowFrames` first makes
-an empty DataFrame through them; where that fails, or where there is no JVM in the
-process (Spark Connect) or I/O encryption is on (the data must then go through a
-socket), it uses ``createDataFrame``.
+``spark.sql.execution.arrow.useLargeVarTypes``) are read when it is made. Beside a
+thread running Python, a DataFrame made this way slows down far less than one from
+``createDataFrame`` (docs/benchmarks/spark.md). Those calls are PySpark internals, so
+:class:`ArrowFrames` first makes an empty DataFrame through them; where that fails, or
+where there is no JVM in the process (Spark Connect) or I/O encryption is on (the data
+must then go through a socket), it uses ``createDataFrame``.
 """
 
 from __future__ import annotations

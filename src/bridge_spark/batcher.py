@@ -19,7 +19,7 @@ While Spark processes one batch (in a worker thread), the next one is read and i
 built in another (:class:`_Flights`: at most two batches are handed over at once). Until the
 first batch is handed over, nothing overlaps the reading: that batch is smaller (a
 quarter of ``max_rows`` by default), so Spark starts sooner: one more DataFrame a run,
-and 4-21 % more rows/s on the benchmark's 200,422 rows in 50,000-row batches. Packs are
+and more rows/s (docs/benchmarks/spark.md). Packs are
 read ahead in one task (:mod:`~bridge_spark.feed`), a run of ready ones taken at once.
 Insert bodies are not decoded on arrival: the stream leaves them unchecked and
 :class:`~bridge_spark.dml_rows.DmlRows` converts them in whole-batch passes, reporting a
@@ -479,9 +479,8 @@ class MicroBatcher:
         Building and Spark run in threads. The table is built while the batch before is
         still in Spark: building is Python, Spark's part mostly its JVM, so the two
         overlap. (They did not while a DataFrame took 41 JVM calls, each waiting for the
-        GIL behind the build; :class:`~bridge_spark.arrow_frames.ArrowFrames` makes five.
-        Batcher rows/s over the ``createDataFrame`` ceiling, four sessions a side in
-        turn: 0.59-0.67 built after, 0.70-0.75 built beside.) A message that does not
+        GIL behind the build; :class:`~bridge_spark.arrow_frames.ArrowFrames` makes five.)
+        A message that does not
         fit the frame fails the run before anything of this batch is pending; a failing
         batch before fails this one with it."""
         last = batch.last

@@ -47,7 +47,7 @@ def resolved_config(config: Config) -> Config:
 KAFKA_FETCH_BYTES = 16 << 20
 """A bridge reader's Kafka fetch size per partition (unless ``kafka.consumer`` sets
 ``max_partition_fetch_bytes``): it reads whole slices, and aiokafka's 1 MiB default
-made a 10 MiB channel ten round trips to the broker; 16 MiB cut a slice read by ~15 %."""
+made a 10 MiB channel ten round trips to the broker (docs/benchmarks/code-notes.md)."""
 
 
 def open_reader(config: Config) -> ReaderClient:

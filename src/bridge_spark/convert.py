@@ -45,7 +45,7 @@ _INT64_MAX = np.uint64(2**63 - 1)
 
 def _ops(index: int, rows: int) -> pa.Array:
     """``rows`` copies of ``_op`` value ``index`` (insert 0, delete 1). Built on use, not
-    at import: any ``pa.array`` call imports pandas (0.15 s), which Spark's per-query
+    at import: any ``pa.array`` call imports pandas, which Spark's per-query
     source runner process, importing this module but building no rows, need not pay."""
     return pa.array([OP_INSERT, OP_DELETE], pa.string()).take(
         pa.array(np.full(rows, index, np.int8))

@@ -17,31 +17,22 @@ subscription when closed.
 
 from __future__ import annotations
 
-import asyncio
-import bisect
 import secrets
 from collections.abc import AsyncGenerator, Iterator
+from contextlib import aclosing
 from dataclasses import dataclass
 
-from msgstream.backend import (
-    AdminClient,
-    Client,
-    ConsumedBatch,
-    ConsumedMessage,
-    Consumer,
-    MessageID,
-)
-from msgstream.errors import CodecError
+from msgstream.backend import Client, ConsumedBatch, ConsumedMessage, Consumer, MessageID
+from msgstream.errors import CodecError, ReadIncompleteError
 from msgstream.logs import fields, get_logger
 from msgstream.position import SubscriptionPosition
-from msgstream.reader import batch_reader
+from msgstream.raw_read import read_through, release_subscription
 
 from .clients import read_only_store
 from .errors import SliceIncompleteError
 
 log = get_logger(__name__)
 
-READ_BATCH = 512
 DEFAULT_TIMEOUT_S = 30.0
 
 
@@ -113,27 +104,13 @@ class RawCursor:
             if last < first:
                 return
             await consumer.seek(first, inclusive=True)
-        receive_batch = batch_reader(consumer)  # columns, no object per message, if it can
-        while True:
-            if receive_batch is not None:
-                batch = receive_batch(READ_BATCH)
-            else:
-                batch = ConsumedBatch.of(self.channel, consumer.receive_nowait(READ_BATCH))
-            if not len(batch):
-                try:
-                    async with asyncio.timeout(self.timeout_s):
-                        batch = ConsumedBatch.of(self.channel, [await consumer.receive()])
-                except TimeoutError:
-                    raise SliceIncompleteError(
-                        f"channel {self.channel!r}: messages up to MessageID {last!r} exist "
-                        f"but none arrived within {self.timeout_s:g} s"
-                    ) from None
-            ids = batch.id_bytes
-            if last <= self.client.message_id_from_bytes(ids[-1]):
-                cut = bisect.bisect_left(ids, last, key=self.client.message_id_from_bytes)
-                yield batch.first(cut + 1)
-                return
-            yield batch
+        reading = read_through(consumer, last, self.client.message_id_from_bytes, self.timeout_s)
+        try:
+            async with aclosing(reading):
+                async for batch in reading:
+                    yield batch
+        except ReadIncompleteError as exc:
+            raise SliceIncompleteError(str(exc)) from None
 
 
 def messages(batch: ConsumedBatch) -> Iterator[ConsumedMessage]:
@@ -154,16 +131,6 @@ def reader_subscription(query: str) -> str:
 async def release_reader_subscription(client: Client, channel: str, name: str) -> None:
     """Remove a reader's subscription where the backend keeps it (a read-only rocksmq
     store keeps none). A failure is logged, not raised: the read itself succeeded."""
-    if read_only_store(client) is not None or not isinstance(client, AdminClient):
+    if read_only_store(client) is not None:
         return
-    try:
-        await client.delete_subscription(channel, name)
-    except Exception as exc:  # a leftover reader subscription must not fail the batch
-        log.warning(
-            "could not remove reader subscription %r of channel %r (%s); remove it with "
-            "the backend's tools, it may keep data from retention",
-            name,
-            channel,
-            exc,
-            extra=fields(channel=channel, subscription=name),
-        )
+    await release_subscription(client, channel, name)

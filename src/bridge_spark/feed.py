@@ -2,7 +2,7 @@
 
 Awaiting ``stream.__anext__()`` in a new task per pack costs a trip round the event loop
 per pack, and on each trip every channel reader that has data may decode a whole receive
-batch (~50 ms for 1,024 Insert messages) before the batcher's task runs again. A
+batch (a thousand Insert messages) before the batcher's task runs again. A
 :class:`PackFeed` awaits the stream in one long-lived task; a pack the stream can cut at
 once comes back without suspending, so that task moves every ready pack into the feed in
 one step, and the batcher drains them with :meth:`PackFeed.get_nowait`.

@@ -8,13 +8,12 @@ user sets comes before them. Both cost every new worker process time:
 - Python keeps no compiled bytecode for modules imported from a zip, so every new worker
   compiles PySpark's modules again. Most workers are forked from a daemon that did that
   once, but the driver-side runner of a Python *streaming* source is a new process for
-  every query: importing the runner's module took 1.35-1.5 s from the zip and 0.4 s from
-  site-packages on this project's test machine (2 shared cores), most of a short query's
-  fixed cost.
+  every query, and compiling them was most of a short query's fixed cost
+  (docs/internals/spark.md).
 - The first ``importlib.metadata`` lookup in a process (entry points: pydantic's plugins
   when the first model class is made, msgstream's backends) reads the central directory
-  of every archive on the path. The jar is 16 MB with about 6,000 entries: that first
-  lookup took 130-150 ms with it on the path and 10 ms without, in every new worker.
+  of every archive on the path. The jar is 16 MB with about 6,000 entries, which made
+  that first lookup many times slower in every new worker.
 
 When PySpark is pip-installed, ``SPARK_HOME`` is the installed package itself: the zip is
 a copy of the modules beside it (the same release, checked here by comparing their
@@ -29,7 +28,7 @@ unchanged.
 The launcher lives in the user's cache directory (``$XDG_CACHE_HOME`` or ``~/.cache``,
 under ``msgstream/worker-python/``), named by a digest of what it contains, and is
 rewritten only when missing or different. It exists on this host only: on a cluster,
-leave ``PYSPARK_PYTHON`` to the cluster's own Python (see the README).
+leave ``PYSPARK_PYTHON`` to the cluster's own Python (docs/guide/spark.md).
 """
 
 from __future__ import annotations

@@ -11,10 +11,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
-import yaml
 
 from msgstream.channels import validate_channel_name
-from msgstream.config import Config, config_from_dict, load_config
+from msgstream.config import Config, load_config, text_value
 from msgstream.errors import ConfigError, InvalidChannelNameError
 from msgstream.schema import CollectionSchema
 
@@ -29,16 +28,17 @@ def bridge_config(
 ) -> Config:
     """The YAML file at ``path`` (else ``$MSGSTREAM_CONFIG``, else defaults) with
     ``MSGSTREAM_*`` variables, then ``overrides`` (dotted keys; string values are read as
-    YAML scalars, so ``"true"`` is a bool). Errors name the key."""
+    YAML scalars, so ``"true"`` is a bool, except a secret key's: see
+    :func:`~msgstream.config.text_value`). Errors name the key."""
     config = load_config(path, env)
     if overrides:
-        data = config.to_dict()
+        changes: dict[str, dict[str, Any]] = {name: {} for name in config.sections()}
         for key, value in overrides.items():
             section, _, name = key.partition(".")
-            if not name or section not in data:
+            if not name or section not in changes:
                 raise ConfigError(key, "expected a dotted configuration key such as rocksmq.path")
-            data[section][name] = yaml.safe_load(value) if isinstance(value, str) else value
-        config = config_from_dict(data, env={})
+            changes[section][name] = text_value(key, value) if isinstance(value, str) else value
+        config = config.with_values(changes)
     return resolved_config(config)
 
 

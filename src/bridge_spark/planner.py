@@ -30,7 +30,7 @@ from msgstream.codec import (
 )
 from msgstream.errors import CodecError
 from msgstream.logs import get_logger
-from msgstream.messages import CreateCollectionMsg, DeleteMsg, InsertMsg, MsgType
+from msgstream.messages import DeleteMsg, InsertMsg, MsgType
 from msgstream.schema import CollectionSchema
 from msgstream.scope import concurrently
 from msgstream.tick_rules import common_tick, resume_boundary
@@ -42,16 +42,15 @@ from .cursor import (
     messages,
     planner_subscription,
 )
-from .errors import SchemaNotFoundError
 from .frames import FrameKind
 from .offsets import SliceOffset
+from .schema_lookup import schema_in_channels
 
 log = get_logger(__name__)
 
 _TICK = int(MsgType.TIME_TICK)
 _INSERT = int(MsgType.INSERT)
 _DELETE = int(MsgType.DELETE)
-_CREATE = int(MsgType.CREATE_COLLECTION)
 
 MAX_SCAN_MESSAGES = 1_000_000
 """Per channel and call, the planner stops at the first tick after this many messages
@@ -159,6 +158,9 @@ class SlicePlanner:
         self.rows = rows
         self.max_scan = max_scan
         self.skipped = SkipStats()
+        self._client = client
+        self._query = subscription
+        self._timeout_s = timeout_s
         name = planner_subscription(subscription)
         self._cursors = [RawCursor(client, c, name, timeout_s) for c in channels]
         self._open = False
@@ -397,27 +399,10 @@ class SlicePlanner:
 
     async def find_schema(self, collection: str | None) -> CollectionSchema:
         """The schema of the first ``CreateCollectionMsg`` (of ``collection``, if given)
-        in the channels, read from their beginning."""
-        await self.open()
-        for cursor in self._cursors:
-            async for batch in cursor.read(None):
-                for raw in messages(batch):
-                    try:
-                        msg_type, _, _ = peek_time_range(raw.payload)
-                        if msg_type != _CREATE:
-                            continue
-                        msg = decode(raw.payload)
-                    except CodecError as exc:
-                        log_undecodable(cursor.channel, raw, exc, self.skipped)
-                        continue
-                    if isinstance(msg, CreateCollectionMsg) and (
-                        collection is None or msg.collection_name == collection
-                    ):
-                        return msg.schema
-        which = f"collection {collection!r}" if collection else "any collection"
-        raise SchemaNotFoundError(
-            f"no CreateCollectionMsg for {which} in channels {self.channels}; "
-            "give the collection schema explicitly"
+        in the channels, read from their beginning
+        (:func:`~bridge_spark.schema_lookup.schema_in_channels`)."""
+        return await schema_in_channels(
+            self._client, self.channels, collection, query=self._query, timeout_s=self._timeout_s
         )
 
 

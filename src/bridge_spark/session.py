@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from .launcher import worker_python
 
@@ -25,14 +25,27 @@ SMALL_LOCAL_CONF: dict[str, str] = {
 }
 """Settings for a small ``local[2]`` session: little memory, no UI, few partitions."""
 
+SHORT_RUN_CONF: dict[str, str] = {
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+}
+"""Settings for a session that lives seconds, not hours (the demo): most of its time is
+the JVM loading and running Spark's code for the first time, so it compiles with the
+quick C1 compiler only (C2's optimised code would pay off only in a long run) and
+collects garbage on one thread instead of several competing for a small machine's
+cores. They cost peak throughput, so ``ingest`` and the library keep the JVM's
+defaults."""
+
 
 def local_spark(
     master: str = "local[2]",
     app_name: str = "msgstream",
     conf: Mapping[str, str] | None = None,
     warm_runner: bool = True,
+    jvm_stderr: IO[Any] | None = None,
+    source: bool = True,
 ) -> SparkSession:
-    """Get (or create) a Spark session with the ``msgstream`` source registered.
+    """Get (or create) a Spark session with the ``msgstream`` source registered (unless
+    not ``source``).
 
     Spark's Python workers run this interpreter (``PYSPARK_PYTHON``, unless it is set),
     so they can import the bridge, through :func:`~bridge_spark.launcher.worker_python`'s
@@ -41,6 +54,13 @@ def local_spark(
     interpreter (:mod:`~bridge_spark.warm_runner`) instead of starting cold. An already
     running session is returned as is (settings that only apply at start-up are then
     ignored).
+
+    ``jvm_stderr`` (a file) takes what Spark's JVM writes to its standard error -- the
+    JVM's and Spark's start-up warnings, the log level banner, log4j's console output --
+    when this call starts the JVM; by default it shares this process's. Registering the
+    source makes Spark look up the Python data sources installed, in a Python worker it
+    starts for that: a session that only runs batch jobs (the micro-batcher's) starts
+    sooner without it.
     """
     if "PYSPARK_PYTHON" not in os.environ:
         os.environ["PYSPARK_PYTHON"] = worker_python(warm=warm_runner)
@@ -49,12 +69,35 @@ def local_spark(
 
     from .source import register
 
+    settings = {**SMALL_LOCAL_CONF, **(conf or {})}
+    if jvm_stderr is not None:
+        _start_jvm(master, app_name, settings, jvm_stderr)
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**SMALL_LOCAL_CONF, **(conf or {})}.items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    register(spark)
+    if source:
+        register(spark)
     return spark
+
+
+def _start_jvm(master: str, app_name: str, settings: Mapping[str, str], stderr: IO[Any]) -> None:
+    """Start Spark's JVM with its standard error going to ``stderr``, and a context on it
+    (which the session builder then picks up), unless this process has a JVM already:
+    PySpark starts one per process and keeps it for every later context.
+
+    ``SparkSession.builder`` has no way to say where the JVM's output goes; PySpark's
+    ``launch_gateway`` does (its ``popen_kwargs``), and ``SparkContext`` takes the
+    gateway it returns."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:  # PySpark's one JVM of the process
+        return
+    conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name)
+    conf.setAll(list(settings.items()))
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": stderr})  # type: ignore[no-untyped-call]
+    SparkContext(conf=conf, gateway=gateway)
 
 
 def active_spark() -> SparkSession | None:

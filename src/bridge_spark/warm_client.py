@@ -3,10 +3,10 @@
 Spark starts the driver-side runner of a Python streaming source
 (``python -m pyspark.sql.streaming.python_streaming_source_runner``) as a new process for
 every query, and that process spends most of a short query's fixed cost importing
-PySpark, pyarrow and msgstream (0.7 s of a 2.2 s 200 k-row query on this project's test
-machine). The worker launcher (:mod:`bridge_spark.launcher`) runs this file instead, with
-the interpreter and arguments Spark gave it. It asks the warm runner of the same Spark
-driver (:mod:`bridge_spark.warm_runner`: one process per driver JVM and interpreter set-up,
+PySpark, pyarrow and msgstream (docs/internals/warm-runner.md). The worker launcher
+(:mod:`bridge_spark.launcher`) runs this file instead, with the interpreter and arguments
+Spark gave it. It asks the warm runner of the same Spark driver
+(:mod:`bridge_spark.warm_runner`: one process per driver JVM and interpreter set-up,
 those modules imported once) to fork a child that runs the module with this process's
 arguments, environment, working directory and standard streams, then waits for that
 child and exits with its status. Signals it gets are passed on to the child; if it is
@@ -19,8 +19,8 @@ what Spark asked for.
 
 This file is run as a script by ``python -I -S`` (no site packages), so it imports only
 the standard library, and little of it: ``json``, ``hashlib``, ``tempfile``,
-``subprocess`` and ``contextlib`` would add ~60 ms to every query here (a request is
-NUL-separated strings, which the OS's own are free of). The runner imports the protocol
+``subprocess`` and ``contextlib`` would add their import time to every query (a request
+is NUL-separated strings, which the OS's own are free of). The runner imports the protocol
 from it.
 """
 
@@ -248,7 +248,7 @@ def main(arguments: Sequence[str]) -> None:
         conn.connect(path)
     except OSError:
         conn.close()
-        try:  # noqa: SIM105 -- contextlib costs this script's start ~14 ms
+        try:  # noqa: SIM105 -- importing contextlib slows this script's start
             _start_runner(python, path, parent)
         except OSError:
             pass  # no runner: every query runs cold, as before

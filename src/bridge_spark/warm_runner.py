@@ -48,8 +48,8 @@ from .warm_client import (
 PRELOADED = ("msgstream.bridge_spark.source",)
 """What the runner imports before serving besides the modules it serves: what a msgstream
 query's runner unpickles. Every installed backend's client module is imported too
-(:func:`backend_client_modules`): a query's runner opens a client, and the Kafka
-client's import alone took 70 ms of every query."""
+(:func:`backend_client_modules`): a query's runner opens a client, and importing the
+Kafka client was a measurable part of every Kafka query (docs/internals/warm-runner.md)."""
 _REQUEST_TIMEOUT_S = 10.0
 USAGE = f"python -m {RUNNER_MODULE} SOCKET PARENT_PID [MODULE ...]"
 

@@ -39,7 +39,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .config_errors import describe, unknown_key
-from .config_keys import ENV_PREFIX, ConfigKey
+from .config_keys import ENV_PREFIX, MASK, ConfigKey
 from .errors import ConfigError
 from .plugins import (
     BackendSpec,
@@ -66,6 +66,7 @@ __all__ = [
     "env_var_name",
     "load_config",
     "resolve_backend",
+    "text_value",
 ]
 
 #: Environment variable naming the YAML file :func:`load_config` reads when given no path.
@@ -238,9 +239,22 @@ class Config(FrozenModel):
         """A copy with some sections replaced (``config.replace(mq=MqConfig(type="memory"))``)."""
         return type(self)(**{**self.sections(), **sections})
 
+    def with_values(self, values: Mapping[str, Mapping[str, Any]]) -> Self:
+        """A validated copy with some keys changed, given in the shape of the YAML file
+        (``{"kafka": {"acks": "1"}}``); every other key keeps its value, secrets included."""
+        sections = self.sections()
+        for name, changes in values.items():
+            if name not in sections:
+                raise unknown_key(name, list(sections))
+            if changes:
+                sections[name] = sections[name].replace(**changes)
+        return type(self)(**sections)
+
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        """The effective configuration as plain data (the shape of the YAML file)."""
-        return {name: section.model_dump() for name, section in self.sections().items()}
+        """The effective configuration as plain data (the shape of the YAML file), each
+        secret key's value masked: it can be shown, and cannot be fed back for a secret
+        (:meth:`with_values` changes keys and keeps the secrets)."""
+        return {name: section.model_dump(mode="json") for name, section in self.sections().items()}
 
     def backend(self) -> str:
         """Shorthand for :func:`resolve_backend`."""
@@ -299,6 +313,19 @@ def env_var_name(key: str) -> str:
     return keys[key].env_var
 
 
+def text_value(key: str, text: str) -> Any:
+    """An override of dotted ``key`` given as text (a CLI ``--set``, a Spark option) as
+    a value: read as YAML (``"true"`` is a bool, ``"{a: 1}"`` a mapping; text that is no
+    YAML stays text), except a secret key's, which is its text as is (never parsed, so
+    never echoed by a parser's error)."""
+    if any(k.secret for k in config_keys() if k.dotted == key):
+        return text
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
 # --------------------------------------------------------------------------- environment
 
 _SCALARS: dict[type, TypeAdapter[Any]] = {kind: TypeAdapter(kind) for kind in (int, float, bool)}
@@ -316,13 +343,17 @@ def _env_value(key: ConfigKey, var: str, text: str) -> Any:
         if key.kind is dict:
             return _MAPPING.validate_json(stripped) if stripped else {}
         return _SCALARS[key.kind].validate_strings(stripped)
-    except ValidationError:
+    except ValidationError as exc:
         expected = {
             bool: "a boolean (true/false, yes/no, on/off, 1/0)",
             dict: "a JSON object",
         }.get(key.kind, key.type_text())
+        shown = repr(text)
+        if key.may_hold_secret:  # a mapping that does not parse may hold a secret entry
+            where = (exc.errors()[0].get("ctx") or {}).get("error")
+            shown = f"{MASK} ({where})" if where else MASK
         raise ConfigError(
-            key.dotted, f"invalid value {text!r} in environment variable {var}: expected {expected}"
+            key.dotted, f"invalid value {shown} in environment variable {var}: expected {expected}"
         ) from None
 
 
@@ -358,7 +389,9 @@ def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = No
     if env is None:
         env = os.environ
     if not isinstance(data, Mapping):
-        raise ConfigError("<root>", f"expected a mapping of sections, got {describe(data)}")
+        # Not shown: a document laid out wrong may hold any key's value, a secret too.
+        shown = describe(data, secret=True)
+        raise ConfigError("<root>", f"expected a mapping of sections, got {shown}")
     classes = _section_classes()
     values: dict[str, dict[str, Any]] = {name: {} for name in classes}
     for section_key, section_data in data.items():
@@ -368,7 +401,9 @@ def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = No
         if section_data is None:
             continue
         if not isinstance(section_data, Mapping):
-            raise ConfigError(section, f"expected a mapping of keys, got {describe(section_data)}")
+            secret = any(key.may_hold_secret for key in classes[section].keys().values())
+            shown = describe(section_data, secret=secret)
+            raise ConfigError(section, f"expected a mapping of keys, got {shown}")
         values[section].update((str(k), v) for k, v in section_data.items())
     overrides = _env_overrides(env)
     for key, _, value in overrides.values():
@@ -378,9 +413,13 @@ def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = No
         try:
             sections[name] = section_cls(**values[name])
         except ConfigError as exc:
-            if exc.key not in overrides:
+            # The key, or the mapping an entry is in (kafka.producer.linger_ms), set by a variable.
+            given = exc.key
+            while given and given not in overrides:
+                given = given.rpartition(".")[0]
+            if not given:
                 raise
-            var = overrides[exc.key][1]
+            var = overrides[given][1]
             raise ConfigError(exc.key, f"{exc.problem} (from environment variable {var})") from None
     return Config(**sections)
 

@@ -6,7 +6,10 @@ the MessageID or the subscription involved.
 
 from __future__ import annotations
 
+import difflib
+import functools
 import warnings
+from collections.abc import Iterable
 from typing import ClassVar
 
 
@@ -64,12 +67,47 @@ class UnknownTypeCodeError(DecodeError, UnknownMessageTypeError):
 
 
 class TopicNotFoundError(MsgStreamError):
-    """A channel (topic) does not exist on the broker."""
+    """A channel (topic) does not exist on the broker.
 
-    def __init__(self, channel: str, backend: str = "") -> None:
+    Most often the name is a typo, so the error names the closest existing channels
+    (:attr:`suggestions`, e.g. ``did you mean 'orders-1'?``) among ``known``: the channels
+    the raiser could list where it found the one missing. They are worked out when first
+    asked for (the message is built), not when raised: a caller waiting for a channel
+    to appear raises this on every look and rarely reads it.
+    """
+
+    MAX_SUGGESTIONS: ClassVar[int] = 3
+
+    def __init__(self, channel: str, backend: str = "", known: Iterable[str] = ()) -> None:
         where = f" on backend {backend!r}" if backend else ""
         super().__init__(f"channel {channel!r} does not exist{where}")
         self.channel = channel
+        self._known = tuple(known)
+
+    @functools.cached_property
+    def suggestions(self) -> tuple[str, ...]:
+        """The existing channels closest to :attr:`channel`, best first (none when no name
+        is close, or the raiser could not list the channels)."""
+        others = [name for name in self._known if name != self.channel]
+        return tuple(difflib.get_close_matches(self.channel, others, n=self.MAX_SUGGESTIONS))
+
+    @property
+    def hint(self) -> str:
+        """``did you mean 'a' or 'b'?`` for the :attr:`suggestions`; empty without any."""
+        names = [repr(name) for name in self.suggestions]
+        if not names:
+            return ""
+        listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+        return f"did you mean {listed}?"
+
+    def __str__(self) -> str:
+        hint = self.hint
+        return f"{super().__str__()}; {hint}" if hint else super().__str__()
+
+
+class ReadIncompleteError(MsgStreamError):
+    """Messages a channel holds, up to a MessageID known to exist, did not arrive within
+    the time allowed (deleted by retention meanwhile, or a broker that stalls)."""
 
 
 class InvalidChannelNameError(MsgStreamError, ValueError):

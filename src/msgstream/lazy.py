@@ -14,7 +14,8 @@ attribute speed, and never calls the descriptor again.
 
 Why descriptors installed by a decorator rather than ``__getattr__``: a class with
 ``__getattr__`` loses CPython 3.11's specialised attribute reads on every attribute of
-every message (measured: building and reading a message cost 30 to 50 % more), and
+every message (building and reading a message cost markedly more:
+docs/benchmarks/code-notes.md), and
 ``@dataclass`` replaces or deletes any descriptor written in the class body as a field's
 default, so they are set on the class once the dataclass is made.
 """
@@ -42,8 +43,8 @@ LazyBody = tuple[LazyPlan, bytes, Any, tuple[str, str]]
 """``(plan, payload, id_bytes, (channel, subscription))``: what a message built by a
 decode plan keeps to build its deferred fields and its position, for its whole life (its
 arrays are views of that payload anyway). A plain tuple, not a named one: one is made
-per message on the hot path, and a tuple subclass costs far more to make (about 170 ns
-against 10 ns a message, measured on CPython 3.11)."""
+per message on the hot path, and a tuple subclass costs many times more to make
+(docs/benchmarks/code-notes.md)."""
 
 _NO_DEFAULT: Any = object()
 _new_tuple = tuple.__new__

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from . import bodies, envelope
 from .buffers import BodyReader, BodyWriter
-from .errors import DecodeError, MissingTimestampError
+from .errors import CodecError, DecodeError, MissingTimestampError
 from .lazy import DeferredBody, DeferredEmptyList, DeferredPosition, LazyBody, deferred
 from .position import MsgPosition
 from .schema import CollectionSchema, FieldData, decode_column, values_equal
@@ -208,10 +208,17 @@ class TsMsg:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(msg_id={self.msg_id}, timestamp={self.timestamp}, "
-            f"source_id={self.source_id})"
-        )
+        return f"{type(self).__name__}({', '.join(self._repr_fields())})"
+
+    def _repr_fields(self) -> list[str]:
+        """What ``repr`` shows: the header, and the channel of a consumed message (never
+        the body, which may be large)."""
+        shown = [f"msg_id={self.msg_id}", f"timestamp={self.timestamp}"]
+        shown.append(f"source_id={self.source_id}")
+        position = self.position
+        if position is not None:
+            shown.append(f"channel={position.channel!r}")
+        return shown
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
@@ -284,6 +291,13 @@ class DmlMsg(TsMsg):
     @property
     def is_dml(self) -> bool:
         return True
+
+    def _repr_fields(self) -> list[str]:
+        try:
+            rows = str(self.num_rows)
+        except CodecError:  # an unchecked body that does not decode: reading it reports it
+            rows = "?"
+        return [*super()._repr_fields(), f"rows={rows}"]
 
     def _take_rows(self, cls: type[_M], rows: npt.NDArray[np.intp], sliced: dict[str, Any]) -> _M:
         """A ``cls`` holding only the given rows: this header, collection and partition,

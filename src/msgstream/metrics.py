@@ -9,8 +9,10 @@ to the one passed. Nothing here is imported by msgstream until it is enabled, an
 stream made while metrics are off calls nothing (:mod:`msgstream.observe`).
 
 Every metric is listed in :data:`METRICS` (name, type, labels, help), which is also the
-README's table. Labels: ``backend``, ``channel``, ``subscription`` where they apply;
-``error`` is an exception's class name.
+table in docs/guide/observability.md. Labels: ``backend``, ``channel``, ``subscription``
+where they apply; ``error`` is an exception's class name; ``msg_type`` a message type
+(:func:`~msgstream.observe.type_label`: ``Insert``, ``Delete``, ``TimeTick``, ...), so time
+ticks are counted apart from data.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .observe import (
     ProduceProbe,
     StoreProbe,
     TickProbe,
+    TypeCounts,
     default_instruments,
     set_default_instruments,
 )
@@ -56,11 +59,16 @@ class MetricDef(NamedTuple):
     help: str
 
 
-B, C, S = "backend", "channel", "subscription"
+B, C, S, T = "backend", "channel", "subscription", "msg_type"
 
 METRICS: tuple[MetricDef, ...] = (
     # produce
-    MetricDef("msgstream_produced_messages_total", "counter", (B, C), "Messages sent"),
+    MetricDef(
+        "msgstream_produced_messages_total",
+        "counter",
+        (B, C, T),
+        "Messages sent, by type (msg_type Insert, Delete, TimeTick, ...)",
+    ),
     MetricDef("msgstream_produced_bytes_total", "counter", (B, C), "Payload bytes sent"),
     MetricDef(
         "msgstream_produce_errors_total",
@@ -84,8 +92,8 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef(
         "msgstream_consumed_messages_total",
         "counter",
-        (B, C, S),
-        "Messages read (undecodable ones included)",
+        (B, C, S, T),
+        "Messages read, by type (undecodable ones as msg_type undecodable)",
     ),
     MetricDef("msgstream_consumed_bytes_total", "counter", (B, C, S), "Payload bytes read"),
     MetricDef(
@@ -221,11 +229,35 @@ def _metric_objects(registry: CollectorRegistry | None) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the probes
 
 
+class _ByType:
+    """A counter's children for one set of labels, one per message type (made on first
+    use): adding a call's :data:`~msgstream.observe.TypeCounts` is one ``inc`` a type."""
+
+    __slots__ = ("_children", "_labels", "_metric")
+
+    def __init__(self, metric: Any, *labels: str) -> None:
+        self._metric = metric
+        self._labels = labels
+        self._children: dict[str, Any] = {}
+
+    def add(self, types: TypeCounts) -> None:
+        children = self._children
+        for label, count in types.items():
+            child = children.get(label)
+            if child is None:
+                child = children[label] = self._metric.labels(*self._labels, label)
+            child.inc(count)
+
+
 class _Timed(OpRecord):
     __slots__ = ("_duration", "_errors", "_messages", "_nbytes", "_start")
 
     def __init__(
-        self, messages: Any, nbytes: Any, duration: Any, errors: Callable[[str], Any] | None
+        self,
+        messages: _ByType | None,
+        nbytes: Any,
+        duration: Any,
+        errors: Callable[[str], Any] | None,
     ) -> None:
         self._messages = messages
         self._nbytes = nbytes
@@ -233,10 +265,10 @@ class _Timed(OpRecord):
         self._errors = errors
         self._start = time.perf_counter()
 
-    def done(self, count: int, nbytes: int) -> None:
+    def done(self, count: int, nbytes: int, types: TypeCounts | None = None) -> None:
         self._duration.observe(time.perf_counter() - self._start)
         if self._messages is not None:
-            self._messages.inc(count)
+            self._messages.add({"unknown": count} if types is None else types)
             self._nbytes.inc(nbytes)
 
     def failed(self, error: BaseException) -> None:
@@ -246,7 +278,7 @@ class _Timed(OpRecord):
 
 class _SendProbe(ProduceProbe):
     def __init__(self, m: dict[str, Any], backend: str, channel: str) -> None:
-        self._messages = m["msgstream_produced_messages_total"].labels(backend, channel)
+        self._messages = _ByType(m["msgstream_produced_messages_total"], backend, channel)
         self._nbytes = m["msgstream_produced_bytes_total"].labels(backend, channel)
         self._duration = m["msgstream_send_duration_seconds"].labels(backend, channel)
 
@@ -266,14 +298,14 @@ class _ProducePackProbe(ProduceProbe):
 class _ConsumeProbe(ConsumeProbe):
     def __init__(self, m: dict[str, Any], labels: tuple[str, str, str]) -> None:
         self._labels = labels
-        self._messages = m["msgstream_consumed_messages_total"].labels(*labels)
+        self._messages = _ByType(m["msgstream_consumed_messages_total"], *labels)
         self._nbytes = m["msgstream_consumed_bytes_total"].labels(*labels)
         self._acks = m["msgstream_acks_total"].labels(*labels)
         self._bad = m["msgstream_bad_payloads_total"]
         self._late = m["msgstream_late_messages_total"]
 
-    def received(self, count: int, nbytes: int) -> None:
-        self._messages.inc(count)
+    def received(self, count: int, nbytes: int, types: TypeCounts) -> None:
+        self._messages.add(types)
         self._nbytes.inc(nbytes)
 
     def bad(self, error: BaseException) -> None:
@@ -445,7 +477,8 @@ def serve(port: int, addr: str = "0.0.0.0", registry: CollectorRegistry | None =
 
 
 def metrics_reference_markdown() -> str:
-    """The README's table of metrics (generated from :data:`METRICS`)."""
+    """The table of metrics in docs/guide/observability.md (generated from
+    :data:`METRICS`)."""
     lines = ["| Metric | Type | Labels | Meaning |", "| --- | --- | --- | --- |"]
     for metric in METRICS:
         labels = ", ".join(metric.labels)

@@ -15,7 +15,8 @@ implementations here keep their work to counters and spans.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -29,10 +30,41 @@ __all__ = [
     "ProduceProbe",
     "StoreProbe",
     "TickProbe",
+    "TypeCounts",
+    "UNDECODABLE",
     "combine",
+    "count_types",
     "default_instruments",
     "set_default_instruments",
+    "type_label",
 ]
+
+TypeCounts = Mapping[str, int]
+"""Messages by type label (:func:`type_label`), e.g. ``{"Insert": 10, "TimeTick": 2}``:
+what a send or a read reports, counted once per call and labelled once per type."""
+
+UNDECODABLE = "undecodable"
+"""The type label of a payload read that did not decode: its type is not known."""
+
+
+def type_label(cls: type) -> str:
+    """A message type's label in metrics: its class name without ``Msg`` (``InsertMsg``
+    is ``Insert``, ``TimeTickMsg`` is ``TimeTick``)."""
+    return cls.__name__.removesuffix("Msg")
+
+
+def count_types(msgs: Collection[object]) -> dict[str, int]:
+    """``msgs`` by type label: C-level passes over their classes, then one label per class
+    (most often there is one: a pack of inserts, a broadcast tick)."""
+    classes = set(map(type, msgs))
+    if len(classes) == 1:
+        (only,) = classes
+        return {type_label(only): len(msgs)}
+    counts: dict[str, int] = {}
+    for cls, count in Counter(map(type, msgs)).items():
+        label = type_label(cls)
+        counts[label] = counts.get(label, 0) + count
+    return counts
 
 
 class OpRecord:
@@ -43,8 +75,13 @@ class OpRecord:
     properties: Mapping[str, str] | None = None
     """Message properties the operation's messages carry (a trace context), or None."""
 
-    def done(self, count: int, nbytes: int) -> None:
-        """The operation succeeded: ``count`` messages, ``nbytes`` payload bytes."""
+    def routed(self, channels: Sequence[str]) -> None:
+        """The operation's messages go to ``channels`` (a whole produce call learns them
+        once its pack is routed, before anything is sent)."""
+
+    def done(self, count: int, nbytes: int, types: TypeCounts | None = None) -> None:
+        """The operation succeeded: ``count`` messages, ``nbytes`` payload bytes; ``types``
+        counts the messages by type where the caller has them (a send does)."""
 
     def failed(self, error: BaseException) -> None:
         """The operation raised ``error`` (re-raised to the caller afterwards)."""
@@ -68,8 +105,9 @@ class ConsumeProbe:
     """True when :meth:`received_properties` wants each message's properties (a trace
     context): the reader then builds them, which the batch read path otherwise skips."""
 
-    def received(self, count: int, nbytes: int) -> None:
-        """``count`` messages of ``nbytes`` payload bytes were read (bad ones included)."""
+    def received(self, count: int, nbytes: int, types: TypeCounts) -> None:
+        """``count`` messages of ``nbytes`` payload bytes were read (bad ones included);
+        ``types`` counts them by type (bad ones as :data:`UNDECODABLE`)."""
 
     def bad(self, error: BaseException) -> None:
         """An undecodable payload was skipped."""
@@ -177,9 +215,13 @@ class _Records(OpRecord):
                 merged.update(record.properties)
         self.properties = merged or None
 
-    def done(self, count: int, nbytes: int) -> None:
+    def routed(self, channels: Sequence[str]) -> None:
         for record in self._records:
-            record.done(count, nbytes)
+            record.routed(channels)
+
+    def done(self, count: int, nbytes: int, types: TypeCounts | None = None) -> None:
+        for record in self._records:
+            record.done(count, nbytes, types)
 
     def failed(self, error: BaseException) -> None:
         for record in self._records:

@@ -289,11 +289,9 @@ def unpack(
 def check_json(offsets: I64Array, data: memoryview, where: str) -> None:
     """Every row's text is one JSON value, as ``orjson.loads`` would take it on its own.
 
-    simdjson validates the rows without building Python values: row by row, or, where
-    rows are short and plain (:func:`_joined_pays`), a run of rows at a time
-    (:func:`_runs_valid`). 50,000 rows of the benchmark's two-field JSON take 14-16 ms
-    joined and 20-34 ms row by row; rows of a dozen fields 30-58 ms row by row (96 ms
-    joined), against 68-108 ms for ``orjson``, which builds the values. Whatever
+    simdjson validates the rows without building Python values, as ``orjson`` would: row
+    by row, or, where rows are short and plain (:func:`_joined_pays`), a run of rows at a
+    time (:func:`_runs_valid`); docs/benchmarks/spark.md has the figures. Whatever
     simdjson takes, ``orjson`` takes, but for a leading byte order mark; a column where
     simdjson refuses a row (not JSON, or an integer beyond 64 bits, which ``orjson``
     takes as a float), or holding a byte order mark, is parsed by ``orjson``, which gives
@@ -338,10 +336,9 @@ and a parser (kept per thread) that grows no larger than this, or than the large
 def _joined_pays(raw: bytes, rows: int) -> bool:
     """Whether :func:`_runs_valid` should cost less than a call per row: it pays for
     short rows with few quotes, commas and brackets (counted in the first
-    :data:`_SAMPLE_BYTES`), not for long rows or rich ones. 50,000 rows, joined against
-    row by row: numbers 5 / 28 ms, two-field objects 14 / 23 ms; chosen row by row:
-    1 KB strings (107 ms joined), dozen-field objects (96 ms joined), arrays of 20
-    numbers."""
+    :data:`_SAMPLE_BYTES`), not for long rows or rich ones: numbers and two-field objects
+    go joined; 1 KB strings, dozen-field objects and arrays of 20 numbers row by row
+    (docs/benchmarks/code-notes.md)."""
     if rows < 2 or not raw:
         return False
     sample = raw[:_SAMPLE_BYTES]
@@ -405,7 +402,7 @@ _parsers = threading.local()
 def _simdjson_parser() -> simdjson.Parser:
     """This thread's parser: a parser reuses its buffers, and is not shared between
     threads (the Spark bridge builds columns in worker threads). simdjson is imported
-    on first use: 7 ms that a process reading no JSON column does not spend."""
+    on first use, which a process reading no JSON column does not pay for."""
     parser: simdjson.Parser | None = getattr(_parsers, "parser", None)
     if parser is None:
         import simdjson

@@ -17,15 +17,17 @@ is how a stream reads "what was there when it started" without scanning for it f
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 
 from .backend import ConsumedBatch, ConsumedMessage, Consumer, MessageID
 from .codec import MessageRegistry, decode_batch
 from .errors import CodecError, UnknownMessageTypeError
 from .logs import fields, get_logger
 from .messages import TsMsg
-from .observe import ConsumeProbe
+from .observe import UNDECODABLE, ConsumeProbe, type_label
 from .plans import ReadyPlan
 from .position import MsgPosition
 from .rows import RowQueue, Rows
@@ -34,6 +36,7 @@ from .scope import cancel_and_wait
 log = get_logger(__name__)
 
 BadMessageHandler = Callable[[ConsumedMessage, CodecError], None]
+_code = attrgetter("code")
 
 
 def batch_reader(consumer: Consumer) -> Callable[[int], ConsumedBatch] | None:
@@ -84,9 +87,8 @@ FIRST_READ = 16
 after that may be twice as large, up to the buffer's capacity. A stream cuts its first
 pack once every channel has shown a tick: on a backlog, with full-size first batches,
 that waited for each channel's first 1,024 messages to be read and checked, with nothing
-else running meanwhile (the Spark benchmark's 200 k-row backlog on four rocksmq channels:
-first pack 58-93 ms after the stream started reading, 4-6 ms with this ramp; reading it
-all took as long either way)."""
+else running meanwhile. With this ramp the first pack comes an order of magnitude sooner,
+and reading the whole backlog takes as long (docs/benchmarks/spark.md)."""
 
 
 class ChannelReader:
@@ -245,9 +247,18 @@ class ChannelReader:
                     extra=self._log_fields,
                 )
 
-    @staticmethod
-    def _observe(probe: ConsumeProbe, batch: ConsumedBatch) -> None:
-        probe.received(len(batch), sum(map(len, batch.payloads)))
+    def _observe(self, probe: ConsumeProbe, batch: ConsumedBatch, rows: Rows) -> None:
+        """Report a batch read: its messages counted by type (once per batch, from the
+        plans its good rows were checked with; the rest did not decode) and its bytes."""
+        types: dict[str, int] = {}
+        for code, count in Counter(map(_code, rows.plans)).items():
+            cls = self._registry.lookup(code)
+            label = str(code) if cls is None else type_label(cls)
+            types[label] = types.get(label, 0) + count
+        bad = len(batch) - len(rows.plans)
+        if bad:
+            types[UNDECODABLE] = bad
+        probe.received(len(batch), sum(map(len, batch.payloads)), types)
         if probe.wants_properties:
             for index, id_bytes in enumerate(batch.id_bytes):
                 properties = batch.message(index).properties
@@ -279,12 +290,13 @@ class ChannelReader:
                     batch, self.reached_stop = stop.cut(batch)
                 if len(batch):
                     self._stats.received += len(batch)
+                    rows = self._rows(batch)
                     if self.probe is not None:
-                        self._observe(self.probe, batch)
+                        self._observe(self.probe, batch, rows)
                     if largest:  # not the first message alone
                         ramp = min(ramp * 2, capacity)
                     largest = max(largest, max(map(len, batch.payloads)))
-                    buffer.append(self._rows(batch))
+                    buffer.append(rows)
                 self._arrived.set()
                 await asyncio.sleep(0)
         except asyncio.CancelledError:

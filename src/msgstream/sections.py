@@ -21,19 +21,23 @@ import dataclasses
 from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
     PlainValidator,
+    SecretStr,
     ValidationError,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
-from .config_errors import config_error
-from .config_keys import ConfigKey, describe_field
+from .config_errors import MASK_GIVEN, config_error
+from .config_keys import MASK, ConfigKey, describe_field, names_a_secret
+from .errors import ConfigError
 
-__all__ = ["Count", "FrozenModel", "PassThrough", "Section", "Seconds"]
+__all__ = ["Address", "Count", "FrozenModel", "PassThrough", "Section", "Seconds"]
 
 
 class FrozenModel(BaseModel):
@@ -50,13 +54,61 @@ class FrozenModel(BaseModel):
 
 
 def _scalar(value: object) -> object:
-    if value is None or isinstance(value, str | int | float | bool):
+    if value is None or isinstance(value, str | int | float | bool | SecretStr):
         return value
     raise PydanticCustomError("scalar_expected", "expected a string, number or boolean")
 
 
-PassThrough = dict[str, Annotated[str | int | float | bool | None, PlainValidator(_scalar)]]
-"""A map handed to a broker client as is: non-empty string keys, scalar values."""
+def _secrets_by_name(values: dict[str, object]) -> dict[str, object]:
+    """Each entry whose name says it is a secret (:func:`~msgstream.config_keys.names_a_secret`)
+    as a ``SecretStr``: text, never shown, and never the mask a shown configuration has."""
+    found = dict(values)
+    for name, value in values.items():
+        if value is None or isinstance(value, SecretStr) or not names_a_secret(name):
+            continue
+        if not isinstance(value, str):
+            raise PydanticCustomError(
+                "secret_entry_type",
+                "a secret must be text",
+                {"name": name, "kind": type(value).__name__},
+            )
+        if value == MASK:
+            raise PydanticCustomError("secret_entry_mask", "the mask", {"name": name})
+        found[name] = SecretStr(value)
+    return found
+
+
+PassThrough = Annotated[
+    dict[str, Annotated[str | int | float | bool | SecretStr | None, PlainValidator(_scalar)]],
+    AfterValidator(_secrets_by_name),
+]
+"""A map handed to a broker client as is: non-empty string keys, scalar values. An entry
+whose name says it is a secret (``sasl.password``, ``ssl.key.pem``...) holds a
+``SecretStr``; the code building a client reads the map through
+:func:`~msgstream.config_keys.revealed`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Address:
+    """Marks a key holding a broker address or URL, which is refused when it carries
+    credentials (anything before an ``@``): the address is shown in error texts and logs,
+    and no broker library msgstream uses reads credentials from it. ``credentials`` names
+    the keys that take them. Use as ``Annotated[str | None, Address("kafka.sasl_...")]``."""
+
+    credentials: str
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        def refuse_credentials(value: Any) -> Any:
+            if isinstance(value, str) and "@" in value:
+                raise PydanticCustomError(
+                    "address_credentials", "credentials in an address", {"use": self.credentials}
+                )
+            return value
+
+        return core_schema.no_info_after_validator_function(refuse_credentials, handler(source))
+
 
 Seconds = Annotated[float, Field(gt=0)]
 """A key's type for a timeout or an interval: seconds, above zero (zero would never wait)."""
@@ -83,8 +135,12 @@ class Section(FrozenModel):
     def __init__(self, **values: Any) -> None:
         try:
             super().__init__(**values)
+            return
         except ValidationError as exc:
-            raise config_error(exc, type(self).SECTION, type(self).keys()) from None
+            error = config_error(exc, type(self).SECTION, type(self).keys())
+        # Raised here, outside the handler, so the error has no context: pydantic's
+        # ValidationError holds the input value, a secret one too.
+        raise error
 
     @classmethod
     def keys(cls) -> dict[str, ConfigKey]:
@@ -109,12 +165,15 @@ class Section(FrozenModel):
     @classmethod
     def _yaml_shorthands(cls, data: Any) -> Any:
         """What a YAML file says loosely: an empty optional string or a mapping with every
-        entry commented out (null) means unset/empty, and ``acks: 1`` means the choice "1"."""
+        entry commented out (null) means unset/empty, and ``acks: 1`` means the choice "1".
+        A secret given as the mask is refused: it was copied from a shown configuration."""
         if not isinstance(data, dict):
             return data
         data = dict(data)
         for name, key in cls.keys().items():
             value = data.get(name)
+            if key.secret and value == MASK:
+                raise ConfigError(key.dotted, MASK_GIVEN)
             if value == "" and key.optional and key.kind is str:
                 data[name] = None
             elif value is None and name in data and key.kind is dict:

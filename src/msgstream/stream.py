@@ -21,7 +21,15 @@ from .errors import (
 )
 from .logs import fields, get_logger
 from .messages import DeleteMsg, InsertMsg, TsMsg
-from .observe import Instruments, OpRecord, PackProbe, ProduceProbe, default_instruments
+from .observe import (
+    Instruments,
+    OpRecord,
+    PackProbe,
+    ProduceProbe,
+    TypeCounts,
+    count_types,
+    default_instruments,
+)
 from .pack import MsgPack
 from .position import MsgPosition, SubscriptionPosition
 from .reader import BadMessageHandler, ChannelReader, ReaderSettings, ReadStats
@@ -306,16 +314,26 @@ class MsgStream(AsyncScope):
 
     async def _observed(self, pack: MsgPack, *, broadcast: bool) -> ProduceResult:
         """``produce``/``broadcast`` reporting to the instruments: each send timed and
-        counted on its channel, the whole call timed once, failures counted by type, and
-        the call's message properties (a trace context) on every message."""
+        counted on its channel (by message type, counted once per bucket), the whole call
+        timed once and told the channels it goes to, failures counted by type, and the call's
+        message properties (a trace context) on every message."""
         self._require_producers()
         assert self._pack_probe is not None
         record = self._pack_probe.start()
         try:
             buckets = None if broadcast else self._repack(pack.msgs, len(self._producers))
             jobs = self._jobs(pack, buckets)
+            record.routed([self._producers[index].channel for index, _ in jobs])
+            if buckets is None:
+                types = count_types(pack.msgs)  # the same messages to every channel
+                by_bucket = dict.fromkeys(range(len(self._producers)), types)
+            else:
+                by_bucket = {index: count_types(msgs) for index, msgs in buckets.items()}
             result = await self._send(
-                jobs, lambda index, payloads: self._observed_send(index, payloads, record)
+                jobs,
+                lambda index, payloads: self._observed_send(
+                    index, payloads, record, by_bucket[index]
+                ),
             )
         except BaseException as exc:
             record.failed(exc)
@@ -326,7 +344,7 @@ class MsgStream(AsyncScope):
         return result
 
     async def _observed_send(
-        self, index: int, payloads: list[bytes], pack_record: OpRecord
+        self, index: int, payloads: list[bytes], pack_record: OpRecord, types: TypeCounts
     ) -> list[MessageID]:
         producer = self._producers[index]
         properties = pack_record.properties
@@ -339,7 +357,7 @@ class MsgStream(AsyncScope):
         except BaseException as exc:
             record.failed(exc)
             raise
-        record.done(len(payloads), sum(map(len, payloads)))
+        record.done(len(payloads), sum(map(len, payloads)), types)
         return ids
 
     # --- consuming ------------------------------------------------------------------------

@@ -7,16 +7,20 @@ Streams made afterwards open a ``PRODUCER`` span per ``produce``/``broadcast`` c
 child of the caller's current span) and carry its W3C trace context (``traceparent``,
 ``tracestate``) in the properties of every message sent; a consuming stream opens a
 ``CONSUMER`` span per pack it hands out, whose parent is the trace context of the pack's
-first traced message, linked to every distinct one in the pack. Recording, sampling and
-export are the application's: without an OpenTelemetry SDK configured, the API's spans
-record nothing. A malformed or foreign ``traceparent`` is ignored, never an error.
+first traced message, linked to every distinct one in the pack. A span names its channel
+as OpenTelemetry's messaging conventions do for a batch: ``messaging.destination.name``
+when every message of the call or pack has the same channel, else (the conventions then
+leave the destination unset) :data:`CHANNELS_ATTRIBUTE`, the list of channels.
+Recording, sampling and export are the application's: without an OpenTelemetry SDK
+configured, the API's spans record nothing. A malformed or foreign ``traceparent`` is
+ignored, never an error.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import BackendUnavailableError
@@ -27,15 +31,19 @@ from .observe import (
     OpRecord,
     PackProbe,
     ProduceProbe,
+    TypeCounts,
     set_default_instruments,
 )
 from .pack import MsgPack
 
 log = get_logger(__name__)
 
-__all__ = ["TracingInstruments", "disable", "enable"]
+__all__ = ["CHANNELS_ATTRIBUTE", "TracingInstruments", "disable", "enable"]
 
 TRACER_NAME = "msgstream"
+CHANNELS_ATTRIBUTE = "msgstream.channels"
+"""The span attribute listing the channels of a call or pack that spans several (in the
+order the stream routes or reads them)."""
 MAX_REMEMBERED = 65536
 """Trace contexts a consuming stream keeps per channel between reading a message and
 handing it out (the oldest are forgotten first: bounded memory)."""
@@ -51,6 +59,13 @@ def _otel() -> tuple[Any, Any]:
     return trace, propagate
 
 
+def _channel_attributes(channels: Sequence[str]) -> dict[str, Any]:
+    """The span attributes naming ``channels`` (see the module doc); none for none."""
+    if len(channels) == 1:
+        return {"messaging.destination.name": channels[0]}
+    return {CHANNELS_ATTRIBUTE: list(channels)} if channels else {}
+
+
 class _SpanRecord(OpRecord):
     __slots__ = ("_span", "properties")
 
@@ -58,7 +73,10 @@ class _SpanRecord(OpRecord):
         self._span = span
         self.properties = properties or None
 
-    def done(self, count: int, nbytes: int) -> None:
+    def routed(self, channels: Sequence[str]) -> None:
+        self._span.set_attributes(_channel_attributes(channels))
+
+    def done(self, count: int, nbytes: int, types: TypeCounts | None = None) -> None:
         self._span.set_attribute("messaging.batch.message_count", count)
         self._span.end()
 
@@ -123,10 +141,14 @@ class _ConsumeSpans(PackProbe):
     def consumed(self, pack: MsgPack) -> None:
         trace, _ = _otel()
         found: dict[tuple[int, int], Any] = {}  # the producers' span contexts, once each
+        channels: dict[str, None] = {}  # in the order the pack holds them
         for msg in pack.msgs:
             position = msg.position
-            memory = None if position is None else self._memories.get(position.channel)
-            if memory is None or position is None:
+            if position is None:
+                continue
+            channels[position.channel] = None
+            memory = self._memories.get(position.channel)
+            if memory is None:
                 continue
             span_context = memory.by_id.pop(position.msg_id, None)
             if span_context is not None:
@@ -144,6 +166,7 @@ class _ConsumeSpans(PackProbe):
                 "messaging.system": self._backend,
                 "messaging.operation.type": "receive",
                 "messaging.batch.message_count": len(pack.msgs),
+                **_channel_attributes(list(channels)),
             },
         )
         span.end()

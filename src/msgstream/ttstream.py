@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Unpack
 
 from .backend import Client
@@ -97,6 +97,9 @@ class TtMsgStream(MsgStream):
         (0: not watched)."""
         self._watch: StallWatch | None = None
         self._watch_task: asyncio.Task[None] | None = None
+        self._watch_clock: Callable[[], float] = time.monotonic
+        """The stall watch's clock: the event loop's (from ``as_consumer``), whose timer
+        drives the watch, so a stall is measured on the clock that times the looking."""
         self._tick_probe: TickProbe | None = None
 
     @property
@@ -116,15 +119,17 @@ class TtMsgStream(MsgStream):
         if self._instruments is not None:
             self._tick_probe = self._instruments.ticks(backend, subname)
         if self.stall_threshold_s > 0 or self._tick_probe is not None:
+            loop = asyncio.get_running_loop()
+            self._watch_clock = loop.time
             self._watch = StallWatch(
                 channels,
                 self.stall_threshold_s or float("inf"),
-                time.monotonic(),
+                self._watch_clock(),
                 backend=backend,
                 subscription=subname,
                 probe=self._tick_probe,
             )
-            self._watch_task = asyncio.get_running_loop().create_task(
+            self._watch_task = loop.create_task(
                 self._watching(), name=f"msgstream-stall-watch-{subname}"
             )
 
@@ -176,7 +181,7 @@ class TtMsgStream(MsgStream):
         if watch is None or barrier is None:
             return
         ticks = barrier.last_ticks()
-        watch.observe(ticks, time.monotonic())
+        watch.observe(ticks, self._watch_clock())
         probe = self._tick_probe
         if probe is not None:
             for reader, tick in zip(self._readers, ticks, strict=True):
@@ -233,7 +238,7 @@ class TtMsgStream(MsgStream):
         self._barrier.stats = old.stats
         self._barrier.resume_from(positions)
         if self._watch is not None:
-            self._watch.reset(time.monotonic())
+            self._watch.reset(self._watch_clock())
 
     def _cut_pack(self) -> MsgPack | None:
         """Feed buffered messages to the barrier until a pack is cut or nothing is left.

@@ -63,6 +63,18 @@ async def test_send_many_returns_ordered_ids(backend: BackendHarness) -> None:
     assert await receive_n(consumer, 10) == payloads(10)
 
 
+async def test_send_many_of_nothing_sends_nothing(backend: BackendHarness) -> None:
+    """An empty batch returns at once with no ids (on Kafka it once never completed)."""
+    client = backend.client()
+    channel = backend.channel()
+    producer = await client.create_producer(channel)
+    assert await asyncio.wait_for(producer.send_many([]), TIMEOUT) == []
+    only = await producer.send(b"only")
+    consumer = await client.subscribe(channel, "sub", EARLIEST)
+    message = await asyncio.wait_for(consumer.receive(), TIMEOUT)
+    assert (message.payload, message.msg_id) == (b"only", only)
+
+
 async def test_latest_only_sees_messages_after_subscribing(backend: BackendHarness) -> None:
     client = backend.client()
     channel = backend.channel()

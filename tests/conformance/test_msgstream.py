@@ -415,6 +415,29 @@ async def test_consuming_a_channel_that_does_not_exist(backend: BackendHarness) 
         await s.check_topic_valid(created)
 
 
+async def test_a_missing_channel_names_the_closest_existing_ones(
+    backend: BackendHarness,
+) -> None:
+    """The backend lists its channels where it finds one missing: the error suggests the
+    closest names (a typo is the usual cause), on every path that looks a channel up."""
+    real = backend.channel("orders")
+    typo = real[:-1] + "x" + real[-1]  # one letter too many
+    async with stream(backend) as s:
+        await s.as_producer([real])
+        await s.produce(MsgPack.of(insert(1, [1])))
+        with pytest.raises(TopicNotFoundError) as subscribing:
+            await s.as_consumer([typo], "sub", EARLIEST)
+        with pytest.raises(TopicNotFoundError) as checking:
+            await s.check_topic_valid(typo)
+        with pytest.raises(TopicNotFoundError) as asking:
+            await s.get_latest_msg_id(typo)
+    for info in (subscribing, checking, asking):
+        assert info.value.channel == typo
+        assert info.value.suggestions[0] == real
+        assert f"channel {typo!r} does not exist" in str(info.value)
+        assert f"; did you mean {real!r}" in str(info.value)
+
+
 async def test_latest_msg_id_and_topic_check_through_the_stream(backend: BackendHarness) -> None:
     channel = backend.channel()
     async with stream(backend) as s:

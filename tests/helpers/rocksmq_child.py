@@ -39,7 +39,9 @@ from msgstream.backends.rocksmq import RocksOptions, open_client
 from msgstream.backends.rocksmq.store import RocksStore
 from msgstream.position import SubscriptionPosition
 
-TIMEOUT_S = 10.0
+TIMEOUT_S = 120.0
+"""How long the child may take to print its next line or to exit: starting an interpreter
+and importing msgstream alone can take tens of seconds on a loaded machine."""
 SCRIPT = os.path.abspath(__file__)
 
 

@@ -371,7 +371,9 @@ async def test_bad_input_is_named(spark: SparkSession, tmp_path: Path) -> None:
         await MicroBatcher(spark, config, [*channels, "bad-nope"], tmp_path / "a.json").run(
             Collect()
         )
-    assert str(missing.value) == "channel 'bad-nope' does not exist on backend 'rocksmq'"
+    assert str(missing.value) == (
+        "channel 'bad-nope' does not exist on backend 'rocksmq'; did you mean 'bad-1' or 'bad-0'?"
+    )
 
     for rows in (0, 41):
         with pytest.raises(OptionError) as refused:

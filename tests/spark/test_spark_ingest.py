@@ -86,7 +86,8 @@ def test_ingest_reports_bad_input(
 
     assert main([*base, "--channel", "ingbad-0", "--channel", "ingbad-9"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "error: channel 'ingbad-9' does not exist on backend 'rocksmq'"
+        "error: channel 'ingbad-9' does not exist on backend 'rocksmq'; "
+        "did you mean 'ingbad-1' or 'ingbad-0'?"
     )
 
     checkpoint = tmp_path / "broken.json"
@@ -151,7 +152,7 @@ def test_what_produce_writes_ingest_reads(
                  "--collection", "orders"]) == 0  # fmt: skip
     rows = '{"id": 1, "name": "a", "price": 2.0}\n{"id": 2, "price": 2.5}\nnot json\n'
     monkeypatch.setattr(sys, "stdin", io.StringIO(rows))
-    assert main([*base, "produce", "--channel", "p0", "--collection", "prices"]) == 0
+    assert main([*base, "produce", "--channel", "p0", "--collection", "prices"]) == 2
     capsys.readouterr()
 
     out = tmp_path / "orders"

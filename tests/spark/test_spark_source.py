@@ -119,9 +119,10 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
 
 
 async def wait_until(
-    condition: Callable[[], Awaitable[bool]], what: str, timeout_s: float = 30
+    condition: Callable[[], Awaitable[bool]], what: str, timeout_s: float = 120
 ) -> None:
-    """Poll ``condition`` until it holds (the runner Spark stops closes after the query)."""
+    """Poll ``condition`` until it holds (the runner Spark stops closes after the query);
+    the deadline is for a loaded machine, where Spark's own steps slow down the most."""
     deadline = time.monotonic() + timeout_s
     while not await condition():
         if time.monotonic() > deadline:

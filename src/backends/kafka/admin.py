@@ -20,7 +20,7 @@ from msgstream.errors import BackendUnavailableError
 
 from . import connect
 from .failures import ANY_CHANNEL, broker_call, refusal_of_code
-from .settings import KafkaConfig, admin_kwargs
+from .settings import KafkaConfig, admin_kwargs, topic_configs
 
 _TOPIC_ALREADY_EXISTS = 36
 _UNKNOWN_TOPIC = 3
@@ -59,7 +59,12 @@ class KafkaAdmin:
         async with self._call("listing topics"):
             topics = await admin.list_topics()
         self._known_topics = set(topics)
-        return sorted(t for t in topics if t not in _INTERNAL_TOPICS)
+        return self.listed_topics()
+
+    def listed_topics(self) -> list[str]:
+        """The topics of the last listing, and those created or deleted here since (no
+        internal topic): what a topic found missing is compared with, no round trip."""
+        return sorted(t for t in self._known_topics if t not in _INTERNAL_TOPICS)
 
     async def topic_exists(self, topic: str) -> bool:
         if topic in self._known_topics:
@@ -71,7 +76,7 @@ class KafkaAdmin:
         if await self.topic_exists(topic):
             return
         section = self._section
-        configs = {k: str(v) for k, v in section.topic_config.items()}
+        configs = topic_configs(section)
         new = NewTopic(topic, 1, await self._replication_factor(), topic_configs=configs)
         admin = await self._admin()
         what = f"creating topic {topic!r}"

@@ -77,7 +77,7 @@ class RawAiokafka(Target):
         settings = {k: v for k, v in producer_kwargs(self.section).items() if k != "ssl_context"}
         return {
             "library": f"aiokafka {package_version('aiokafka')}",
-            "settings": redacted(settings),
+            "settings": redacted(settings, self.section),
         }
 
 
@@ -117,7 +117,7 @@ class RawConfluent(Target):
     def client(self) -> dict[str, Any]:
         return {
             "library": f"confluent-kafka {package_version('confluent-kafka')}",
-            "settings": redacted(librdkafka_producer(self.section)),
+            "settings": redacted(librdkafka_producer(self.section), self.section),
         }
 
 

@@ -113,7 +113,7 @@ class KafkaClient(BrokerClient):
         self.check_open()
         validate_channel_name(channel)
         if not await self.admin.topic_exists(channel):
-            raise TopicNotFoundError(channel, self.backend_name)
+            raise TopicNotFoundError(channel, self.backend_name, self.admin.listed_topics())
 
     async def _bounds(self, channel: str) -> tuple[int, int]:
         """First offset and end offset (one past the last message) of ``channel``."""

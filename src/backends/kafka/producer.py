@@ -82,6 +82,8 @@ class KafkaProducer(ProducerBase):
         self, payloads: Sequence[bytes], properties: Mapping[str, str] | None = None
     ) -> list[MessageID]:
         headers = self._checked_headers(payloads, properties)
+        if not payloads:  # neither engine answers a batch of nothing: it would wait forever
+            return []
         deadlines = self._deadlines
         watch = deadlines.start(self.channel, len(payloads))
         try:

@@ -7,11 +7,11 @@ import importlib.util
 import re
 from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 
-from msgstream.config_keys import Special
+from msgstream.config_keys import Special, hidden, reveal, revealed, secrets_of
 from msgstream.errors import ConfigError
-from msgstream.sections import Count, PassThrough, Seconds, Section
+from msgstream.sections import Address, Count, PassThrough, Seconds, Section
 
 __all__ = [
     "KafkaConfig",
@@ -20,7 +20,9 @@ __all__ = [
     "consumer_kwargs",
     "librdkafka_consumer",
     "librdkafka_producer",
+    "librdkafka_refusal",
     "producer_kwargs",
+    "topic_configs",
 ]
 
 KafkaSecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
@@ -40,7 +42,7 @@ class KafkaConfig(Section):
 
     SECTION: ClassVar[str] = "kafka"
 
-    brokers: str | None = None
+    brokers: Annotated[str | None, Address("kafka.sasl_username and kafka.sasl_password")] = None
     """Comma-separated host:port bootstrap servers"""
 
     client: KafkaEngine = "aiokafka"
@@ -59,7 +61,7 @@ class KafkaConfig(Section):
     sasl_username: str | None = None
     """SASL user name; needs kafka.sasl_password"""
 
-    sasl_password: str | None = None
+    sasl_password: SecretStr | None = None
     """SASL password; needs kafka.sasl_username"""
 
     ssl_cafile: str | None = None
@@ -71,7 +73,7 @@ class KafkaConfig(Section):
     ssl_keyfile: str | None = None
     """Private key (PEM) of kafka.ssl_certfile"""
 
-    ssl_key_password: str | None = None
+    ssl_key_password: SecretStr | None = None
     """Password of kafka.ssl_keyfile, if it is encrypted"""
 
     ssl_check_hostname: bool = True
@@ -135,7 +137,7 @@ class KafkaConfig(Section):
                 "pip install 'msgstream[kafka-confluent]'",
             )
         if self.confluent:
-            _check_librdkafka(self.confluent)
+            _check_librdkafka(revealed(self.confluent), secrets_of(self))
         if (self.sasl_username is None) != (self.sasl_password is None):
             given, missing = (
                 ("sasl_username", "sasl_password")
@@ -172,7 +174,7 @@ def connection_kwargs(section: KafkaConfig) -> dict[str, Any]:
     if section.security_protocol.startswith("SASL_"):
         kwargs["sasl_mechanism"] = section.sasl_mechanism
         kwargs["sasl_plain_username"] = section.sasl_username
-        kwargs["sasl_plain_password"] = section.sasl_password
+        kwargs["sasl_plain_password"] = reveal(section.sasl_password)
     if section.security_protocol in ("SSL", "SASL_SSL"):
         kwargs["ssl_context"] = _ssl_context(section)
     return kwargs
@@ -186,7 +188,7 @@ def _ssl_context(section: KafkaConfig) -> Any:
             cafile=section.ssl_cafile,
             certfile=section.ssl_certfile,
             keyfile=section.ssl_keyfile,
-            password=section.ssl_key_password,
+            password=reveal(section.ssl_key_password),
         )
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
         raise ConfigError(
@@ -205,7 +207,7 @@ def producer_kwargs(section: KafkaConfig) -> dict[str, Any]:
         compression_type=None if section.compression == "none" else section.compression,
         max_request_size=section.max_request_size,
     )
-    kwargs.update(section.producer)
+    kwargs.update(revealed(section.producer))
     return kwargs
 
 
@@ -220,7 +222,7 @@ def consumer_kwargs(section: KafkaConfig, group_id: str | None) -> dict[str, Any
         max_partition_fetch_bytes=max(1048576, section.max_request_size),
         fetch_max_bytes=max(52428800, section.max_request_size),
     )
-    kwargs.update(section.consumer)
+    kwargs.update(revealed(section.consumer))
     return kwargs
 
 
@@ -228,9 +230,16 @@ def admin_kwargs(section: KafkaConfig) -> dict[str, Any]:
     return connection_kwargs(section)
 
 
-def _check_librdkafka(properties: dict[str, Any]) -> None:
-    """Let librdkafka judge ``kafka.confluent`` (names and values) now, at load: an error
-    names the key. Nothing connects: the check's producer has no bootstrap servers."""
+def topic_configs(section: KafkaConfig) -> dict[str, str]:
+    """The configs of a topic msgstream creates (``kafka.topic_config``), as the admin API
+    takes them: text."""
+    return {name: str(value) for name, value in revealed(section.topic_config).items()}
+
+
+def _check_librdkafka(properties: dict[str, Any], secrets: list[str]) -> None:
+    """Let librdkafka judge ``kafka.confluent`` (names and values, ``secrets`` revealed) now,
+    at load: an error names the key and shows no secret. Nothing connects: the check's
+    producer has no bootstrap servers."""
     for key in properties:
         if key in OWNED_PROPERTIES:
             raise ConfigError(f"kafka.confluent.{key}", "set by msgstream; it cannot be changed")
@@ -240,28 +249,39 @@ def _check_librdkafka(properties: dict[str, Any]) -> None:
             "librdkafka properties need the confluent-kafka package: "
             "pip install 'msgstream[kafka-confluent]'",
         )
-    detail = _librdkafka_refusal(properties)
+    detail = _librdkafka_refusal(properties, secrets)
     if detail is None:
         return
     named = re.search(r'property "([^"]+)"|property: "?([^"\s]+)"?', detail)
     culprit = next((k for k in named.groups() if k), None) if named else None
     if culprit not in properties:  # librdkafka may name an alias (linger.ms: queue.buf...)
-        culprit = next((k for k in properties if _librdkafka_refusal({k: properties[k]})), None)
+        culprit = next(
+            (k for k in properties if _librdkafka_refusal({k: properties[k]}, secrets)), None
+        )
     raise ConfigError(
         f"kafka.confluent.{culprit}" if culprit else "kafka.confluent",
         f"rejected by librdkafka: {detail}",
     )
 
 
-def _librdkafka_refusal(properties: dict[str, Any]) -> str | None:
+def _librdkafka_refusal(properties: dict[str, Any], secrets: list[str]) -> str | None:
     """Why librdkafka refuses ``properties`` (a producer made with them, not started)."""
     from confluent_kafka import KafkaException, Producer
 
     try:
         Producer({**properties, "log_level": 0})
     except (KafkaException, TypeError, ValueError) as exc:
-        return str(exc.args[0].str() if isinstance(exc, KafkaException) else exc).strip()
+        return librdkafka_refusal(exc, secrets)
     return None
+
+
+def librdkafka_refusal(exc: Exception, secrets: list[str]) -> str:
+    """What librdkafka said refusing a client's properties, ``secrets`` (theirs: see
+    :func:`~msgstream.config_keys.secrets_of`) masked wherever it echoes a value."""
+    from confluent_kafka import KafkaException
+
+    text = str(exc.args[0].str() if isinstance(exc, KafkaException) else exc).strip()
+    return hidden(text, secrets)
 
 
 def _librdkafka_connection(section: KafkaConfig) -> dict[str, Any]:
@@ -278,13 +298,13 @@ def _librdkafka_connection(section: KafkaConfig) -> dict[str, Any]:
     if section.security_protocol.startswith("SASL_"):
         conf["sasl.mechanism"] = section.sasl_mechanism
         conf["sasl.username"] = section.sasl_username
-        conf["sasl.password"] = section.sasl_password
+        conf["sasl.password"] = reveal(section.sasl_password)
     if section.security_protocol in ("SSL", "SASL_SSL"):
         tls = {
             "ssl.ca.location": section.ssl_cafile,
             "ssl.certificate.location": section.ssl_certfile,
             "ssl.key.location": section.ssl_keyfile,
-            "ssl.key.password": section.ssl_key_password,
+            "ssl.key.password": reveal(section.ssl_key_password),
         }
         conf.update((key, value) for key, value in tls.items() if value is not None)
         conf["ssl.endpoint.identification.algorithm"] = (
@@ -305,7 +325,7 @@ def librdkafka_producer(section: KafkaConfig) -> dict[str, Any]:
             "request.timeout.ms": int(section.request_timeout_s * 1000),
         }
     )
-    conf.update(section.confluent)
+    conf.update(revealed(section.confluent))
     return conf
 
 
@@ -314,8 +334,8 @@ PREFETCH_BYTES = 4 * 1024 * 1024
 ``queued.max.messages.kbytes``; at least one fetch), beside msgstream's own bounded
 buffers. librdkafka's default, 64 MiB a channel, held that much in every reader of a
 TtMsgStream that a silent channel holds back, whatever ``msgstream`` limits said; the
-aiokafka engine holds about one fetch (1 MiB) a channel. Measured reading 16 channels:
-4 MiB reads as fast as 64 MiB, 1 MiB ~15 % slower."""
+aiokafka engine holds about one fetch (1 MiB) a channel. Reading 16 channels, 4 MiB kept
+up with 64 MiB where 1 MiB did not (docs/benchmarks/code-notes.md)."""
 
 
 def librdkafka_consumer(section: KafkaConfig, group_id: str) -> dict[str, Any]:
@@ -337,5 +357,5 @@ def librdkafka_consumer(section: KafkaConfig, group_id: str) -> dict[str, Any]:
             "queued.max.messages.kbytes": max(PREFETCH_BYTES, fetch_bytes) // 1024,
         }
     )
-    conf.update(section.confluent)
+    conf.update(revealed(section.confluent))
     return conf

@@ -172,7 +172,8 @@ class LogConsumer(ConsumerBase):
         if self._next_read is None:
             raise self._unpositioned()
         if not self._store.has_channel(self.channel):
-            raise TopicNotFoundError(self.channel, self._store.backend_name)
+            store = self._store
+            raise TopicNotFoundError(self.channel, store.backend_name, store.list_channels())
         return self._next_read
 
     def _fill(self, limit: int) -> None:
@@ -355,7 +356,7 @@ class LogClient:
         store = self.store
         if not store.has_channel(channel):
             if store.read_only:
-                raise TopicNotFoundError(channel, self.backend_name)
+                raise TopicNotFoundError(channel, self.backend_name, store.list_channels())
             store.ensure_channel(channel)
         existing = store.get_subscription(channel, subname)
         start: int | None
@@ -393,7 +394,7 @@ class LogClient:
         self.check_open()
         validate_channel_name(channel)
         if not self.store.has_channel(channel):
-            raise TopicNotFoundError(channel, self.backend_name)
+            raise TopicNotFoundError(channel, self.backend_name, self.store.list_channels())
 
     async def list_channels(self) -> list[str]:
         self.check_open()

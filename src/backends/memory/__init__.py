@@ -51,7 +51,7 @@ class MemoryStore(LogStore):
         except KeyError:
             from msgstream.errors import TopicNotFoundError
 
-            raise TopicNotFoundError(channel, self.backend_name) from None
+            raise TopicNotFoundError(channel, self.backend_name, self.list_channels()) from None
 
     def append(self, channel: str, payloads: Sequence[bytes], properties: Properties) -> list[int]:
         state = self._channel(channel)

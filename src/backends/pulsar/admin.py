@@ -16,7 +16,12 @@ from urllib.parse import quote
 
 import anyio
 
-from msgstream.errors import AuthenticationError, BackendUnavailableError, TopicNotFoundError
+from msgstream.errors import (
+    AuthenticationError,
+    BackendUnavailableError,
+    MsgStreamError,
+    TopicNotFoundError,
+)
 
 from .failures import UNTRUSTED_HINT, is_untrusted_certificate, not_authorized
 from .ids import PulsarMessageID
@@ -59,7 +64,10 @@ class PulsarAdmin:
         return None if batched else body
 
     async def list_channels(self) -> list[str]:
-        topics = await self._call("GET", "")
+        return await anyio.to_thread.run_sync(self._channel_names)
+
+    def _channel_names(self) -> list[str]:
+        topics = self._request("GET", "", None)
         return sorted(
             name.removeprefix(self._prefix)
             for name in topics
@@ -96,8 +104,20 @@ class PulsarAdmin:
         return await anyio.to_thread.run_sync(self._request, method, path, channel)
 
     def _request(self, method: str, path: str, channel: str | None) -> Any:
-        body, _ = self._send(method, path, channel, self._headers)
+        try:
+            body, _ = self._send(method, path, channel, self._headers)
+        except _NotFound:
+            assert channel is not None
+            raise TopicNotFoundError(channel, "pulsar", self._names_if_listable()) from None
         return json.loads(body) if body.strip() else None
+
+    def _names_if_listable(self) -> list[str]:
+        """The namespace's channels, for a missing one's "did you mean"; none when they
+        cannot be listed (the channel's absence is the error worth reporting)."""
+        try:
+            return self._channel_names()
+        except MsgStreamError:
+            return []
 
     def _entry(self, path: str, channel: str) -> tuple[bytes, bool] | None:
         """An entry's raw bytes and whether it is a batch of several messages; None when
@@ -105,7 +125,7 @@ class PulsarAdmin:
         headers = {**self._headers, "Accept": "*/*"}
         try:
             body, reply_headers = self._send("GET", path, channel, headers)
-        except TopicNotFoundError:
+        except _NotFound:
             return None  # the admin API answers 404 for a missing entry too
         batched = int(reply_headers.get("X-Pulsar-num-batch-message", "1") or "1") > 1
         return body, batched
@@ -121,7 +141,7 @@ class PulsarAdmin:
         except urllib.error.HTTPError as exc:
             reason = _reason(exc)
             if exc.code == 404 and channel is not None and "subscription" not in path:
-                raise TopicNotFoundError(channel, "pulsar") from None
+                raise _NotFound from None
             if channel is not None and _is_refused_permission(exc.code, reason):
                 operation = "delete" if method == "DELETE" else "read"
                 raise not_authorized(
@@ -145,6 +165,11 @@ class PulsarAdmin:
                 f"pulsar admin at {self.url} (pulsar.admin_url) cannot be reached: "
                 f"{method} {path or '/'}: {exc}"
             ) from exc
+
+
+class _NotFound(Exception):
+    """The admin API answered 404 about a channel: the channel, or (reading an entry) the
+    entry, does not exist. Callers turn it into what it means for them."""
 
 
 def _is_refused_permission(code: int, reason: str) -> bool:

@@ -78,7 +78,7 @@ class RawPulsarAsyncio(Target):
     def client(self) -> dict[str, Any]:
         return {
             "library": f"pulsar-client {package_version('pulsar-client')}",
-            "settings": redacted(self.client_settings()),
+            "settings": redacted(self.client_settings(), self.section),
         }
 
 

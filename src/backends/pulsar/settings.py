@@ -8,11 +8,12 @@ import ssl
 from typing import Annotated, Any, ClassVar, Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 
 from msgstream.config import MsgStreamConfig
+from msgstream.config_keys import reveal
 from msgstream.errors import ConfigError
-from msgstream.sections import Count, Seconds, Section
+from msgstream.sections import Address, Count, Seconds, Section
 
 __all__ = [
     "MAX_PENDING_SENDS",
@@ -28,6 +29,9 @@ __all__ = [
     "topic_name",
 ]
 
+_CREDENTIALS = "pulsar.auth_token, or pulsar.auth_plugin with pulsar.auth_params"
+"""Where Pulsar credentials go: never in a URL (the client takes none from it)."""
+
 PulsarCompression = Literal["none", "lz4", "zlib", "zstd", "snappy"]
 PulsarSubscriptionType = Literal["exclusive", "failover"]
 
@@ -37,14 +41,14 @@ class PulsarConfig(Section):
 
     SECTION: ClassVar[str] = "pulsar"
 
-    address: str | None = None
+    address: Annotated[str | None, Address(_CREDENTIALS)] = None
     """Service URL, e.g. pulsar://localhost:6650 (pulsar+ssl:// for TLS), or a bare host
     name joined with pulsar.port"""
 
     port: Count = 6650
     """Broker port, used when pulsar.address is a bare host name"""
 
-    admin_url: str | None = None
+    admin_url: Annotated[str | None, Address(_CREDENTIALS)] = None
     """Admin REST URL (http[s]://host:port), used to check, list and delete channels and
     subscriptions; null means the service host on port 8080 (8443 for TLS)"""
 
@@ -54,14 +58,14 @@ class PulsarConfig(Section):
     namespace: str = "default"
     """Pulsar namespace"""
 
-    auth_token: str | None = None
+    auth_token: SecretStr | None = None
     """Token (JWT) for token authentication; excludes pulsar.auth_plugin"""
 
     auth_plugin: str | None = None
     """Authentication plugin class, passed as is (e.g.
     org.apache.pulsar.client.impl.auth.AuthenticationTls); excludes pulsar.auth_token"""
 
-    auth_params: str | None = None
+    auth_params: SecretStr | None = None
     """Parameters of pulsar.auth_plugin, in the plugin's own format"""
 
     tls_trust_certs_file: str | None = None
@@ -178,17 +182,17 @@ def authentication(section: PulsarConfig) -> Any:
     from .library import pulsar
 
     if section.auth_token is not None:
-        return pulsar.AuthenticationToken(section.auth_token)
+        return pulsar.AuthenticationToken(reveal(section.auth_token))
     if section.auth_plugin is not None:
-        return pulsar.Authentication(section.auth_plugin, section.auth_params or "")
+        return pulsar.Authentication(section.auth_plugin, reveal(section.auth_params) or "")
     return None
 
 
 def admin_token(section: PulsarConfig) -> str | None:
     """The bearer token for admin calls: ``auth_token``, or a token plugin's ``token:`` param."""
     if section.auth_token is not None:
-        return section.auth_token
-    params = section.auth_params or ""
+        return reveal(section.auth_token)
+    params = reveal(section.auth_params) or ""
     plugin = (section.auth_plugin or "").lower()
     if "token" in plugin and params.startswith("token:"):
         return params.removeprefix("token:")

@@ -12,6 +12,7 @@ from msgstream.cli.command import Command
 from msgstream.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    CliError,
     add_flag,
     add_json_option,
     new_table,
@@ -19,8 +20,10 @@ from msgstream.cli.common import (
 )
 from msgstream.cli.output import dumps
 from msgstream.config import Config
+from msgstream.errors import StorePathError
 
 from . import doctor
+from .failures import check_store_path
 from .settings import RocksmqConfig
 
 
@@ -29,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     which file is damaged and which message ids of which channel cannot be read. With
     --repair, rebuild the store from everything readable, record the lost ids so reads
     pass over them, and keep the damaged store as PATH.damaged-<time>. Exit codes: 0
-    healthy (or repaired), 1 damaged."""
+    healthy (or repaired), 1 damaged, 2 PATH holds no store (a usage error: nothing to
+    check)."""
     parser.add_argument(
         "path",
         nargs="?",
@@ -71,6 +75,10 @@ def render(diagnosis: doctor.Diagnosis) -> Table:
 
 async def handle(config: Config, args: argparse.Namespace) -> int:
     path = args.path or config.section(RocksmqConfig).resolved_path()
+    try:
+        check_store_path(path, create=False)
+    except StorePathError as exc:  # a path that is no store is a wrong argument, not damage
+        raise CliError(str(exc)) from None
     diagnosis = doctor.repair(path) if args.repair else doctor.check(path)
     if args.json:
         print(dumps({**dataclasses.asdict(diagnosis), "healthy": diagnosis.healthy}), flush=True)

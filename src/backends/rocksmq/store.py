@@ -332,7 +332,7 @@ class RocksStore(LogStore):
         try:
             return self._cids[channel]
         except KeyError:
-            raise TopicNotFoundError(channel, self.backend_name) from None
+            raise TopicNotFoundError(channel, self.backend_name, self.list_channels()) from None
 
     # --- channels ---------------------------------------------------------------------
     def has_channel(self, channel: str) -> bool:

@@ -19,10 +19,13 @@ from msgstream.cli.common import (
     positive_float,
     positive_int,
 )
+from msgstream.cli.row_lines import add_skip_invalid_option
 
 CHECKPOINT_NAME = "_msgstream_checkpoint.json"
 """The checkpoint's default name inside ``--out`` (Spark ignores ``_`` names)."""
 DEFAULT_MASTER = "local[2]"
+DEMO_ROWS, DEMO_BATCH_ROWS = 24_000, 6_000
+"""The demo's rows and batch size by default: five batches, the fourth one crashing."""
 INSTALL = "msgstream[spark]"
 
 
@@ -97,11 +100,13 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
     add_count(parser, "--channels", "channels", 4)
     add_count(
         parser, "--rows",
-        "rows to insert: 11/12 as a backlog before ingesting, the rest while it runs", 220_000,
+        "rows to insert: 11/12 as a backlog before ingesting, the rest while it runs",
+        DEMO_ROWS,
     )  # fmt: skip
     add_count(
-        parser, "--batch-rows", "rows per Spark batch, at most (a pack is never split)", 50_000
-    )
+        parser, "--batch-rows", "rows per Spark batch, at most (a pack is never split)",
+        DEMO_BATCH_ROWS,
+    )  # fmt: skip
     add_option(parser, "--path", "DIR", "directory for the store and output (default: temporary)")
     add_flag(parser, "--keep", "keep the temporary store, Parquet and checkpoint")
     add_option(
@@ -117,7 +122,9 @@ def _schema_arguments(parser: argparse.ArgumentParser) -> None:
     """Print the collection schema as JSON -- what `ingest --schema` and `produce --schema`
     take -- read from the channels' CreateCollectionMsg (written by `msgstream produce`),
     or with --infer derived from sample JSON lines: fields in order of appearance, int
-    and float widened to double, a field missing or null in some row nullable."""
+    and float widened to double, a field missing or null in some row nullable. Blank
+    lines are skipped; a line that is not a JSON object stops --infer (exit 2) naming its
+    line and column, unless --skip-invalid (then counted and named on stderr, exit 1)."""
     add_channel_option(
         parser, "channel to read the CreateCollectionMsg from (repeat for several; default: "
         "every channel of the store)",
@@ -136,6 +143,7 @@ def _schema_arguments(parser: argparse.ArgumentParser) -> None:
         "with --infer: the primary key field (default: 'id' if it is an int or string in "
         "every row)",
     )  # fmt: skip
+    add_skip_invalid_option(parser)
     add_option(parser, "--out", "FILE", "write the schema to FILE instead of stdout")
 
 

@@ -4,11 +4,14 @@ resume, read back and verify row by row.
 1. A sample collection (int64 key ``pk``, float vector ``vec``, string ``text``, JSON
    ``meta``; every value derived from the key) is created on 4 channels, and a backlog of
    inserts and deletes (11/12 of the rows) is produced with time ticks
-   (``msgstream.bridge_spark.workload``) while Spark starts.
+   (``msgstream.bridge_spark.workload``) while Spark starts in a thread, set up for a
+   short run (:data:`~bridge_spark.session.SHORT_RUN_CONF`), its JVM's output in a log
+   file (whose end is printed if the demo fails with an error or times out; ``-v`` lets
+   that output through to stderr instead).
 2. Ingestion (the ``msgstream ingest`` job: the driver-side micro-batcher writing
    idempotent Parquet) works through the backlog while the last rows are produced. Once
-   at least half the rows are written, the batch that crossed the half *crashes* after
-   its Parquet files were written but before its checkpoint commit -- the worst moment.
+   at least half the rows are committed, the next batch *crashes* after its Parquet
+   files were written but before its checkpoint commit -- the worst moment.
 3. A new job resumes from the checkpoint: it redoes the crashed batch with the same
    ``batch_id`` (replacing its files) and ingests the rest, up to the final time tick.
 4. Spark reads the Parquet back. Every produced insert and delete must be there exactly
@@ -17,6 +20,10 @@ resume, read back and verify row by row.
    exit code is 1 on any loss, duplicate, mismatch or timeout. ``rows_per_s`` is the
    ingest jobs' throughput: the rows (inserted and deleted) they wrote over the time they
    ran; a backlog ahead of them keeps that from measuring the producer's pace.
+
+Each phase prints one line as it ends (:class:`PhaseLog`), so the demo says what it has
+done while it runs; the rows are tens of thousands, enough for several batches on each
+side of the crash, few enough that Spark's fixed costs are most of the run.
 
 Imported (with PySpark) only when ``demo`` runs; the options are declared in
 :mod:`.commands`.
@@ -30,10 +37,11 @@ import contextlib
 import os
 import secrets
 import shutil
+import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,35 +60,51 @@ from msgstream.cli.common import (
 )
 from msgstream.config import Config, MqConfig
 from msgstream.factory import MsgStreamFactory
+from msgstream.scope import cancel_and_wait, finish_in_thread
 
-from ..batcher import BatcherProgress, MicroBatcher, Until
+from ..batcher import BatcherProgress, BatchInfo, MicroBatcher, Until
+from ..session import SHORT_RUN_CONF
 from ..workload import Produced, SampleProducer
-from .commands import DEFAULT_MASTER
+from .commands import DEFAULT_MASTER, DEMO_BATCH_ROWS, DEMO_ROWS
 from .ingest import BatchProgress, spark_session, summary_table
 
 COLLECTION = "demo"
 LIVE_SHARE = 12
 """One row in this many is produced while ingesting; the rest is a backlog before it."""
 BACKLOG_CHUNK = 10_000
+ROWS_PER_INSERT = (20, 60)
+"""The rows of one insert message, at least and at most; a delete follows every insert.
+Most of the demo's producing and reading is per message, so fewer, larger messages leave
+the cores to Spark's start."""
 LIVE_CHUNK, LIVE_PAUSE_S = 500, 0.05
 """The live rows come in chunks with a pause between, as a service would send them."""
+PHASES = 5
+"""Backlog, Spark's start, the job that crashes, the job that resumes, the read-back."""
+SPARK_LOG_LINES = 40
+"""How much of the end of Spark's output a failed demo prints."""
 
 
 @dataclass(frozen=True)
 class DemoOptions:
     channels: int = 4
-    rows: int = 220_000
-    batch_rows: int = 50_000
+    rows: int = DEMO_ROWS
+    batch_rows: int = DEMO_BATCH_ROWS
     path: str | None = None
     keep: bool = False
     timeout_s: float = 300.0
     seed: int | None = None
     master: str = DEFAULT_MASTER
+    quiet: bool = True
+    """Spark's output (JVM start-up, log4j's console) goes to a log file, not stderr."""
 
     @property
     def live_rows(self) -> int:
         """Rows produced while the first ingest job runs; the rest is the backlog."""
         return self.rows // LIVE_SHARE
+
+    @property
+    def backlog_rows(self) -> int:
+        return self.rows - self.live_rows
 
 
 # --------------------------------------------------------------------------- state
@@ -102,9 +126,10 @@ class Verification:
     duplicated: int = 0
     """Extra copies of an insert or a delete in the output."""
     unexpected: int = 0
-    """Keys in the output that were never inserted or deleted."""
+    """Keys in the output that were never inserted or deleted, and rows that are neither
+    an insert nor a delete."""
     mismatched: int = 0
-    """Inserted rows whose content is not what their key implies."""
+    """Inserted rows whose content is not what their key implies (or is missing)."""
     batch_ids_ok: bool = True
     """Whether the batch ids are 0, 1, 2, ... without a gap."""
 
@@ -148,19 +173,24 @@ class DemoState:
 
 
 class CrashHalfWay:
-    """The Parquet sink of phase 1: the batch that brings the written rows to at least
-    ``half`` writes its files, then raises before the batcher can commit it."""
+    """The Parquet sink of phase 1: once at least ``half`` the rows are committed, the
+    next batch writes its files, then raises before the batcher can commit it.
+
+    The committed rows come from the batcher (:meth:`committed_batch` is its ``on_batch``)
+    rather than a count of each DataFrame, which would be one more Spark job a batch."""
 
     def __init__(self, sink: Any, half: int, state: DemoState) -> None:
         self.sink = sink
         self.half = half
         self.state = state
-        self.written = 0
+        self.committed = 0
+
+    def committed_batch(self, info: BatchInfo) -> None:
+        self.committed += info.rows
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         self.sink(df, batch_id)
-        self.written += df.count()
-        if self.written >= self.half:
+        if self.committed >= self.half:
             self.state.crashed_batch = batch_id
             raise SimulatedCrash(f"simulated crash after writing batch {batch_id}")
 
@@ -191,9 +221,10 @@ async def ingest_phase(
     phases: list[BatcherProgress],
     label: str,
     until: Until,
+    on_batch: Callable[[BatchInfo], None] | None = None,
 ) -> None:
-    """Run one ingest job with ``fn`` as its sink; its figures go to ``phases`` even when
-    ``fn`` raises."""
+    """Run one ingest job with ``fn`` as its sink (and ``on_batch`` told of each batch it
+    commits); its figures go to ``phases`` even when ``fn`` raises."""
     batcher = MicroBatcher(
         spark,
         config,
@@ -202,6 +233,7 @@ async def ingest_phase(
         collection=COLLECTION,
         max_rows=opts.batch_rows,
         max_interval_s=5.0,
+        on_batch=on_batch,
     )
     try:
         async with BatchProgress(label).follow(batcher):
@@ -214,26 +246,10 @@ async def ingest_phase(
 
 
 def verify(spark: SparkSession, out: str, produced: Produced, dim: int) -> Verification:
-    """Read the Parquet back and compare it with what was produced, row by row."""
-    df = spark.read.parquet(out)
-    keys = df.select("_op", "pk", "batch_id").toArrow().to_pydict()
-    check = Verification()
-    inserted = Counter(k for op, k in zip(keys["_op"], keys["pk"], strict=True) if op == "insert")
-    deleted = Counter(k for op, k in zip(keys["_op"], keys["pk"], strict=True) if op == "delete")
-    for found, expected in (
-        (inserted, Counter(produced.inserted)),
-        (deleted, Counter(produced.deleted)),
-    ):
-        check.lost += sum(1 for key in expected if key not in found)
-        check.duplicated += sum(n - 1 for n in found.values() if n > 1)
-        check.unexpected += sum(1 for key in found if key not in expected)
-    check.rows = sum(inserted.values())
-    check.deletes = sum(deleted.values())
-    batch_ids = sorted(set(keys["batch_id"]))
-    check.batches = len(batch_ids)
-    check.batch_ids_ok = batch_ids == list(range(len(batch_ids)))
+    """Read the Parquet back and compare it with what was produced, row by row (one scan:
+    the keys, and whether each insert's content is what its key implies)."""
     pk = F.col("pk")
-    wrong = df.where(F.col("_op") == "insert").where(
+    differs = (
         (F.col("text") != F.concat(F.lit("row-"), pk.cast("string")))
         | (F.size("vec") != dim)
         | (F.col("vec")[0] != pk.cast("float"))
@@ -241,61 +257,163 @@ def verify(spark: SparkSession, out: str, produced: Produced, dim: int) -> Verif
         | (F.col("meta").isNull() != (pk % 7 == 0))
         | (F.coalesce(F.get_json_object("meta", "$.pk").cast("long"), pk) != pk)
     )
-    check.mismatched = wrong.count()
+    # A comparison with a missing value is unknown (null): that content is wrong too.
+    wrong = (F.col("_op") == "insert") & F.coalesce(differs, F.lit(True))
+    rows = (
+        spark.read.parquet(out)
+        .select("_op", "pk", "batch_id", wrong.alias("wrong"))
+        .toArrow()
+        .to_pydict()
+    )
+    check = Verification()
+    ops, keys = rows["_op"], rows["pk"]
+    inserted = Counter(k for op, k in zip(ops, keys, strict=True) if op == "insert")
+    deleted = Counter(k for op, k in zip(ops, keys, strict=True) if op == "delete")
+    for found, expected in (
+        (inserted, Counter(produced.inserted)),
+        (deleted, Counter(produced.deleted)),
+    ):
+        check.lost += sum(1 for key in expected if key not in found)
+        check.duplicated += sum(n - 1 for n in found.values() if n > 1)
+        check.unexpected += sum(1 for key in found if key not in expected)
+    check.unexpected += sum(1 for op in ops if op not in ("insert", "delete"))
+    check.rows = sum(inserted.values())
+    check.deletes = sum(deleted.values())
+    batch_ids = sorted(set(rows["batch_id"]))
+    check.batches = len(batch_ids)
+    check.batch_ids_ok = batch_ids == list(range(len(batch_ids)))
+    check.mismatched = sum(1 for w in rows["wrong"] if w)
     return check
 
 
 # --------------------------------------------------------------------------- running
 
 
-async def run_demo(config: Config, opts: DemoOptions, workdir: Path) -> DemoState:
+class PhaseLog:
+    """One line per phase on stdout as it ends, ``demo: [k/n] <what> in <s>s``, numbered
+    in the order the phases end (the backlog and Spark's start run side by side)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.ended = 0
+
+    @staticmethod
+    def say(text: str) -> None:
+        print(f"demo: {text}", flush=True)
+
+    def phase_ended(self, text: str, began: float) -> None:
+        self.ended += 1
+        seconds = time.perf_counter() - began
+        self.say(f"[{self.ended}/{self.total}] {text} in {seconds:.1f}s")
+
+
+@contextlib.asynccontextmanager
+async def spark_starting(
+    opts: DemoOptions, spark_log: Path | None, state: DemoState, log: PhaseLog
+) -> AsyncIterator[asyncio.Task[SparkSession]]:
+    """Spark starting in a thread while the block runs (the task gives the session), with
+    its JVM's output in ``spark_log`` when one is given; stopped afterwards, once started,
+    if it was started here."""
+    began = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        jvm_stderr = None if spark_log is None else stack.enter_context(spark_log.open("ab"))
+        # The micro-batcher needs no streaming source: no source, no data source lookup.
+        session = spark_session(
+            opts.master, tuple(SHORT_RUN_CONF.items()), jvm_stderr, source=False
+        )
+
+        async def start() -> SparkSession:
+            spark: SparkSession = await finish_in_thread(stack.enter_context, session)
+            state.spark_start_s = time.perf_counter() - began
+            log.phase_ended(f"started Spark master={opts.master}", began)
+            return spark
+
+        task = asyncio.ensure_future(start())
+        try:
+            yield task
+        finally:
+            await asyncio.wait({task})  # a session still starting is stopped once it is up
+            if not task.cancelled():
+                task.exception()  # raised to the block if it awaited the task; else dropped
+            await finish_in_thread(stack.close)
+
+
+async def run_demo(
+    config: Config, opts: DemoOptions, workdir: Path, run_id: str, log: PhaseLog
+) -> DemoState:
     state = DemoState()
-    run_id = secrets.token_hex(3)
     channels = [f"demo-{run_id}-{i}" for i in range(opts.channels)]
     out = workdir / f"demo-{run_id}-parquet"
     checkpoint = workdir / f"demo-{run_id}-checkpoint.json"
+    spark_log = spark_log_path(opts, workdir, run_id)
     started = time.perf_counter()
-    factory = MsgStreamFactory(config)
     try:
-        async with asyncio.timeout(opts.timeout_s):
-            async with factory.new_msgstream() as stream:
-                await stream.as_producer(channels)
-                producer = SampleProducer(stream, seed=opts.seed, rows_per_insert=(4, 12))
-                state.produced = producer.produced
-                await producer.create_collection()
-                with contextlib.ExitStack() as stack:
-                    # Spark starts (in a thread) while the backlog is produced.
-                    spark_started = time.perf_counter()
-                    backlog = asyncio.create_task(
-                        produce(producer, opts.rows - opts.live_rows, BACKLOG_CHUNK, 0)
-                    )
-                    spark = await asyncio.to_thread(stack.enter_context, spark_session(opts.master))
-                    await asyncio.to_thread(lambda: spark.range(1).count())
-                    state.spark_start_s = time.perf_counter() - spark_started
-                    await backlog
-                    # Looked up as it runs: a test swaps in a faulty sink.
-                    sink = msgstream.bridge_spark.ParquetSink(str(out))
-                    # Phase 1: ingest while the rest is produced; crash past half-way.
-                    live = asyncio.create_task(
-                        produce(producer, opts.live_rows, LIVE_CHUNK, LIVE_PAUSE_S)
-                    )
-                    crash = CrashHalfWay(sink, (opts.rows + 1) // 2, state)
-                    with contextlib.suppress(SimulatedCrash):
-                        await ingest_phase(
-                            spark, config, channels, checkpoint, crash, opts,
-                            state.phases, "phase 1", "forever",
-                        )  # fmt: skip
-                    await live
-                    await producer.finish()
-                    final_tick = producer.produced.last_tick
-                    # Phase 2: resume from the checkpoint up to the final tick.
+        async with (
+            asyncio.timeout(opts.timeout_s),
+            spark_starting(opts, spark_log, state, log) as spark_started,
+            MsgStreamFactory(config).new_msgstream() as stream,
+        ):
+            await stream.as_producer(channels)
+            producer = SampleProducer(
+                stream, seed=opts.seed, rows_per_insert=ROWS_PER_INSERT, delete_every=1
+            )
+            state.produced = producer.produced
+            await producer.create_collection()
+            began = time.perf_counter()
+            await produce(producer, opts.backlog_rows, BACKLOG_CHUNK, 0)
+            log.phase_ended(
+                f"produced a backlog: rows={opts.backlog_rows} "
+                f"deletes={len(producer.produced.deleted)} channels={opts.channels}",
+                began,
+            )
+            spark = await spark_started
+            # Looked up as it runs: a test swaps in a faulty sink.
+            sink = msgstream.bridge_spark.ParquetSink(str(out))
+            # Phase 1: ingest while the rest is produced; crash past half-way.
+            began = time.perf_counter()
+            live = asyncio.create_task(produce(producer, opts.live_rows, LIVE_CHUNK, LIVE_PAUSE_S))
+            try:
+                crash = CrashHalfWay(sink, (opts.rows + 1) // 2, state)
+                with contextlib.suppress(SimulatedCrash):
                     await ingest_phase(
-                        spark, config, channels, checkpoint, sink, opts,
-                        state.phases, "phase 2", final_tick,
+                        spark, config, channels, checkpoint, crash, opts,
+                        state.phases, "phase 1", "forever", crash.committed_batch,
                     )  # fmt: skip
-                    state.check = await asyncio.to_thread(
-                        verify, spark, str(out), producer.produced, producer.dim
-                    )
+                await live
+            finally:
+                if not live.done():
+                    await cancel_and_wait(live)
+            first = state.phases[0]
+            log.phase_ended(
+                f"ingest job 1: batches={first.batches} rows={first.insert_rows} "
+                f"deletes={first.delete_rows} while {opts.live_rows} more rows were produced, "
+                f"then batch {state.crashed_batch} crashed between its write and its commit",
+                began,
+            )
+            await producer.finish()
+            final_tick = producer.produced.last_tick
+            # Phase 2: resume from the checkpoint up to the final tick.
+            began = time.perf_counter()
+            await ingest_phase(
+                spark, config, channels, checkpoint, sink, opts,
+                state.phases, "phase 2", final_tick,
+            )  # fmt: skip
+            second = state.phases[1]
+            log.phase_ended(
+                f"ingest job 2 resumed: batches={second.batches} (redone={second.redone}) "
+                f"rows={second.insert_rows} deletes={second.delete_rows}",
+                began,
+            )
+            began = time.perf_counter()
+            state.check = check = await finish_in_thread(
+                verify, spark, str(out), producer.produced, producer.dim
+            )
+            log.phase_ended(
+                f"read back: rows={check.rows} deletes={check.deletes} batches={check.batches} "
+                f"lost={check.lost} duplicated={check.duplicated} "
+                f"unexpected={check.unexpected} mismatched={check.mismatched}",
+                began,
+            )
     except TimeoutError:
         state.timed_out = True
     state.elapsed_s = time.perf_counter() - started
@@ -311,7 +429,7 @@ def demo_summary(opts: DemoOptions, state: DemoState, backend: str) -> list[tupl
         ("channels", str(opts.channels)),
         (
             "rows: backlog / produced while ingesting",
-            f"{opts.rows - opts.live_rows} / {opts.live_rows}",
+            f"{opts.backlog_rows} / {opts.live_rows}",
         ),
         (
             "rows inserted / deleted (produced)",
@@ -375,15 +493,52 @@ def demo_config(config: Config, explicit_config: bool, store_dir: Path | None) -
     return config.replace(mq=MqConfig(type="rocksmq"), rocksmq=rocksmq)
 
 
+def spark_log_path(opts: DemoOptions, workdir: Path, run_id: str) -> Path | None:
+    """Where Spark's output goes (None: to stderr, with ``-v``)."""
+    return workdir / f"demo-{run_id}-spark.log" if opts.quiet else None
+
+
+def show_spark_log(path: Path | None) -> None:
+    """The end of Spark's output (hidden while the demo ran), for a demo that failed with
+    an error or timed out: Spark's own words on what went wrong, if it has any."""
+    if path is None or not path.is_file():
+        return
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()[-SPARK_LOG_LINES:]
+    if lines:
+        print(f"the last {len(lines)} lines of Spark's output:", file=sys.stderr)
+        print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def demo_options(args: argparse.Namespace) -> DemoOptions:
+    """The options; ``-v`` lets Spark's output through to stderr."""
+    return options_from(
+        DemoOptions, args, timeout_s=float(args.timeout), quiet=not int(args.verbose)
+    )
+
+
 async def handle(config: Config, args: argparse.Namespace) -> int:
-    opts = options_from(DemoOptions, args, timeout_s=float(args.timeout))
+    opts = demo_options(args)
     explicit = args.config is not None or bool(os.environ.get("MSGSTREAM_CONFIG"))
     needs_store = not explicit or opts.path is not None
+    log = PhaseLog(PHASES)
+    run_id = secrets.token_hex(3)
     with _workdir(opts) as workdir:
         run_config = demo_config(config, explicit, workdir if needs_store else None)
-        state = await run_demo(run_config, opts, workdir)
+        backend = run_config.backend()
+        hidden = " (Spark's own output hidden: -v shows it)" if opts.quiet else ""
+        log.say(
+            f"producing {opts.rows} rows on {opts.channels} {backend} channels and ingesting "
+            f"them with Spark{hidden}"
+        )
+        spark_log = spark_log_path(opts, workdir, run_id)
+        try:
+            state = await run_demo(run_config, opts, workdir, run_id, log)
+        except Exception:
+            show_spark_log(spark_log)
+            raise
+        if state.timed_out:
+            show_spark_log(spark_log)
     out = stdout_console()
-    backend = run_config.backend()
     out.print(summary_table(f"msgstream demo ({backend})", demo_summary(opts, state, backend)))
     errors = stderr_console()
     if state.timed_out:

@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 from pyspark.errors import PySparkException
@@ -108,14 +108,28 @@ def options_from_args(args: argparse.Namespace) -> IngestOptions:
 
 
 @contextlib.contextmanager
-def spark_session(master: str, conf: tuple[tuple[str, str], ...] = ()) -> Iterator[SparkSession]:
-    """The running Spark session, or a new local one (stopped afterwards)."""
+def spark_session(
+    master: str,
+    conf: tuple[tuple[str, str], ...] = (),
+    jvm_stderr: IO[Any] | None = None,
+    source: bool = True,
+) -> Iterator[SparkSession]:
+    """The running Spark session, or a new local one (stopped afterwards), with the
+    ``msgstream`` source registered unless not ``source`` (see
+    :func:`~bridge_spark.session.local_spark` for ``jvm_stderr`` and ``source``)."""
     active = active_spark()
     if active is not None:
-        register(active)
+        if source:
+            register(active)
         yield active
         return
-    session = local_spark(master=master, app_name="msgstream", conf=dict(conf))
+    session = local_spark(
+        master=master,
+        app_name="msgstream",
+        conf=dict(conf),
+        jvm_stderr=jvm_stderr,
+        source=source,
+    )
     try:
         yield session
     finally:

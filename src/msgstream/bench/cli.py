@@ -71,20 +71,33 @@ async def handle(config: Config, args: argparse.Namespace) -> int:
 
 
 class Progress:
-    """The live display: per side, messages so far, rate so far, p99 so far."""
+    """The figures so far, per side: messages, rate, p99, errors. On a terminal, runs
+    planned longer than :data:`PROGRESS_AFTER_S` show them in a live display; with
+    ``lines`` (``--progress``), they are printed as one line per interval on stderr
+    instead, for logs and scripts."""
 
-    def __init__(self, planned_s: float) -> None:
-        enabled = stderr_is_tty() and planned_s > PROGRESS_AFTER_S
+    def __init__(self, planned_s: float, *, lines: bool = False) -> None:
+        self.lines = lines
+        enabled = not lines and stderr_is_tty() and planned_s > PROGRESS_AFTER_S
         self.display = stderr_progress(TextColumn("{task.description}"), enabled=enabled)
         self.task = self.display.add_task("starting", total=None)
 
     def __call__(self, side: Side, sent: int, stats: Stats, seconds: float) -> None:
         rate = sent / seconds if seconds > 0 else 0.0
+        errors = side.recorder.errors_so_far
+        if self.lines:
+            print(
+                f"progress: {side.name}: sent={sent} msgs_per_s={rate:.1f} "
+                f"p99_ms={stats.ms(99.0):.3f} errors={errors} elapsed_s={seconds:.1f}",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
         self.display.update(
             self.task,
             description=(
                 f"{side.name}: {sent:,} msgs, {rate:,.0f} msgs/s, p99 {stats.ms(99.0):.3f} ms, "
-                f"errors {side.recorder.errors_so_far}"
+                f"errors {errors}"
             ),
         )
 
@@ -104,8 +117,10 @@ async def _measure(
     slice_s: float,
     stop: StopOnSignals,
     control: RunControl,
+    *,
+    progress_lines: bool,
 ) -> None:
-    progress = Progress(planned_seconds(workload, len(sides)))
+    progress = Progress(planned_seconds(workload, len(sides)), lines=progress_lines)
     with progress.display:
         await run_sides(
             sides, workload, channels, control=control, slice_s=slice_s, progress=progress
@@ -129,7 +144,10 @@ async def produce(config: Config, args: argparse.Namespace) -> int:
     async with StopOnSignals(control) as stop:
         brokers = await brokers_of({backend: cfg})
         try:
-            await _measure(sides, workload, channels, float(args.slice), stop, control)
+            await _measure(
+                sides, workload, channels, float(args.slice), stop, control,
+                progress_lines=args.progress,
+            )  # fmt: skip
         finally:
             if not args.keep_channels:
                 raw_channels = list(getattr(baseline.target, "channels", [])) if baseline else []
@@ -175,7 +193,10 @@ async def compare(config: Config, args: argparse.Namespace) -> int:
     async with StopOnSignals(control) as stop:
         brokers = await brokers_of(configs)
         try:
-            await _measure(sides, workload, channels, float(args.slice), stop, control)
+            await _measure(
+                sides, workload, channels, float(args.slice), stop, control,
+                progress_lines=args.progress,
+            )  # fmt: skip
         finally:
             if not args.keep_channels:
                 for cfg in configs.values():

@@ -53,8 +53,14 @@ def _add_target(parser: argparse.ArgumentParser, *, many: bool = False) -> None:
     _flag(group, "--keep-channels", "do not delete the run's channels afterwards")
 
 
-def _add_output(parser: argparse.ArgumentParser) -> None:
+def _add_output(parser: argparse.ArgumentParser, *, progress: bool = True) -> None:
     group = parser.add_argument_group("output")
+    if progress:
+        _flag(
+            group, "--progress",
+            "print the figures so far (messages, rate, p99, errors) as one line per "
+            "interval on stderr, for logs and scripts, instead of a terminal's live display",
+        )  # fmt: skip
     _opt(group, "--json", "FILE", "write every figure to FILE (see the JSON schema)",
                dest="json_file")  # fmt: skip
     _opt(group, "--hdr-log", "FILE",
@@ -143,7 +149,7 @@ def _e2e(parser: argparse.ArgumentParser) -> None:
                default="1,4,16,64")  # fmt: skip
     _opt(parser, "--tick-interval", "SECONDS", "time-tick interval (default 0.01)",
                type=positive_float, default=0.01)  # fmt: skip
-    _add_output(parser)
+    _add_output(parser, progress=False)
 
 
 def _plot(parser: argparse.ArgumentParser) -> None:

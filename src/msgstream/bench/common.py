@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import yaml
 
 from ..cli.common import CliError
-from ..config import Config, config_from_dict, resolve_backend
+from ..config import Config, resolve_backend, text_value
 from ..factory import new_client
 from ..plugins import backend_names, backend_spec
 from ..shutdown import StopOnSignals
@@ -24,13 +23,6 @@ from .report import document
 from .runner import Side
 from .targets import broker_info
 from .workload import MessageFactory, Workload, WorkloadError, parse_rate, read_payload_file
-
-
-def _value(text: str) -> Any:
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
 
 
 def parse_addresses(values: Sequence[str], backend: str | None) -> dict[str, str]:
@@ -51,25 +43,26 @@ def target_config(
     config: Config, backend: str | None, addresses: dict[str, str], overrides: Sequence[str]
 ) -> Config:
     """``config`` with ``mq.type`` set to ``backend``, its address and the ``--set``s."""
-    data = config.to_dict()
+    changes: dict[str, dict[str, Any]] = {name: {} for name in config.sections()}
     if backend is not None:
         if backend not in backend_names():
             raise CliError(
                 f"--backend: unknown backend {backend!r} (registered: {', '.join(backend_names())})"
             )
-        data["mq"]["type"] = backend
+        changes["mq"]["type"] = backend
     for name, address in addresses.items():
         spec = backend_spec(name)
         if spec.selected_by is None:
             raise CliError(f"--address: backend {name!r} takes no address")
-        data[name][spec.selected_by] = address
+        changes[name][spec.selected_by] = address
     for item in overrides:
         key, sep, text = item.partition("=")
         section, _, name = key.partition(".")
-        if not sep or not name or section not in data:
-            raise CliError(f"--set {item!r}: expected KEY=VALUE with a dotted key (kafka.acks=1)")
-        data[section][name] = _value(text)
-    built = config_from_dict(data, env={})
+        if not sep or not name or section not in changes:
+            # The key only: the value may be a secret.
+            raise CliError(f"--set {key!r}: expected KEY=VALUE with a dotted key (kafka.acks=1)")
+        changes[section][name] = text_value(key, text)
+    built = config.with_values(changes)
     resolve_backend(built)  # a missing address is a ConfigError naming the key
     return built
 

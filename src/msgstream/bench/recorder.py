@@ -29,6 +29,13 @@ def new_histogram() -> Any:
     return HdrHistogram(LOWEST_NS, HIGHEST_NS, SIGNIFICANT_DIGITS)
 
 
+def add_into(total: Any, other: Any) -> None:
+    """Add histogram ``other`` to ``total``. An empty ``other`` is skipped: hdrh's ``add``
+    takes an empty histogram's minimum as 0, which would make ``total``'s minimum 0."""
+    if other.get_total_count():
+        total.add(other)
+
+
 def decode_histogram(encoded: str | bytes) -> Any:
     """A histogram from its encoded form (as the JSON and the interval log carry it)."""
     return HdrHistogram.decode(encoded.encode() if isinstance(encoded, str) else encoded)
@@ -60,8 +67,8 @@ class Stats:
         """The figures of ``histogram``; give the recorded values' sum as ``total_ns`` when
         it is known. Both matter while a run is measuring, since this runs on its event
         loop once an interval: the percentiles are read in one pass over the counts, and
-        the histogram's own mean walks every bucket in Python (~45 ms, a stall of every
-        send in flight)."""
+        the histogram's own mean walks every bucket in Python (a stall of every send in
+        flight; docs/benchmarks/harness.md)."""
         count = int(histogram.get_total_count())
         if count == 0:
             return cls(0, 0.0, 0.0, 0.0, {percentile_key(q): 0.0 for q in percentiles})
@@ -204,7 +211,7 @@ class Recorder:
             float(tally.total_ns),
         )
         merged = new_histogram()
-        merged.add(current)
+        add_into(merged, current)
         previous = self.intervals[-1] if self.intervals else None
         if (
             previous is not None
@@ -212,7 +219,7 @@ class Recorder:
             and abs(previous.end_s - start_s) < 1e-6
         ):
             self.intervals.pop()
-            merged.add(decode_histogram(previous.histogram))
+            add_into(merged, decode_histogram(previous.histogram))
             total_ns += previous.stats.mean_ms * 1e6 * previous.stats.count
             start_s = previous.start_s
             sent, errors, nbytes = (
@@ -227,7 +234,7 @@ class Recorder:
             stats=Stats.of(merged, total_ns=total_ns),
             histogram=merged.encode().decode("ascii"),
         )
-        self.total.add(current)
+        add_into(self.total, current)
         self.sent += tally.sent
         self.errors += tally.errors
         self.bytes += tally.bytes
@@ -250,8 +257,8 @@ class Recorder:
     def running_stats(self) -> tuple[int, Stats]:
         """(messages so far, the figures so far) without closing the interval."""
         merged = new_histogram()
-        merged.add(self.total)
-        merged.add(self._current)
+        add_into(merged, self.total)
+        add_into(merged, self._current)
         total_ns = self.total_ns + self._interval.total_ns
         return self.sent + self._interval.sent, Stats.of(merged, total_ns=total_ns)
 

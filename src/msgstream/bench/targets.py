@@ -18,14 +18,16 @@ msgstream's own client would use; its ``broker_info`` says what it knows of the 
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from typing import Any
 
+from pydantic import BaseModel
+
 from ..config import Config, resolve_backend
+from ..config_keys import MASK, secrets_of
 from ..errors import MsgStreamError
 from ..factory import MsgStreamFactory
 from ..messages import TsMsg
@@ -33,7 +35,6 @@ from ..pack import MsgPack
 from ..stream import MsgStream
 
 BASELINE_GROUP = "msgstream.bench_baselines"
-_SECRET = re.compile(r"password|token|secret|auth_params", re.IGNORECASE)
 
 
 class NoBaselineError(MsgStreamError):
@@ -79,12 +80,18 @@ def package_version(distribution: str) -> str:
         return "?"
 
 
-def redacted(section: dict[str, Any]) -> dict[str, Any]:
-    """A configuration section fit for a report: secrets replaced by ``"***"``."""
-    return {
-        key: ("***" if value is not None and _SECRET.search(key) else value)
-        for key, value in section.items()
-    }
+def redacted(settings: Mapping[str, Any], section: BaseModel) -> dict[str, Any]:
+    """Settings made from ``section`` (the section itself, dumped, or a client's arguments
+    built from it) fit for a report: every text holding one of the section's secrets (its
+    keys typed ``SecretStr``) shown as the mask, whatever the setting is called."""
+    secrets = [secret for secret in secrets_of(section) if secret]
+
+    def shown(value: Any) -> Any:
+        if isinstance(value, str) and any(secret in value for secret in secrets):
+            return MASK
+        return value
+
+    return {key: shown(value) for key, value in settings.items()}
 
 
 class MsgStreamTarget(Target):
@@ -116,11 +123,11 @@ class MsgStreamTarget(Target):
     def client(self) -> dict[str, Any]:
         from .. import __version__
 
-        section = getattr(self.config, self.backend).model_dump()
+        section = getattr(self.config, self.backend)
         return {
             "library": f"msgstream {__version__}",
             "backend": self.backend,
-            "settings": redacted(section),
+            "settings": redacted(section.model_dump(mode="json"), section),
         }
 
 

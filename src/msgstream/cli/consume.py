@@ -316,9 +316,10 @@ async def _warn_missing_channels(stream: MsgStream, channels: Sequence[str]) -> 
     for channel in channels:
         try:
             await stream.check_topic_valid(channel)
-        except TopicNotFoundError:
+        except TopicNotFoundError as exc:
+            hint = f" ({exc.hint})" if exc.hint else ""  # a typo would wait for ever
             print(
-                f"warning: channel {channel!r} does not exist yet; waiting for it",
+                f"warning: channel {channel!r} does not exist yet; waiting for it{hint}",
                 file=sys.stderr,
             )
 

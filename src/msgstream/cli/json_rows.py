@@ -1,12 +1,12 @@
 """JSON rows against a collection schema: inferring the schema, building the columns.
 
-``msgstream produce`` reads one row per stdin line and announces its collection with a
-``CreateCollectionMsg`` so that what it writes can be ingested; every row it sends must
-then fit that schema, or the ingestion would stop at it. :func:`infer_schema` derives a
-schema from sample rows (``msgstream schema --infer`` over many, ``produce`` from the
-first), and :class:`RowColumns` turns a row into one-row columns of the schema, widening
-where nothing is lost (an int into a double field) and refusing with :class:`RowMismatch`
-what does not fit, naming the field.
+``msgstream produce`` reads one row per stdin line (:mod:`.row_lines`) and announces its
+collection with a ``CreateCollectionMsg`` so that what it writes can be ingested; every
+row it sends must then fit that schema, or the ingestion would stop at it.
+:func:`infer_schema` derives a schema from sample rows (``msgstream schema --infer`` over
+many, ``produce`` from the first), and :class:`RowColumns` turns a row into one-row
+columns of the schema, widening where nothing is lost (an int into a double field) and
+refusing with :class:`RowMismatch` what does not fit, naming the field.
 """
 
 from __future__ import annotations
@@ -45,17 +45,6 @@ def read_schema_file(path: str, option: str = "--schema") -> CollectionSchema:
         raise CliError(f"{option}: {path} is not a collection schema: no {exc} key") from None
     except (TypeError, ValueError) as exc:
         raise CliError(f"{option}: {path} is not a collection schema: {exc}") from None
-
-
-def parse_line(line: str) -> dict[str, Any]:
-    """A JSON object line is a row; anything else becomes ``{"text": line}``."""
-    try:
-        value = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return {"text": line}
-    if isinstance(value, dict):
-        return value
-    return {"text": line}
 
 
 def _is_int(value: Any) -> bool:

@@ -67,10 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
             "Produce to, consume from and inspect msgstream channels, plus the commands that "
             "installed packages add (bench; the Spark bridge's ingest, schema and demo; the "
             "rocksmq backend's doctor). Exit codes: 0 ok; 1 a runtime failure (a broker that "
-            "cannot be reached or refuses, a full disk, a damaged or locked store) or a failed "
-            "check; 2 a usage or configuration error (bad option, config key, position or channel"
-            " name); 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), each after the command "
-            "finished its current step and saved what it promised."
+            "cannot be reached or refuses, a full disk, a damaged or locked store), a failed "
+            "check or input lines skipped (--skip-invalid); 2 a usage or configuration error "
+            "(bad option, config key, position or channel name) or an input line that does not "
+            "parse or fit; 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), each after the "
+            "command finished its current step and saved what it promised."
         ),
     )
     parser.add_argument("--version", action="version", version=f"msgstream {__version__}")

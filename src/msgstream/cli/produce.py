@@ -7,17 +7,17 @@ import asyncio
 import contextlib
 import functools
 import os
-import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any
 
 import numpy as np
 import orjson
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 
+from ..backend import Client
 from ..config import Config
 from ..emitter import TimeTickEmitter
 from ..factory import MsgStreamFactory
@@ -25,6 +25,7 @@ from ..messages import CreateCollectionMsg, InsertMsg, TsMsg
 from ..pack import MsgPack
 from ..routing import hash_int64, hash_primary_keys, hash_str
 from ..schema import CollectionSchema, DataType, FieldData, FieldSchema
+from ..schema_lookup import find_collection_schema, schema_difference
 from ..stream import MsgStream
 from .command import Command
 from .common import (
@@ -39,7 +40,16 @@ from .common import (
     stderr_console,
     stderr_progress,
 )
-from .json_rows import RowColumns, RowMismatch, infer_schema, parse_line, read_schema_file
+from .json_rows import RowColumns, RowMismatch, infer_schema, read_schema_file
+from .row_lines import (
+    TEXT_FIELD,
+    BadLines,
+    InvalidLineError,
+    LineAt,
+    RowLines,
+    add_skip_invalid_option,
+    stdin_lines,
+)
 
 SYNTHETIC_DIM = 8
 DEFAULT_COLLECTION = "msgstream_cli"
@@ -58,19 +68,26 @@ class ProduceOptions:
     json: bool = False
     schema: CollectionSchema | None = None
     """The --schema of stdin rows (read before anything connects)."""
+    schema_file: str | None = None
     create_collection: bool = True
+    skip_invalid: bool = False
+    as_text: bool = False
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Produce one-row InsertMsgs, routed to the channels by the hash of a key, after a
     CreateCollectionMsg announcing the collection's schema on every channel (so
     `msgstream ingest` can read them). With --count N, N synthetic rows (id int64 primary
-    key, vec float_vector[8], text varchar); otherwise one row per stdin line: a JSON
-    object or, for any other line, {'text': line}, checked against --schema or the schema
-    inferred from the first row (primary key: the --key field, else 'id'); a line that
-    does not fit is skipped with a warning naming it. A TimeTickEmitter stamps every
-    message and broadcasts time ticks (interval msgstream.tick_interval_s) plus a final
-    tick, unless --no-ticks."""
+    key, vec float_vector[8], text varchar); otherwise one row per stdin line, a JSON
+    object (--text: the line as field 'text'; blank lines are skipped). Rows must fit the
+    schema the channels already declare for the collection (a CreateCollectionMsg on
+    them), which --schema must then equal; else --schema; else the schema inferred from
+    the first row (primary key: the --key field, else 'id'). A line that is not a JSON
+    object or does not fit stops the command (exit 2) naming its line and column, with
+    the rows before it sent and nothing of it; --skip-invalid skips such lines instead,
+    counts and names them (skipped=N) and exits 1. A TimeTickEmitter stamps every message
+    and broadcasts time ticks (interval msgstream.tick_interval_s) plus a final tick,
+    unless --no-ticks."""
     add_channel_option(
         parser,
         "producer channel (repeat for several; routing bucket i goes to the i-th)",
@@ -101,16 +118,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_option(
         parser, "--schema", "FILE",
         "collection schema for stdin rows, as JSON (what `msgstream schema` prints); "
-        "default: inferred from the first row",
+        "default: the one the channels declare, else inferred from the first row",
         dest="schema_file",
     )  # fmt: skip
     add_flag(
         parser, "--no-create-collection",
         "do not write the collection's CreateCollectionMsg first (the channels carry it)",
     )  # fmt: skip
+    add_flag(parser, "--text", f"each stdin line is the string field {TEXT_FIELD!r} of a row")
+    add_skip_invalid_option(parser)
     add_json_option(
-        parser, "print the summary as one JSON object (messages, batches, skipped, channels, "
-        "ticks, seconds, msgs_per_s)",
+        parser, "print the summary as one JSON object (messages, batches, skipped, "
+        "skipped_lines, channels, ticks, seconds, msgs_per_s)",
     )  # fmt: skip
 
 
@@ -133,7 +152,10 @@ def options_from_args(args: argparse.Namespace) -> ProduceOptions:
         source_id=int(source_id),
         json=bool(args.json),
         schema=schema,
+        schema_file=args.schema_file,
         create_collection=not args.no_create_collection,
+        skip_invalid=bool(args.skip_invalid),
+        as_text=bool(args.text),
     )
 
 
@@ -141,8 +163,14 @@ async def handle(config: Config, args: argparse.Namespace) -> int:
     opts = options_from_args(args)
     if len(set(opts.channels)) != len(opts.channels):
         raise CliError(f"--channel: duplicate channels in {opts.channels}")
-    if opts.schema is not None and opts.count is not None:
-        raise CliError("--schema: --count rows have their own schema; --schema is for stdin rows")
+    if opts.count is not None:
+        stdin_only = {"--schema": opts.schema, "--text": opts.as_text}
+        stdin_only["--skip-invalid"] = opts.skip_invalid
+        for flag, given in stdin_only.items():
+            if given:
+                raise CliError(
+                    f"{flag}: --count rows have their own schema; {flag} is for stdin rows"
+                )
     return await run_produce(config, opts)
 
 
@@ -169,18 +197,20 @@ def synthetic_schema(collection: str) -> CollectionSchema:
     )
 
 
-def key_hash(row: dict[str, Any], key: str, where: str) -> int:
+def key_hash(row: dict[str, Any], key: str, at: LineAt) -> int:
+    """The routing hash of the row's --key field; :class:`InvalidLineError` if it has
+    none that hashes."""
     if key not in row:
-        raise CliError(f"{where}: the row has no field {key!r} to route by (--key)")
+        raise InvalidLineError(at, f"the row has no field {key!r} to route by (--key)")
     value = row[key]
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise CliError(
-            f"{where}: --key field {key!r} must be an int or a str, got {type(value).__name__}"
+        raise InvalidLineError(
+            at, f"--key field {key!r} must be an int or a str, got {type(value).__name__}"
         )
     try:
         return hash_str(value) if isinstance(value, str) else hash_int64(value)
     except (TypeError, ValueError) as exc:
-        raise CliError(f"{where}: cannot hash --key field {key!r}: {exc}") from None
+        raise InvalidLineError(at, f"cannot hash --key field {key!r}: {exc}") from None
 
 
 class _Stamper:
@@ -250,15 +280,15 @@ def json_batch(
 
 
 class StdinLines:
-    """Lines of a text stream read by a daemon thread, handed to the event loop.
+    """Lines of a stream (bytes or text) read by a daemon thread, handed to the event loop.
 
     A blocking ``readline`` in the loop would stop the time ticks while waiting for
     input; an executor thread would make ``asyncio.run`` wait for it on Ctrl-C.
     """
 
-    def __init__(self, stream: TextIO, *, limit: int = 4096) -> None:
+    def __init__(self, stream: Iterable[str | bytes], *, limit: int = 4096) -> None:
         self._stream = stream
-        self._queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self._queue: asyncio.Queue[str | bytes | None] = asyncio.Queue()
         self._room = threading.Semaphore(limit)
         self._stop = threading.Event()
         self._loop = asyncio.get_running_loop()
@@ -266,7 +296,7 @@ class StdinLines:
         self._thread = threading.Thread(target=self._run, name="msgstream-stdin", daemon=True)
         self._thread.start()
 
-    def _put(self, item: str | None) -> bool:
+    def _put(self, item: str | bytes | None) -> bool:
         try:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
         except RuntimeError:  # the loop is closed
@@ -288,7 +318,7 @@ class StdinLines:
     def close(self) -> None:
         self._stop.set()
 
-    async def batches(self, size: int) -> AsyncIterator[list[str]]:
+    async def batches(self, size: int) -> AsyncIterator[list[str | bytes]]:
         """Batches of up to ``size`` lines: waits for one, takes what else is there."""
         done = False
         while not done:
@@ -296,7 +326,7 @@ class StdinLines:
             self._room.release()
             if first is None:
                 break
-            batch = [first]
+            batch: list[str | bytes] = [first]
             while len(batch) < size and not self._queue.empty():
                 item = self._queue.get_nowait()
                 self._room.release()
@@ -316,8 +346,6 @@ class StdinLines:
 class ProduceStats:
     messages: int = 0
     batches: int = 0
-    skipped: int = 0
-    """stdin lines that did not fit the schema (each reported on stderr)."""
 
 
 async def _send(
@@ -343,6 +371,7 @@ async def _send(
 async def run_produce(config: Config, opts: ProduceOptions) -> int:
     factory = MsgStreamFactory(config)
     stats = ProduceStats()
+    bad = BadLines(opts.skip_invalid)
     started = time.perf_counter()
     emitter: TimeTickEmitter | None = None
 
@@ -353,7 +382,8 @@ async def run_produce(config: Config, opts: ProduceOptions) -> int:
             summary = {
                 "messages": stats.messages,
                 "batches": stats.batches,
-                "skipped": stats.skipped,
+                "skipped": bad.count,
+                "skipped_lines": bad.shown,
                 "channels": opts.channels,
                 "ticks": ticks,
                 "seconds": round(elapsed, 6),
@@ -364,12 +394,13 @@ async def run_produce(config: Config, opts: ProduceOptions) -> int:
         print(
             f"produced: messages={stats.messages} channels={len(opts.channels)} "
             f"ticks={ticks} msgs_per_s={fmt_rate(stats.messages, elapsed)}"
-            + (f" skipped={stats.skipped}" if stats.skipped else ""),
+            + (f" {bad.summary()}" if bad.count else ""),
             flush=True,
         )
 
     try:
         async with factory.new_msgstream() as stream:
+            known = await known_schema(stream.client, opts, config.msgstream.operation_timeout_s)
             await stream.as_producer(opts.channels)
             emitter = TimeTickEmitter(
                 stream, interval_s=config.msgstream.tick_interval_s, source_id=opts.source_id
@@ -378,9 +409,13 @@ async def run_produce(config: Config, opts: ProduceOptions) -> int:
                 emitter.start()
             try:
                 if opts.count is not None:
-                    await _produce_synthetic(stream, emitter, opts, opts.count, stats)
+                    assert known is not None
+                    await _produce_synthetic(stream, emitter, opts, known, opts.count, stats)
                 else:
-                    await _produce_stdin(stream, emitter, opts, stats)
+                    await _produce_stdin(stream, emitter, opts, known, stats, bad)
+            except InvalidLineError:  # what was sent before the line is complete: tick it
+                await emitter.stop(final_tick=opts.ticks)
+                raise
             except BaseException:
                 await emitter.stop(final_tick=False)
                 raise
@@ -389,7 +424,36 @@ async def run_produce(config: Config, opts: ProduceOptions) -> int:
         report()  # what was acknowledged before the interruption
         raise
     report()
-    return 0
+    return bad.exit_code
+
+
+class SchemaConflictError(CliError):
+    """The rows' schema is not the one the channels already declare for the collection."""
+
+
+async def known_schema(
+    client: Client, opts: ProduceOptions, timeout_s: float
+) -> CollectionSchema | None:
+    """The schema the rows must fit, as far as it is known before the first row: the one
+    the channels declare for the collection (a ``CreateCollectionMsg`` on them), which
+    --schema or --count's rows must equal; else theirs; else None (inferred from the
+    first row). :class:`SchemaConflictError` before anything is sent if they differ."""
+    given = synthetic_schema(opts.collection) if opts.count is not None else opts.schema
+    declared = await find_collection_schema(
+        client, opts.channels, opts.collection, timeout_s=timeout_s, missing_ok=True
+    )
+    if declared is None:
+        return given
+    difference = None if given is None else schema_difference(declared.schema, given)
+    if difference is not None:
+        what = "--count rows" if opts.count is not None else f"--schema {opts.schema_file}"
+        raise SchemaConflictError(
+            f"{what}: channel {declared.channel!r} already declares collection "
+            f"{opts.collection!r} with another schema: {difference} (`msgstream schema "
+            f"--channel {declared.channel} --collection {opts.collection}` prints it; "
+            "or produce into another --collection)"
+        )
+    return declared.schema
 
 
 async def announce_collection(
@@ -414,11 +478,12 @@ async def _produce_synthetic(
     stream: MsgStream,
     emitter: TimeTickEmitter,
     opts: ProduceOptions,
+    schema: CollectionSchema,
     total: int,
     stats: ProduceStats,
 ) -> None:
     stamper = _Stamper(opts)
-    await announce_collection(stream, emitter, opts, synthetic_schema(opts.collection))
+    await announce_collection(stream, emitter, opts, schema)
     rng = np.random.default_rng()
     progress = stderr_progress(TextColumn("producing"), BarColumn(), MofNCompleteColumn())
     with progress:
@@ -432,73 +497,91 @@ async def _produce_synthetic(
             await asyncio.sleep(0)  # let the tick task run between batches
 
 
+FittedRow = tuple[int | None, list[FieldData]]
+"""A row checked against the schema: its --key hash (None: none given) and its columns."""
+
+
 class _StdinRows:
-    """Checks stdin rows against the collection schema: the one given with --schema, or
-    one inferred from the first row and announced before it."""
+    """Checks stdin rows against the collection schema: the one known before the first
+    row (:func:`known_schema`), or one inferred from the first row that gives one."""
 
-    def __init__(self, opts: ProduceOptions, stats: ProduceStats) -> None:
+    def __init__(self, opts: ProduceOptions, schema: CollectionSchema | None) -> None:
         self.opts = opts
-        self.stats = stats
-        self.columns: RowColumns | None = None
+        self.columns = None if schema is None else RowColumns(schema)
+        self.settled = False
+        """Whether a row fitted: the schema is final (and announced before that row)."""
 
-    def schema_for(self, first: dict[str, Any], where: str) -> CollectionSchema:
-        if self.opts.schema is not None:
-            return self.opts.schema
+    def fit(self, at: LineAt, row: dict[str, Any]) -> FittedRow:
+        """The row's --key hash and columns; :class:`InvalidLineError` if it has no --key
+        field, does not fit the schema or (the first row) gives no schema."""
+        key = self.opts.key
+        hash_key = None if key is None else key_hash(row, key, at)
+        columns = self.columns or RowColumns(self._infer(row, at))
+        try:
+            fitted = hash_key, columns.build(row)
+        except RowMismatch as exc:
+            raise InvalidLineError(at, str(exc)) from None
+        self.columns = columns
+        return fitted
+
+    def _infer(self, first: dict[str, Any], at: LineAt) -> CollectionSchema:
         try:
             return infer_schema([first], self.opts.collection, self.opts.key, all_nullable=True)
         except (RowMismatch, ValueError) as exc:
-            raise CliError(f"{where}: cannot infer the collection schema: {exc}") from None
+            raise InvalidLineError(at, f"cannot infer the collection schema: {exc}") from None
 
-    def fit(
-        self, numbered: Sequence[tuple[int, dict[str, Any]]]
-    ) -> list[tuple[int | None, list[FieldData]]]:
-        """The rows that fit (with their --key hash); the others are reported and counted."""
+    async def settle(self, stream: MsgStream, emitter: TimeTickEmitter) -> None:
+        """Before the first row that fits is sent: announce the collection."""
+        if self.settled:
+            return
         assert self.columns is not None
-        key = self.opts.key
-        fitting: list[tuple[int | None, list[FieldData]]] = []
-        for lineno, row in numbered:
-            where = f"stdin line {lineno}"
-            hash_key = None if key is None else key_hash(row, key, where)
-            try:
-                fitting.append((hash_key, self.columns.build(row)))
-            except RowMismatch as exc:
-                self.stats.skipped += 1
-                stderr_console().print(f"warning: {where}: skipped: {exc}", markup=False)
-        return fitting
+        schema = self.columns.schema
+        if schema.primary_field is None:
+            stderr_console().print(
+                f"note: collection {schema.name!r} has no primary key (give --key, or "
+                "rows with an int or string 'id'): ingest it with --frame inserts",
+                markup=False,
+            )
+        await announce_collection(stream, emitter, self.opts, schema)
+        self.settled = True
+
+
+def _sent(rows: int) -> str:
+    """What a stop at a bad line leaves behind, in words."""
+    if rows == 0:
+        return "nothing was sent"
+    return "the row before it was sent" if rows == 1 else f"the {rows} rows before it were sent"
 
 
 async def _produce_stdin(
-    stream: MsgStream, emitter: TimeTickEmitter, opts: ProduceOptions, stats: ProduceStats
+    stream: MsgStream,
+    emitter: TimeTickEmitter,
+    opts: ProduceOptions,
+    schema: CollectionSchema | None,
+    stats: ProduceStats,
+    bad: BadLines,
 ) -> None:
+    """Send the rows of stdin in batches as they come. A bad line either stops the run
+    (the rows before it sent first, in their batch, and nothing of it) or is skipped."""
     stamper = _Stamper(opts)
-    rows = _StdinRows(opts, stats)
-    reader = StdinLines(sys.stdin)
-    lineno = 0
+    rows = _StdinRows(opts, schema)
+    lines = RowLines("stdin", bad, as_text=opts.as_text)
+    reader = StdinLines(stdin_lines())
     try:
         async for raw_lines in reader.batches(opts.batch):
-            numbered: list[tuple[int, dict[str, Any]]] = []
-            for raw in raw_lines:
-                lineno += 1
-                line = raw.rstrip("\r\n")
-                if line.strip():
-                    numbered.append((lineno, parse_line(line)))
-            if not numbered:
-                continue
-            if rows.columns is None:
-                first_line, first = numbered[0]
-                where = f"stdin line {first_line}"
-                if opts.key is not None:
-                    key_hash(first, opts.key, where)  # a missing key is named as such first
-                schema = rows.schema_for(first, where)
-                if schema.primary_field is None:
-                    stderr_console().print(
-                        f"note: collection {schema.name!r} has no primary key (give --key, or "
-                        "rows with an int or string 'id'): ingest it with --frame inserts",
-                        markup=False,
-                    )
-                await announce_collection(stream, emitter, opts, schema)
-                rows.columns = RowColumns(schema)
-            fitting = rows.fit(numbered)
+            fitting: list[FittedRow] = []
+            stop: InvalidLineError | None = None
+            try:
+                for at, row in lines.rows(raw_lines):
+                    try:
+                        fitted = rows.fit(at, row)
+                    except InvalidLineError as exc:
+                        bad.reject(exc)
+                        continue
+                    await rows.settle(stream, emitter)
+                    fitting.append(fitted)
+            except InvalidLineError as exc:
+                stop = exc
             if fitting:
                 await _send(
                     stream,
@@ -507,6 +590,8 @@ async def _produce_stdin(
                     functools.partial(json_batch, stamper, rows=fitting),
                     stats,
                 )
+            if stop is not None:
+                raise stop.with_outcome(_sent(stats.messages))
     finally:
         with contextlib.suppress(Exception):
             reader.close()

@@ -47,11 +47,12 @@ from typing import Any, Protocol
 from aiokafka import errors as kafka_errors
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from msgstream.config_keys import secrets_of
 from msgstream.errors import ConfigError
 
 from ...broker_errors import BrokerCalls
 from ..deadlines import PendingSend
-from ..settings import KafkaConfig, librdkafka_consumer, librdkafka_producer
+from ..settings import KafkaConfig, librdkafka_consumer, librdkafka_producer, librdkafka_refusal
 from . import COORDINATOR_MOVING, Engine, Fetched, Headers, ProducerBase
 from .rdkafka_io import QueueEvents, attach
 
@@ -109,11 +110,14 @@ def raised(exc: KafkaException, about: str = "") -> kafka_errors.KafkaError:
     return kafka_errors.KafkaError(str(exc))
 
 
-def _construct(cls: Any, conf: dict[str, Any]) -> Any:
+def _construct(cls: Any, conf: dict[str, Any], section: KafkaConfig) -> Any:
+    """``cls(conf)``; a refusal is a ConfigError showing none of ``section``'s secrets, and
+    not chained to librdkafka's exception, which holds them as it said them."""
     try:
         return cls(conf)
     except (KafkaException, TypeError, ValueError) as exc:
-        raise ConfigError("kafka.confluent", f"rejected by librdkafka: {exc}") from exc
+        detail = librdkafka_refusal(exc, secrets_of(section))
+    raise ConfigError("kafka.confluent", f"rejected by librdkafka: {detail}")
 
 
 # -- sending ---------------------------------------------------------------------------
@@ -288,7 +292,7 @@ class ConfluentProducer(ProducerBase):
             self._check_open()
             if self.producer is None:
                 conf = librdkafka_producer(self._section)
-                producer = _construct(Producer, conf)
+                producer = _construct(Producer, conf, self._section)
                 self._loop = asyncio.get_running_loop()
                 self._room = asyncio.Event()
                 client_id = str(conf.get("client.id", "rdkafka"))
@@ -415,6 +419,7 @@ class ConfluentReader:
     ``poll()`` instead."""
 
     def __init__(self, section: KafkaConfig, channel: str, subname: str, calls: BrokerCalls):
+        self._section = section
         self._conf = librdkafka_consumer(section, subname)
         self._group = f"consumer group {subname!r}"
         self._channel = channel
@@ -432,7 +437,7 @@ class ConfluentReader:
         """An error record met in a fetch: raised by the next one."""
 
     async def start(self) -> None:
-        self._consumer = _construct(Consumer, self._conf)
+        self._consumer = _construct(Consumer, self._conf, self._section)
         loop = asyncio.get_running_loop()
         events = _loop_signal(self._consumer, self._conf["client.id"], "consumer", loop)
         if isinstance(events, QueueEvents):

@@ -7,8 +7,8 @@ loops. With it the loop watches the descriptor and serves the queue without bloc
 
 - a ``Producer``'s main queue, where delivery reports arrive, served with ``poll(0)``: one
   wake-up from librdkafka's broker thread to the loop. Without it a thread must block in
-  ``poll()`` and then wake the loop in turn: a second wake-up, ~40 µs of a ~120 µs
-  acknowledgement on a local broker;
+  ``poll()`` and then wake the loop in turn: a second wake-up, a large share of an
+  acknowledgement's time on a local broker (docs/benchmarks/code-notes.md);
 - a ``Consumer``'s consumer queue, where fetched records arrive, served with
   ``consume(n, 0)``: no fetch thread blocked in ``poll()``, so a seek or a close never
   waits for one to come back.
