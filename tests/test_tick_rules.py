@@ -27,6 +27,7 @@ from msgstream.tick_rules import (
     Verdict,
     common_tick,
     has_repeats,
+    resume_boundary,
 )
 from test_barrier_rows import GROUP, Event, ReferenceBarrier, channel_events, message, row_id
 
@@ -190,3 +191,33 @@ def test_common_tick_and_repeats() -> None:
     assert has_repeats([0, 0, 0], [1, 2, 1])
     assert not has_repeats([0, 1], [1, 1])
     assert has_repeats([0, 1, 1], [1, 5, 5])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    last_tick=st.none() | st.integers(0, 30),
+    resume=st.none() | st.tuples(st.integers(0, 30), st.integers(0, 4)),
+    stamps=st.lists(st.integers(0, 40), max_size=6),
+)
+def test_a_run_all_on_time_is_what_arrival_says_of_each(
+    last_tick: int | None, resume: tuple[int, int] | None, stamps: list[int]
+) -> None:
+    """The barrier's fast path asks the clock for a whole run; it may take the run only
+    where the row-by-row rule would find every message on time (and, with no seek
+    pending, exactly there)."""
+    clock = ChannelClock(last_tick=last_tick)
+    if resume is not None:
+        clock.resume(*resume)
+    before = (clock.last_tick, clock.resume_ts, clock.resume_left)
+    whole = clock.all_on_time([99, *stamps, 99], 1, len(stamps) + 1)
+    assert (clock.last_tick, clock.resume_ts, clock.resume_left) == before  # nothing counted
+    each = all(clock.arrival(ts) is Arrival.ON_TIME for ts in stamps)
+    assert not whole or each
+    if resume is None:
+        assert whole == each
+
+
+def test_a_boundary_resumes_at_the_first_message_not_delivered_else_at_the_last_read() -> None:
+    assert resume_boundary(None, 7) == (7, 1)  # all delivered: the last read, read again
+    assert resume_boundary(3, 7) == (3, 5)  # messages 3..7 were read by the cut
+    assert resume_boundary(7, 7) == (7, 1)

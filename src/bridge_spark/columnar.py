@@ -35,12 +35,13 @@ import numpy.typing as npt
 import orjson
 import pyarrow as pa
 
-from msgstream import envelope
+from msgstream import bodies, envelope
+from msgstream.bodies import COLUMN, VALIDITY, BodyLayout, Buffer, ColumnSlots
 from msgstream.codec import DEFAULT_MAX_MESSAGE_BYTES, VERSION, intact_envelope
 from msgstream.errors import DecodeError
-from msgstream.messages import MsgType
-from msgstream.packed import check_json  # unpack()'s own JSON check, on many messages
-from msgstream.schema import DataType, FieldSchema
+from msgstream.messages import InsertMsg, MsgType
+from msgstream.packed import PackedKind, check_json  # unpack()'s own JSON check, many at once
+from msgstream.schema import FieldSchema
 
 from .arrays import numeric_array
 from .body_shapes import BodyShape, Path, shape_of
@@ -54,32 +55,22 @@ _SIZE = envelope.SIZE
 )
 _INT64_MAX = np.uint64(2**63 - 1)
 _INT32_MAX = 2**31 - 1
-_PACKED = (DataType.VARCHAR, DataType.JSON, DataType.BINARY)
 
 
 class BatchRefused(Exception):
     """A whole-batch check failed: decode the batch's payloads one by one instead."""
 
 
+_IDS = bodies.ROW_IDS
+_STAMPS = bodies.ROW_TIMESTAMPS
+_OFFSETS, _DATA, _NULLS = bodies.OFFSETS, bodies.DATA, bodies.NULLS
 _cut = cast(Callable[[bytes, slice], bytes], getitem)
 """``payload[a:b]``, for C-level maps."""
 _NONE = -1
 """The start of a buffer a message does not have (an optional mask)."""
 
-# A message's *layout*: the numbers of its body, one slot each, -1 where it has none.
-_ROWS = 0
-_IDS = 1
-"""``row_ids``: its offset in this slot, its size in the next."""
-_STAMPS = 3
-"""``row_timestamps``, as ``_IDS``."""
-_HEAD = 5
-"""Slots before the columns' blocks."""
-_FIELD_ROWS, _DIM, _VALUES, _OFFS, _NULLS, _VALID = 0, 1, 2, 4, 6, 8
-"""Slots in a column's block: its ``rows`` and ``dim``, then the offset and size of
-each of its buffers (``buf`` or ``data``, ``offs``, ``nulls``, ``valid``)."""
-_BLOCK = 10
-_PARTS = {"buf": _VALUES, "data": _VALUES, "offs": _OFFS, "nulls": _NULLS, "valid": _VALID}
-_ROWS_PATH: Path = ("rows",)
+# A message's *layout* is the numbers of its body, one slot each (where each number goes:
+# msgstream.bodies.slots), -1 where it has none.
 MAX_SHAPES = 256
 """Bodies an :class:`InsertColumns` tries to learn a shape from (each try re-serialises
 and scans the body); after that, a body of a shape not learned is only parsed. Bounds
@@ -133,13 +124,20 @@ class _Column:
     spec: FieldSchema
     item: np.dtype[Any] | None
     """The numpy type of a numeric or vector column; None for varchar, JSON, binary."""
-    width: int
-    """Bytes per row of a numeric or vector column."""
     dtype: str
     """The schema's type as a body spells it (``DataType.value``, read once: an enum's
     ``value`` is a property lookup)."""
-    at: int
-    """Its block's first slot in a layout."""
+    slots: ColumnSlots
+    """Where its numbers go in a layout."""
+    buffers: tuple[Buffer, ...]
+    """Its buffers, in wire order (its storage's, then its masks)."""
+    sizes: tuple[tuple[int, tuple[int, int] | None, bool], ...]
+    """Each buffer's slot, its size per row (:meth:`~msgstream.bodies.Buffer.per_row`)
+    and whether it is optional."""
+
+    def slot(self, buffer: Buffer) -> int:
+        """The slot of ``buffer``'s offset (its size is in the next)."""
+        return self.slots.buffers[buffer.key]
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,22 +161,36 @@ class _Known:
 class InsertColumns:
     """Collects Insert payloads of one frame and builds their rows as one Arrow table."""
 
-    def __init__(self, frame: FrameSchema, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    def __init__(
+        self,
+        frame: FrameSchema,
+        max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        layout: BodyLayout = InsertMsg.BODY,
+    ) -> None:
         self.frame = frame
         self.max_bytes = max_bytes
         self.enabled = frame.kind.has_inserts
+        self.layout = layout
+        """How the bodies read are laid out (:mod:`msgstream.bodies`)."""
+        fields = frame.collection.fields
+        self._slots = bodies.slots(layout, [f.dtype.storage for f in fields])
+        self._rows_path: Path = (layout.rows,)
         self._columns = {
             f.name: _Column(
                 f,
                 None if f.dtype.numpy_dtype is None else np.dtype(f.dtype.numpy_dtype),
-                0 if f.dtype.numpy_dtype is None
-                else np.dtype(f.dtype.numpy_dtype).itemsize * (f.dim or 1),
                 f.dtype.value,
-                _HEAD + index * _BLOCK,
+                slots,
+                COLUMN.buffers(f.dtype.storage),
+                tuple(
+                    (slots.buffers[b.key], b.per_row(f.dim, f.dtype.numpy_dtype), b.optional)
+                    for b in COLUMN.buffers(f.dtype.storage)
+                ),
             )
-            for index, f in enumerate(frame.collection.fields)
-        }  # fmt: skip
-        self._width = _HEAD + len(self._columns) * _BLOCK
+            for f, slots in zip(fields, self._slots.columns, strict=True)
+        }
+        self._sizes = tuple((self._slots.buffers[b.key], b.per_row()) for b in layout.buffers)
+        self._width = self._slots.width
         self._shapes: dict[bytes, list[_Known]] = {}
         self._tries = 0
         self._parsed: list[list[int]] = []
@@ -225,7 +237,7 @@ class InsertColumns:
         index = len(self._payloads)
         for known in self._shapes.get(shape_of(body), ()):
             if known.shape.fits(body):
-                rows = known.shape.number(body, _ROWS_PATH)
+                rows = known.shape.number(body, self._rows_path)
                 if not rows:
                     return False  # no rows, or a leading zero: decoding says which
                 known.members.append(index)
@@ -264,7 +276,7 @@ class InsertColumns:
             if value is None:
                 return None
             layout[slot] = value
-        if not layout[_ROWS]:
+        if not layout[self._slots.rows]:
             return None
         if self._tries < MAX_SHAPES:
             self._tries += 1
@@ -273,53 +285,52 @@ class InsertColumns:
                 self._shapes.setdefault(shape.key, []).append(_Known(shape, plan))
         self._parsed.append(layout)
         self._parsed_at.append(index)
-        return layout[_ROWS], plan.partition
+        return layout[self._slots.rows], plan.partition
 
     def _plan(self, body: Any) -> _BodyPlan | None:
         """The plan of a parsed body that fits the frame (its numbers not looked at:
         :meth:`_check` checks them for every message at once); None if it does not."""
-        if type(body) is not dict or body.get("collection_name") != self.frame.name:
+        layout = self.layout
+        if type(body) is not dict or body.get(bodies.COLLECTION) != self.frame.name:
             return None
-        partition, fields = body.get("partition_name"), body.get("fields")
-        if type(partition) is not str or "rows" not in body:
+        partition, fields = body.get(bodies.PARTITION), body.get(layout.columns or "")
+        if any(type(body.get(name)) is not str for name in layout.names):
+            return None
+        if type(partition) is not str or layout.rows not in body:
             return None
         if type(fields) is not list or len(fields) != len(self._columns):
             return None
-        paths: list[tuple[int, Path]] = [(_ROWS, _ROWS_PATH)]
-        for slot, key in ((_IDS, "row_ids"), (_STAMPS, "row_timestamps")):
-            if not _is_reference(body.get(key)):
+        paths: list[tuple[int, Path]] = [(self._slots.rows, self._rows_path)]
+        for buffer in layout.buffers:
+            if not _is_reference(body.get(buffer.key)):
                 return None
-            paths += [(slot, (key, "o")), (slot + 1, (key, "n"))]
+            paths += _reference_paths(self._slots.buffers[buffer.key], (buffer.key,))
         seen: set[str] = set()
         for number, spec in enumerate(fields):
             if type(spec) is not dict:
                 return None
-            name = spec.get("name")
+            name = spec.get(COLUMN.name)
             column = self._columns.get(name) if type(name) is str else None
             if column is None or name in seen:
                 return None  # also a field named twice (and so another missing)
             seen.add(column.spec.name)
-            if spec.get("dtype") != column.dtype or "rows" not in spec:
+            if spec.get(COLUMN.dtype) != column.dtype or COLUMN.rows not in spec:
                 return None
-            where: Path = ("fields", number)
-            paths.append((column.at + _FIELD_ROWS, (*where, "rows")))
+            where: Path = (layout.columns or "", number)
+            paths.append((column.slots.rows, (*where, COLUMN.rows)))
             if column.spec.dim is None:
-                if spec.get("dim") is not None:
+                if spec.get(COLUMN.dim) is not None:
                     return None
-            elif "dim" in spec:
-                paths.append((column.at + _DIM, (*where, "dim")))
+            elif COLUMN.dim in spec:
+                paths.append((column.slots.dim, (*where, COLUMN.dim)))
             else:
                 return None
-            parts = (
-                ["buf", "valid"] if column.item is not None else ["offs", "data", "valid", "nulls"]
-            )
-            for part in parts:
-                if part in ("valid", "nulls") and part not in spec:
+            for buffer in column.buffers:
+                if buffer.optional and buffer.key not in spec:
                     continue  # an optional mask
-                if not _is_reference(spec.get(part)):
+                if not _is_reference(spec.get(buffer.key)):
                     return None
-                slot = column.at + _PARTS[part]
-                paths += [(slot, (*where, part, "o")), (slot + 1, (*where, part, "n"))]
+                paths += _reference_paths(column.slot(buffer), (*where, buffer.key))
         return _BodyPlan(partition, tuple(paths))
 
     def _layout(self, bases: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -345,32 +356,30 @@ class InsertColumns:
     def _check(self, layout: npt.NDArray[np.int64], bases: npt.NDArray[np.int64]) -> None:
         """What decoding checks of every body's numbers, for all at once: row counts,
         dimensions, each buffer's size, and that it ends inside its payload."""
-        rows = layout[:, _ROWS]
+        rows = layout[:, self._slots.rows]
         area = np.fromiter(map(len, self._payloads), np.int64, len(self._payloads)) - bases
 
-        def inside(slot: int, size: npt.NDArray[np.int64] | None, optional: bool = False) -> bool:
+        def inside(slot: int, per_row: tuple[int, int] | None, optional: bool = False) -> bool:
             offset, length = layout[:, slot], layout[:, slot + 1]
             fine = offset + length <= area
-            if size is not None:
-                fine &= length == size
+            if per_row is not None:  # else any size is right
+                step, fixed = per_row
+                size = rows if step == 1 else rows * step
+                fine &= length == (size if fixed == 0 else size + fixed)
             if optional:
                 fine |= offset == _NONE
             return bool(fine.all())
 
-        fine = bool((rows > 0).all()) and inside(_IDS, rows * 8) and inside(_STAMPS, rows * 8)
+        fine = bool((rows > 0).all()) and all(inside(*sized) for sized in self._sizes)
         for column in self._columns.values():
             if not fine:
                 break
-            at = column.at
-            fine = bool((layout[:, at + _FIELD_ROWS] == rows).all())
-            if column.spec.dim is not None:
-                fine &= bool((layout[:, at + _DIM] == column.spec.dim).all())
-            if column.item is not None:
-                fine &= inside(at + _VALUES, rows * column.width)
-            else:
-                fine &= inside(at + _OFFS, (rows + 1) * 8) and inside(at + _VALUES, None)
-                fine &= inside(at + _NULLS, rows, optional=True)
-            fine &= inside(at + _VALID, rows, optional=True)
+            spec = column.spec
+            fine = bool((layout[:, column.slots.rows] == rows).all())
+            if spec.dim is not None:
+                fine &= bool((layout[:, column.slots.dim] == spec.dim).all())
+            for sized in column.sizes:
+                fine &= inside(*sized)
         if not fine:
             raise BatchRefused(
                 "a body's numbers are not its buffers' (a size that is not its rows', a "
@@ -390,7 +399,7 @@ class InsertColumns:
         laid = _Laid(self._payloads, bases, layout)
         starts = np.zeros(len(counts), np.int64)
         np.cumsum(counts[:-1], out=starts[1:])
-        stamps = np.frombuffer(laid.join(_STAMPS), "<u8")
+        stamps = np.frombuffer(self._joined(laid, _STAMPS), _STAMPS.item_type)
         if not (
             (np.minimum.reduceat(stamps, starts) == np.array(messages.begins, np.uint64)).all()
             and (np.maximum.reduceat(stamps, starts) == np.array(messages.ends, np.uint64)).all()
@@ -408,7 +417,7 @@ class InsertColumns:
             elif name == OP:
                 arrays.append(pa.array([OP_INSERT], pa.string()).take(np.zeros(total, np.int8)))
             elif name == ROW_ID:
-                arrays.append(pa.array(np.frombuffer(laid.join(_IDS), "<i8")))
+                arrays.append(pa.array(np.frombuffer(self._joined(laid, _IDS), _IDS.item_type)))
             elif name == TS:
                 arrays.append(pa.array(stamps.view(np.int64)))
             elif name == MSG_ID:
@@ -421,6 +430,10 @@ class InsertColumns:
                 raise AssertionError(f"unexpected metadata column {name!r}")
         return pa.Table.from_arrays(arrays, schema=self.frame.arrow_schema)
 
+    def _joined(self, laid: _Laid, buffer: Buffer) -> bytes:
+        """The per-row ``buffer`` of the body of every message, joined."""
+        return laid.join(self._slots.buffers[buffer.key])
+
     def _field_array(
         self,
         column: _Column,
@@ -430,12 +443,12 @@ class InsertColumns:
         laid: _Laid,
     ) -> pa.Array:
         spec = column.spec
-        null = _joined_mask(laid.payloads, laid.starts(column.at + _VALID), counts, invert=True)
+        null = _joined_mask(laid, column.slot(VALIDITY), counts, VALIDITY)
         if column.item is None:
             return self._packed_array(column, arrow_type, counts, total, null, laid)
         if null is not None and not spec.nullable:
             raise BatchRefused(f"field {spec.name!r} holds nulls")
-        values = np.frombuffer(laid.join(column.at + _VALUES), column.item)
+        values = np.frombuffer(laid.join(column.slot(bodies.FIXED_VALUES)), column.item)
         mask = None if null is None else pa.array(null)
         if spec.dtype.is_vector:
             dim = spec.dim or 0
@@ -455,8 +468,8 @@ class InsertColumns:
         """A varchar, JSON or binary column from every message's offsets and data,
         checked as :func:`msgstream.packed.unpack` checks each message's."""
         spec = column.spec
-        offsets = np.frombuffer(laid.join(column.at + _OFFS), "<i8")
-        sizes = laid.layout[:, column.at + _VALUES + 1]
+        offsets = np.frombuffer(laid.join(column.slot(_OFFSETS)), _OFFSETS.item_type)
+        sizes = laid.layout[:, column.slot(_DATA) + 1]
         lasts = np.cumsum(counts + 1) - 1
         firsts = lasts - counts
         if not ((offsets[firsts] == 0).all() and (offsets[lasts] == sizes).all()):
@@ -469,13 +482,11 @@ class InsertColumns:
         np.cumsum(lengths, out=whole[1:])
         if whole[-1] > _INT32_MAX:
             raise BatchRefused(f"field {spec.name!r}: more than 2 GiB of values in one batch")
-        data = laid.join(column.at + _VALUES)
-        packed_nulls = _joined_mask(
-            laid.payloads, laid.starts(column.at + _NULLS), counts, invert=False
-        )
+        data = laid.join(column.slot(_DATA))
+        packed_nulls = _joined_mask(laid, column.slot(_NULLS), counts, _NULLS)
         if packed_nulls is not None:
             null = packed_nulls if null is None else null | packed_nulls
-        if spec.dtype is DataType.JSON:
+        if spec.dtype.packed is PackedKind.JSON:
             try:
                 check_json(whole, memoryview(data), f"field {spec.name!r}")
             except DecodeError as exc:
@@ -494,7 +505,7 @@ class InsertColumns:
             [validity, pa.py_buffer(whole.astype(np.int32)), pa.py_buffer(data)],
             null_count=null_count,
         )
-        if spec.dtype is DataType.VARCHAR:
+        if spec.dtype.packed is PackedKind.TEXT:
             try:
                 array.validate(full=True)  # every row's text is UTF-8 on its own
             except pa.ArrowInvalid as exc:
@@ -528,6 +539,12 @@ def _is_reference(ref: Any) -> bool:
     return type(ref) is dict and "o" in ref and "n" in ref
 
 
+def _reference_paths(slot: int, where: Path) -> list[tuple[int, Path]]:
+    """Where a buffer reference's numbers are, and their slots: the offset in ``slot``,
+    the size in the next."""
+    return [(slot, (*where, "o")), (slot + 1, (*where, "n"))]
+
+
 def _number_at(body: Any, path: Path) -> int | None:
     """The number at ``path`` of a parsed body, if it is a non-negative integer (not a
     bool) small enough to be a size or an offset."""
@@ -552,19 +569,20 @@ def _lookup(names: dict[str, int], per_msg: list[int], counts: npt.NDArray[np.in
 
 
 def _joined_mask(
-    payloads: list[bytes], starts: list[int], counts: npt.NDArray[np.int64], *, invert: bool
+    laid: _Laid, slot: int, counts: npt.NDArray[np.int64], mask: Buffer
 ) -> npt.NDArray[np.bool_] | None:
-    """The messages' byte masks (one byte a row, starting at ``starts`` in ``payloads``)
-    joined as one null mask (True = null): null masks as they are, validity masks
-    (``invert``: nonzero = valid) inverted; a message without a mask (:data:`_NONE`) has
-    no nulls. None: no message has a mask."""
+    """The messages' byte masks in ``slot`` (one byte a row, an optional buffer) joined as
+    one null mask (True = null): null masks as they are, validity masks (``null_when``
+    False) inverted; a message without the mask has no nulls. None: no message has it."""
+    starts = laid.starts(slot)
     if starts.count(_NONE) == len(starts):
         return None
+    invert = mask.null_when is False
     filler = b"\x01" if invert else b"\x00"
     joined = b"".join(
-        filler * n if at == _NONE else payload[at : at + n]  # bytes: see _Spans.join
-        for payload, at, n in zip(payloads, starts, counts.tolist(), strict=True)
+        filler * n if at == _NONE else payload[at : at + n]  # bytes: see _join
+        for payload, at, n in zip(laid.payloads, starts, counts.tolist(), strict=True)
     )
     raw = np.frombuffer(joined, np.uint8)
-    mask: npt.NDArray[np.bool_] = raw == 0 if invert else raw != 0
-    return mask
+    found: npt.NDArray[np.bool_] = raw == 0 if invert else raw != 0
+    return found

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from msgstream.messages import DeleteMsg, InsertMsg, TsMsg
 from msgstream.pack import MsgPack
-from msgstream.packed import PackedKind, PackedValues
+from msgstream.packed import PackedValues
 from msgstream.schema import DataType, FieldData, FieldSchema
 
 from .arrays import numeric_array
@@ -374,14 +374,8 @@ def _field_array(
         else:
             assert not isinstance(piece.values, np.ndarray)  # numeric types are the arrays
             parts.append(piece.values)
-    return packed_array(_PACKED_KINDS[dtype], column.type, parts, mask)
-
-
-_PACKED_KINDS = {
-    DataType.VARCHAR: PackedKind.TEXT,
-    DataType.JSON: PackedKind.JSON,
-    DataType.BINARY: PackedKind.BINARY,
-}
+    assert dtype.packed is not None  # the others are the arrays
+    return packed_array(dtype.packed, column.type, parts, mask)
 
 
 def table_from_packs(frame: FrameSchema, packs: Iterable[MsgPack]) -> pa.Table:

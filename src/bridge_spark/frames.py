@@ -44,27 +44,17 @@ META_COLUMNS = (OP, ROW_ID, TS, CHANNEL, MSG_ID, PARTITION)
 OP_INSERT = "insert"
 OP_DELETE = "delete"
 
-VECTOR_ARROW_TYPE = pa.list_(pa.field("element", pa.float32(), nullable=False))
-"""``array<float>`` with non-null elements, as Spark's ``ArrayType(FloatType(), False)``."""
-
-_ARROW_TYPES: dict[DataType, pa.DataType] = {
-    DataType.BOOL: pa.bool_(),
-    DataType.INT8: pa.int8(),
-    DataType.INT16: pa.int16(),
-    DataType.INT32: pa.int32(),
-    DataType.INT64: pa.int64(),
-    DataType.FLOAT: pa.float32(),
-    DataType.DOUBLE: pa.float64(),
-    DataType.VARCHAR: pa.string(),
-    DataType.JSON: pa.string(),
-    DataType.BINARY: pa.binary(),
-    DataType.FLOAT_VECTOR: VECTOR_ARROW_TYPE,
-}
-
 
 def arrow_type(dtype: DataType) -> pa.DataType:
-    """The Arrow type a column of ``dtype`` becomes."""
-    return _ARROW_TYPES[dtype]
+    """The Arrow type a column of ``dtype`` becomes, as the data type declares it
+    (:mod:`msgstream.bodies`): a vector is a list of non-null items, as Spark's
+    ``ArrayType(FloatType(), False)``."""
+    item = pa.type_for_alias(dtype.arrow)
+    return pa.list_(pa.field("element", item, nullable=False)) if dtype.is_vector else item
+
+
+VECTOR_ARROW_TYPE = arrow_type(DataType.FLOAT_VECTOR)
+"""``array<float>`` with non-null elements."""
 
 
 class FrameKind(enum.Enum):

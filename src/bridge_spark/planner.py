@@ -20,6 +20,7 @@ import numpy as np
 import orjson
 
 from msgstream.backend import Client, ConsumedBatch, MessageID
+from msgstream.bodies import COLLECTION, ROWS
 from msgstream.codec import (
     ENVELOPE_SIZE,
     decode,
@@ -32,7 +33,7 @@ from msgstream.logs import get_logger
 from msgstream.messages import DeleteMsg, InsertMsg, MsgType
 from msgstream.schema import CollectionSchema
 from msgstream.scope import concurrently
-from msgstream.tick_rules import common_tick
+from msgstream.tick_rules import common_tick, resume_boundary
 
 from .cursor import (
     RawCursor,
@@ -81,15 +82,15 @@ class _ChannelScan:
     def boundary(self, end: int) -> tuple[bytes, int]:
         """Where the slice after ``end`` starts reading this channel, and how many
         messages from there on the slice ending at ``end`` reads (its share of them at or
-        below ``end`` is delivered, so the next slice skips those): the first message
-        above ``end``, or the tick closing the slice if that comes first. Starting no later
-        than that tick, a late message written after it is read by the next slice."""
+        below ``end`` is delivered, so the next slice skips those): the rule of
+        :func:`~msgstream.tick_rules.resume_boundary`, for a slice that reads up to the
+        tick closing it and delivers all but the messages above ``end``."""
         closing = bisect.bisect_left(self.ticks, end)
-        tick_id, tick_at = self.tick_ids[closing], self.tick_at[closing]
-        index = bisect.bisect_right(self.record_ts, end)
-        if index < len(self.record_ids) and self.record_at[index] < tick_at:
-            return self.record_ids[index], tick_at - self.record_at[index] + 1
-        return tick_id, 1
+        tick_at = self.tick_at[closing]
+        index = bisect.bisect_right(self.record_ts, end)  # the first message above end
+        above = index < len(self.record_ids) and self.record_at[index] < tick_at
+        where, examined = resume_boundary(self.record_at[index] if above else None, tick_at)
+        return (self.tick_ids[closing] if where == tick_at else self.record_ids[index]), examined
 
 
 @dataclass
@@ -134,7 +135,7 @@ def _body_rows(payload: bytes) -> tuple[str, int] | None:
         return None
     if type(body) is not dict:
         return None
-    collection, rows = body.get("collection_name"), body.get("rows")
+    collection, rows = body.get(COLLECTION), body.get(ROWS)
     if type(collection) is not str or type(rows) is not int or rows < 0:
         return None
     return collection, rows

@@ -38,7 +38,14 @@ from .pack import MsgPack
 from .plans import KIND_DATA, KIND_DEAD, KIND_DML, KIND_TICK, ReadyPlan
 from .position import MsgPosition
 from .rows import Rows, message_rows
-from .tick_rules import Arrival, ChannelClock, FirstSeen, common_tick, runs_have_repeats
+from .tick_rules import (
+    Arrival,
+    ChannelClock,
+    FirstSeen,
+    common_tick,
+    resume_boundary,
+    runs_have_repeats,
+)
 
 log = get_logger(__name__)
 
@@ -226,11 +233,9 @@ class TickBarrier:
         data_end = len(kinds) if tick < 0 else tick
         hi = data_end if tick < 0 else tick + 1
         clock = state.clock
-        last_tick = clock.last_tick
         nbytes = sum(map(len, rows.payloads[lo:data_end]))
         if (
-            clock.resume_ts is None
-            and (last_tick is None or data_end == lo or min(stamps[lo:data_end]) > last_tick)
+            clock.all_on_time(stamps, lo, data_end)
             and (tick < 0 or stamps[tick] > self.emitted_end_ts)
             and (
                 (
@@ -328,8 +333,9 @@ class TickBarrier:
             channels_with_data += len(msgs) > before
             rows = state.rows
             last = len(rows) - 1
-            # The first message on the channel not emitted yet, and the one read before it.
-            head_index = head if head is not None else last
+            # The first message on the channel not emitted yet (where a stream resumed
+            # here reads from), and the one read before it.
+            head_index, examined = resume_boundary(head, last)
             head_position = rows.position(head_index)
             assert head_position is not None, "a channel with a tick has read a message"
             done_index = head - 1 if head is not None else last
@@ -340,7 +346,7 @@ class TickBarrier:
             start_positions.append(start._replace(timestamp=begin, examined=0))
             # A stream resumed here skips only among the messages read so far: a late
             # one read after this cut is not in the pack, so it must not be skipped then.
-            end_position = head_position._replace(timestamp=end, examined=len(rows) - head_index)
+            end_position = head_position._replace(timestamp=end, examined=examined)
             end_positions.append(end_position)
             state.start = end_position
             self._trim(state, done_index)

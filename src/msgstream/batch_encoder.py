@@ -6,10 +6,10 @@ builds its JSON body from dicts, one small buffer at a time, for every message. 
 one-row Inserts of one collection, partition and columns have the same JSON body
 whenever their variable-length values have the same byte lengths, and their numeric
 columns are fixed-width. So :func:`encode_batch` groups them by that shape, writes each
-distinct body once (through ``encode_body`` itself, so the body's layout has one
-definition), reads and checks each column across the group at once, fills the
-envelopes as one numpy record array, and joins every payload from those pieces: about
-half the cost of encoding the messages one by one.
+distinct body once (through ``encode_body`` itself), reads and checks each column
+across the group at once, fills the envelopes as one numpy record array, and joins every
+payload from those pieces, in the order the body layout (:mod:`msgstream.bodies`) gives
+its buffers: about half the cost of encoding the messages one by one.
 
 The bytes are exactly :func:`~msgstream.codec.encode`'s, and so are the errors. What the
 fast path does not take is encoded message by message: other types, more rows, validity
@@ -24,17 +24,18 @@ import struct
 import zlib
 from collections.abc import Sequence
 from functools import partial
+from itertools import repeat
 from operator import attrgetter, itemgetter, methodcaller
 from typing import Any
 
 import numpy as np
 import orjson
 
-from . import envelope
+from . import bodies, envelope
 from .buffers import BodyWriter
 from .codec import MAGIC, VERSION, MessageRegistry, default_registry, encode
 from .messages import InsertMsg, TsMsg
-from .schema import DataType
+from .packed import ONE_VALUE_OFFSETS, PackedKind
 
 MIN_BATCH = 8
 """Below this many one-row Inserts, grouping costs more than it saves."""
@@ -47,18 +48,18 @@ message does, so a group of mostly distinct bodies (several varchar columns of v
 lengths) is encoded message by message instead."""
 
 _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
-_PACKED_TYPES = {DataType.VARCHAR: str, DataType.BINARY: bytes}
+_ONE_VALUE_TYPES = {PackedKind.TEXT: str, PackedKind.BINARY: bytes}
 """Variable-length columns the fast path takes, with the one value type it accepts."""
-_ONE_ROW_OFFSETS = struct.Struct("<2q")
+_BODY = InsertMsg.BODY
 _FAILURES = (ValueError, TypeError, OverflowError, AttributeError, IndexError, struct.error)
 """What bad input raises on the fast path; the batch is then encoded message by message."""
 _values = attrgetter("values")
 _dtype = attrgetter("dtype")
 _row_ids = attrgetter("row_ids")
 _fields = attrgetter("fields")
-_place = attrgetter("collection_name", "partition_name")
+_place = attrgetter(*_BODY.names)
 _name_and_dim = attrgetter("name", "dim")
-_valid = attrgetter("valid")
+_masks = [attrgetter(mask.name) for mask in bodies.COLUMN.masks]
 _NONE_ID = {id(None)}
 _PLAIN = {list, tuple}
 _ARRAY_TYPES = {np.ndarray}
@@ -69,7 +70,6 @@ _time_range = methodcaller("time_range")
 _first = itemgetter(0)
 _second = itemgetter(1)
 _lengths = partial(map, len)
-_ROW_ID = np.dtype("<i8")
 _SIZE = envelope.SIZE
 _CRC_AT = envelope.CRC_OFFSET
 
@@ -126,7 +126,10 @@ def _bodies_repeat(sample: list[Any]) -> bool:
     by message. :func:`_encode_group` checks the whole group."""
     keys = set()
     for msg in sample:
-        keys.add(tuple([_first_length(c.values) for c in msg.fields if c.dtype in _PACKED_TYPES]))
+        lengths = [
+            _first_length(c.values) for c in msg.fields if c.dtype.packed in _ONE_VALUE_TYPES
+        ]
+        keys.add(tuple(lengths))
     return len(keys) <= len(sample) * 3 // 4
 
 
@@ -135,9 +138,9 @@ def _first_length(values: Any) -> int:
     return len(first) if isinstance(first, str | bytes) else -1
 
 
-_Columns = list[tuple[list[bytes], bool]]
-"""A group's columns in order: each row's bytes, and whether the column is packed
-(varchar or binary: offsets go before the bytes)."""
+_Columns = list[tuple[list[bytes], bodies.Storage]]
+"""A group's columns in order: each row's value as bytes, and the column's storage (which
+says the buffers its value goes to)."""
 
 
 def _by_columns(msgs: Sequence[TsMsg], members: list[int]) -> list[tuple[list[int], _Columns]]:
@@ -176,7 +179,7 @@ def _columns(group: list[Any]) -> _Columns | None:
     """The columns of ``group``'s Inserts, row by row as bytes, if they have the same
     columns (names, types, dims) and all are of a kind the fast path takes: numeric or
     vector arrays of the column's type, or one str (varchar) or bytes (binary) value, and
-    no validity mask; else None."""
+    no mask (a validity mask); else None."""
     fields = list(map(_fields, group))
     if len(set(map(len, fields))) != 1:
         return None
@@ -185,20 +188,19 @@ def _columns(group: list[Any]) -> _Columns | None:
         # By identity where it can: hashing an enum member runs Python code.
         if (
             len(set(map(id, map(_dtype, cells)))) != 1
-            or set(map(id, map(_valid, cells))) != _NONE_ID
+            or any(set(map(id, map(mask, cells))) != _NONE_ID for mask in _masks)
             or len(set(map(_name_and_dim, cells))) != 1
         ):
             return None
         dtype = cells[0].dtype
-        kind = _PACKED_TYPES.get(dtype)
-        data = (
-            _row_bytes(list(map(_values, cells)), np.dtype(dtype.numpy_dtype))
-            if kind is None
-            else _one_value_each(list(map(_values, cells)), kind)
-        )
+        if dtype.numpy_dtype is not None:
+            data = _row_bytes(list(map(_values, cells)), np.dtype(dtype.numpy_dtype))
+        else:
+            kind = _ONE_VALUE_TYPES.get(dtype.packed)
+            data = None if kind is None else _one_value_each(list(map(_values, cells)), kind)
         if data is None:
             return None
-        columns.append((data, kind is not None))
+        columns.append((data, dtype.storage))
     return columns
 
 
@@ -206,39 +208,77 @@ def _encode_group(group: list[Any], columns: _Columns) -> list[bytes] | None:
     """Payloads of one-row Inserts of one collection, partition and ``columns``; None if
     their variable-length values make most bodies differ."""
     count = len(group)
-    packed = [data for data, is_packed in columns if is_packed]
+    packed = [data for data, storage in columns if storage.sized_by_values]
     # The JSON body of each distinct combination of value lengths, from the first
     # message that has it.
     keys: list[Any] = list(zip(*map(_lengths, packed), strict=True)) if packed else [()] * count
     if len(set(keys)) * MIN_BODY_REUSE > count:
         return None
-    bodies: dict[Any, bytes] = {}
+    bodies_of: dict[Any, bytes] = {}
     for key, msg in zip(keys, group, strict=True):
-        if key not in bodies:
-            bodies[key] = orjson.dumps(msg.encode_body(BodyWriter()), option=_JSON_OPTIONS)
-    body_of = list(map(bodies.__getitem__, keys))
+        if key not in bodies_of:
+            bodies_of[key] = orjson.dumps(msg.encode_body(BodyWriter()), option=_JSON_OPTIONS)
+    body_of = list(map(bodies_of.__getitem__, keys))
     heads = _envelopes(group, list(map(len, body_of)))
-    row_ids = _row_bytes(list(map(_row_ids, group)), _ROW_ID)
-    if row_ids is None:
+    parts = _row_parts(group, heads)
+    if parts is None:
         return None
-    stamps = heads["end_ts"].tobytes()  # one row: its timestamp is the message's range
+    for data, storage in columns:
+        found = _column_parts(data, storage)
+        if found is None:
+            return None
+        parts += found
     prefixes = heads.tobytes()
     payloads = []
-    for row, msg in enumerate(group):
+    # Each payload's tail: its body, then its buffers in wire order.
+    tails = map(b"".join, zip(body_of, *parts, strict=True))
+    for row, (msg, tail) in enumerate(zip(group, tails, strict=True)):
         at = row * _SIZE
         prefix = prefixes[at : at + _CRC_AT]
-        pieces = [body_of[row], row_ids[row], stamps[row * 8 : row * 8 + 8]]
-        for data, is_packed in columns:
-            value = data[row]
-            if is_packed:
-                pieces.append(_ONE_ROW_OFFSETS.pack(0, len(value)))
-            pieces.append(value)
-        tail = b"".join(pieces)
         crc = zlib.crc32(tail, zlib.crc32(prefix))
         payload = b"".join((prefix, crc.to_bytes(4, "little"), tail))
         msg.size = len(payload)
         payloads.append(payload)
     return payloads
+
+
+_OFFSETS = bodies.Count.OFFSETS
+_STAMPS = bodies.ROW_TIMESTAMPS
+
+
+def _row_parts(group: list[Any], heads: Any) -> list[list[bytes]] | None:
+    """The bytes of each one-row Insert's per-row buffers (row ids, row timestamps), a
+    list per buffer in wire order; None unless each is an array of the buffer's type.
+    The row timestamps are the envelopes' (a one-row message's range is its row's)."""
+    parts = []
+    for buffer in _BODY.buffers:
+        if buffer is _STAMPS:
+            stamps = heads["end_ts"].astype(buffer.dtype).tobytes()
+            size = buffer.itemsize()
+            found: list[bytes] | None = [stamps[i : i + size] for i in range(0, len(stamps), size)]
+        else:
+            found = _row_bytes(list(map(attrgetter(buffer.name), group)), np.dtype(buffer.dtype))
+        if found is None:
+            return None
+        parts.append(found)
+    return parts
+
+
+def _column_parts(values: list[bytes], storage: bodies.Storage) -> list[list[bytes]] | None:
+    """The bytes of a one-row column's buffers, given its value's bytes in each message,
+    a list per buffer in wire order: the value itself, and before it its offsets where
+    the storage has them; a mask is absent. None for a buffer that is neither."""
+    parts = []
+    for buffer in storage.buffers:
+        if buffer.optional:
+            continue
+        if buffer.count is _OFFSETS:
+            parts.append(list(map(ONE_VALUE_OFFSETS.pack, repeat(0), map(len, values))))
+        elif buffer.count in (bodies.Count.VALUES, bodies.Count.ANY):
+            parts.append(values)
+        else:
+            return None
+    return parts
 
 
 def _envelopes(group: list[Any], body_sizes: list[int]) -> Any:

@@ -30,7 +30,7 @@ from typing import Any, cast
 import numpy as np
 import orjson
 
-from . import envelope
+from . import bodies, envelope
 from .buffers import BodyReader, BodyWriter
 from .errors import CodecError, DecodeError, UnknownMessageTypeError, UnknownTypeCodeError
 from .messages import BUILTIN_TYPES, USER_TYPE_MIN, DmlMsg, Header, TsMsg
@@ -358,6 +358,7 @@ _ts_field = attrgetter("ts_field")
 _stamps = attrgetter("stamps")
 _stamp_rows = attrgetter("stamp_rows")
 _body_end = ENVELOPE_SIZE.__add__
+_STAMP = bodies.ROW_TIMESTAMPS.item_type
 _BYTES_ONLY = {bytes}
 _COPY_LIMIT = 4096
 """Payload size up to which the checksummed part is sliced (copied) rather than viewed."""
@@ -485,13 +486,13 @@ def _ts_ranges_agree(payloads: Sequence[bytes], plans: list[Plan], env: Any, cou
         if not most:
             return True
         joined = b"".join(map(_part, payloads, repeat(first.stamps)))
-        by_row = np.frombuffer(joined, "<u8").reshape(count, most)
+        by_row = np.frombuffer(joined, _STAMP).reshape(count, most)
         low, high = (by_row[:, 0], by_row[:, 0]) if most == 1 else (by_row.min(1), by_row.max(1))
         return bool((low == env["begin_ts"]).all() and (high == env["end_ts"]).all())
     rows = np.fromiter(map(_stamp_rows, plans), np.int64, count)
     if not rows.any():
         return True
-    stamps = np.frombuffer(b"".join(map(_part, payloads, map(_stamps, plans))), "<u8")
+    stamps = np.frombuffer(b"".join(map(_part, payloads, map(_stamps, plans))), _STAMP)
     has = rows > 0
     starts = (np.cumsum(rows) - rows)[has]
     low = np.minimum.reduceat(stamps, starts)

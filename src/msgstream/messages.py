@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Required, Self, TypedDict, Type
 import numpy as np
 import numpy.typing as npt
 
-from . import envelope
+from . import bodies, envelope
 from .buffers import BodyReader, BodyWriter
 from .errors import CodecError, DecodeError, MissingTimestampError
 from .lazy import DeferredBody, DeferredEmptyList, DeferredPosition, LazyBody, deferred
 from .position import MsgPosition
-from .schema import CollectionSchema, FieldData, values_equal
+from .schema import CollectionSchema, FieldData, decode_column, values_equal
 
 
 class MsgType(enum.IntEnum):
@@ -100,6 +100,7 @@ def _check_scalars(cls: type, body: dict[str, Any]) -> None:
             )
 
 
+_STAMPS_DTYPE = bodies.ROW_TIMESTAMPS.item_type
 _TIME_RANGE = envelope.fields_struct("begin_ts", "end_ts")
 _TIME_RANGE_AT = envelope.offset("begin_ts")
 
@@ -353,7 +354,7 @@ class DmlMsg(TsMsg):
             _, begin, end = span
             if begin == end and type(begin) is int and 0 <= begin < _U64_LIMIT:
                 return writer.add_bytes(begin.to_bytes(8, "little") * rows)
-        return writer.add_array(self.timestamps, "<u8", rows)
+        return writer.add_array(self.timestamps, _STAMPS_DTYPE, rows)
 
     def adopt_ts_range(self, begin_ts: int, end_ts: int) -> None:
         """Take ``begin_ts``/``end_ts`` from a trusted source (the decoded envelope)."""
@@ -375,6 +376,10 @@ class DmlMsg(TsMsg):
     @property
     def end_ts(self) -> int:
         return self._ts_range()[1]
+
+
+_BUFFER_WRITERS = {bodies.ROW_TIMESTAMPS.key: "_add_row_timestamps"}
+"""Insert and Delete write their row timestamps with :meth:`DmlMsg._add_row_timestamps`."""
 
 
 def _assemble(
@@ -412,6 +417,7 @@ class InsertMsg(DmlMsg):
     """Rows of one collection partition, column by column."""
 
     MSG_TYPE: ClassVar[int] = MsgType.INSERT
+    BODY: ClassVar[bodies.BodyLayout] = bodies.INSERT
 
     row_ids: I64Array = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     fields: list[FieldData] = field(default_factory=list)
@@ -457,40 +463,11 @@ class InsertMsg(DmlMsg):
             {"row_ids": self.row_ids[rows], "fields": [c.take(rows) for c in self.fields]},
         )
 
-    def encode_body(self, writer: BodyWriter) -> dict[str, Any]:
-        rows = self.num_rows
-        return {
-            "collection_name": self.collection_name,
-            "partition_name": self.partition_name,
-            "rows": rows,
-            "row_ids": writer.add_array(self.row_ids, "<i8", rows),
-            "row_timestamps": self._add_row_timestamps(writer, rows),
-            "fields": [c.encode(writer) for c in self.fields],
-        }
-
-    @classmethod
-    def decode_body(cls, header: Header, body: Any, reader: BodyReader) -> Self:
-        _check_scalars(cls, body)
-        rows = body["rows"]
-        row_ids = reader.get_array(body["row_ids"], "<i8", rows)
-        row_timestamps = reader.get_array(body["row_timestamps"], "<u8", rows)
-        columns = [FieldData.decode(f, reader) for f in body["fields"]]
-        for column in columns:
-            if len(column) != rows:
-                raise DecodeError(
-                    f"InsertMsg: field {column.name!r} has {len(column)} of {rows} rows"
-                )
-        return _assemble(
-            cls,
-            header,
-            {
-                "collection_name": body["collection_name"],
-                "partition_name": body["partition_name"],
-                "row_timestamps": row_timestamps,
-                "row_ids": row_ids,
-                "fields": columns,
-            },
-        )
+    # Generated from the body layout (mypy sees callables, not the methods they are).
+    encode_body = bodies.body_encoder(BODY, _BUFFER_WRITERS)  # type: ignore[assignment]
+    decode_body = classmethod(  # type: ignore[assignment,var-annotated]
+        bodies.body_decoder(BODY, check=_check_scalars, build=_assemble, column=decode_column)
+    )
 
 
 PrimaryKeys = I64Array | list[str]
@@ -502,6 +479,7 @@ class DeleteMsg(DmlMsg):
     """Deletes by primary key (int64 array or list of str), one timestamp per key."""
 
     MSG_TYPE: ClassVar[int] = MsgType.DELETE
+    BODY: ClassVar[bodies.BodyLayout] = bodies.DELETE
 
     primary_keys: PrimaryKeys = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
@@ -537,46 +515,11 @@ class DeleteMsg(DmlMsg):
             keys = [self.primary_keys[i] for i in rows.tolist()]
         return self._take_rows(DeleteMsg, rows, {"primary_keys": keys})
 
-    def encode_body(self, writer: BodyWriter) -> dict[str, Any]:
-        keys = self.primary_keys
-        rows = len(keys)
-        out: dict[str, Any] = {
-            "collection_name": self.collection_name,
-            "partition_name": self.partition_name,
-            "rows": rows,
-            "row_timestamps": self._add_row_timestamps(writer, rows),
-        }
-        if isinstance(keys, np.ndarray):
-            out["int_keys"] = writer.add_array(keys, "<i8", rows)
-        else:
-            out["str_keys"] = keys
-        return out
-
-    @classmethod
-    def decode_body(cls, header: Header, body: Any, reader: BodyReader) -> Self:
-        _check_scalars(cls, body)
-        rows = body["rows"]
-        keys: PrimaryKeys
-        if "int_keys" in body:
-            keys = reader.get_array(body["int_keys"], "<i8", rows)
-        else:
-            keys = body["str_keys"]
-            if (
-                not isinstance(keys, list)
-                or len(keys) != rows
-                or not all(isinstance(k, str) for k in keys)
-            ):
-                raise DecodeError(f"DeleteMsg: expected {rows} string keys")
-        return _assemble(
-            cls,
-            header,
-            {
-                "collection_name": body["collection_name"],
-                "partition_name": body["partition_name"],
-                "row_timestamps": reader.get_array(body["row_timestamps"], "<u8", rows),
-                "primary_keys": keys,
-            },
-        )
+    # Generated from the body layout (mypy sees callables, not the methods they are).
+    encode_body = bodies.body_encoder(BODY, _BUFFER_WRITERS)  # type: ignore[assignment]
+    decode_body = classmethod(  # type: ignore[assignment,var-annotated]
+        bodies.body_decoder(BODY, check=_check_scalars, build=_assemble)
+    )
 
 
 @dataclass(kw_only=True, eq=False, repr=False)

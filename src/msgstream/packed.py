@@ -43,6 +43,9 @@ _NULL_TEXT = b"null"
 I64Array = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
+OFFSETS_DTYPE = "<i8"
+"""The offsets' type on the wire (``q`` in :mod:`struct`'s terms)."""
+
 
 class PackedKind(enum.Enum):
     TEXT = "text"
@@ -176,7 +179,8 @@ to make than a one-row message takes to encode."""
 
 _OFFSET_STRUCTS: dict[int, struct.Struct] = {}
 _PLAIN = (list, tuple)
-_ONE_ROW = struct.Struct("<2q")
+ONE_VALUE_OFFSETS = struct.Struct("<2q")
+"""The offsets of a column of one value of ``n`` bytes: ``pack(0, n)``."""
 
 
 def wire_parts(
@@ -190,11 +194,11 @@ def wire_parts(
     # against an ABC costs ~0.2 us, a twentieth of a one-row message's whole encoding.
     if type(values) not in _PLAIN or kind is PackedKind.JSON or rows >= SMALL_COLUMN:
         packed = pack(kind, values)
-        offsets = np.ascontiguousarray(packed.offsets, "<i8")
+        offsets = np.ascontiguousarray(packed.offsets, OFFSETS_DTYPE)
         return offsets.data.cast("B"), packed.data, packed.nulls
     data, lengths, nulls = _joined(kind, values)
-    if rows == 1:  # its one value ends where the data does
-        return _ONE_ROW.pack(0, len(data)), data, nulls
+    if rows == 1:
+        return ONE_VALUE_OFFSETS.pack(0, len(data)), data, nulls  # ends where the data does
     layout = _OFFSET_STRUCTS.get(rows)
     if layout is None:
         layout = _OFFSET_STRUCTS[rows] = struct.Struct(f"<{rows + 1}q")

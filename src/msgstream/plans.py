@@ -25,7 +25,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from . import envelope
+from . import bodies, envelope
+from .lazy import DeferredBody
 from .messages import (
     CreatePartitionMsg,
     DeleteMsg,
@@ -34,9 +35,8 @@ from .messages import (
     InsertMsg,
     TimeTickMsg,
     TsMsg,
-    U64Array,
 )
-from .schema import DataType, FieldData
+from .schema import FieldData
 
 Where = tuple[str, str]
 """(channel, subscription name): what a position needs besides the MessageID."""
@@ -58,8 +58,13 @@ DML_TYPES = frozenset({InsertMsg.MSG_TYPE, DeleteMsg.MSG_TYPE})
 
 _new = object.__new__
 _NO_STAMPS = slice(0, 0)
-_U8 = np.dtype("<u8")
-_I8 = np.dtype("<i8")
+_STAMPS = bodies.ROW_TIMESTAMPS
+_STAMP = np.dtype(_STAMPS.dtype)
+_VALUES = bodies.FIXED_VALUES
+_VALIDITY = bodies.VALIDITY
+_MASK = np.dtype(_VALIDITY.item_type)
+_COLLECTION = bodies.COLLECTION
+_NAMES = (bodies.COLLECTION, bodies.PARTITION)
 
 
 def kind_of(msg_type: int) -> int:
@@ -98,7 +103,7 @@ class Plan:
         rows = self.stamp_rows
         if not rows:
             return True
-        stamps = np.frombuffer(payload[self.stamps], _U8, rows)
+        stamps = np.frombuffer(payload[self.stamps], _STAMP, rows)
         return (int(stamps.min()), int(stamps.max())) == (begin_ts, end_ts)
 
     def build(
@@ -164,30 +169,54 @@ class StaticPlan(Plan):
 class DmlPlan(Plan):
     """Insert and Delete plans: the message keeps its payload, its arrays deferred. The
     hot path of a stream: :meth:`build_many` builds a run of rows of one plan in one call
-    (other plans are built row by row)."""
+    (other plans are built row by row).
 
-    __slots__ = ("cls", "collection", "partition", "rows", "stamps_at")
+    A plan is made for a body whose buffers :func:`msgstream.bodies.locate` placed (or,
+    for bodies not read, none: :class:`UncheckedDmlPlan`); its arrays are views of them,
+    made by the function generated from its message's body layout
+    (:func:`msgstream.bodies.body_viewer`, the plan's ``build_body``)."""
 
-    def __init__(
-        self,
-        cls: type[TsMsg],
-        collection: str,
-        partition: str,
-        rows: int,
-        stamps_at: int,
-        need: int,
-    ) -> None:
-        super().__init__(cls.MSG_TYPE, need)
+    __slots__ = ("cls", "collection", "offsets", "partition", "rows")
+    layout: ClassVar[bodies.BodyLayout]
+    """The layout of the bodies this class plans."""
+
+    @classmethod
+    def for_body(cls, layout: bodies.BodyLayout) -> type[DmlPlan]:
+        """This kind of plan for bodies laid out as ``layout``: the class itself for its
+        own layout, else a subclass (made once) whose ``build_body`` is generated from
+        ``layout``."""
+        if layout == cls.layout:
+            return cls
+        made = _LAID_OUT.get((cls, layout))
+        if made is None:
+            made = _LAID_OUT[cls, layout] = type(
+                cls.__name__,
+                (cls,),
+                {
+                    "__slots__": (),
+                    "layout": layout,
+                    "deferred": frozenset(layout.viewed),
+                    "build_body": bodies.body_viewer(layout),
+                },
+            )
+        return made
+
+    def __init__(self, cls: type[TsMsg], placed: bodies.Placed | None) -> None:
+        super().__init__(cls.MSG_TYPE, 0 if placed is None else placed.end)
         self.cls = cls
-        self.collection = collection
-        self.partition = partition
-        self.rows = rows
-        self.stamps_at = stamps_at
-        self.stamps = slice(stamps_at, stamps_at + rows * 8)
-        self.stamp_rows = rows
-
-    def _row_timestamps(self, payload: bytes) -> U64Array:
-        return np.ndarray((self.rows,), _U8, payload, self.stamps_at)
+        self.collection = self.partition = ""
+        self.rows: tuple[int] = (0,)
+        """The arrays' shape."""
+        self.offsets: tuple[int, ...] = ()
+        """Where each buffer is in the payload (:func:`msgstream.bodies.placed_buffers`)."""
+        if placed is None:
+            return
+        self.collection, self.partition = placed.names
+        self.rows = (placed.rows,)
+        self.offsets = tuple(at for _, at in placed.buffers)
+        at = placed.at(_STAMPS)
+        self.stamps = slice(at, at + (_STAMPS.nbytes(placed.rows) or 0))
+        self.stamp_rows = placed.rows
 
     def build(
         self, msg_id: int, timestamp: int, source_id: int, payload: bytes, at: Any, where: Where
@@ -207,7 +236,7 @@ class DmlPlan(Plan):
         # inline in the object, so a message is one allocation, one object for the
         # garbage collector), and no call per message.
         cls, collection, partition = self.cls, self.collection, self.partition
-        named = "collection_name" not in self.deferred  # else read with the body
+        named = _COLLECTION not in self.deferred  # else read with the body
         out: list[Any] = []
         add = out.append
         for msg_id, stamp, source, payload, at in zip(
@@ -229,45 +258,28 @@ class DmlPlan(Plan):
 class DeletePlan(DmlPlan):
     """A Delete with int64 keys: timestamps and keys are views into the payload."""
 
-    __slots__ = ("keys_at",)
-    deferred = frozenset({"row_timestamps", "primary_keys"})
-
-    def __init__(
-        self, collection: str, partition: str, rows: int, stamps_at: int, keys_at: int
-    ) -> None:
-        need = max(stamps_at, keys_at) + rows * 8
-        super().__init__(DeleteMsg, collection, partition, rows, stamps_at, need)
-        self.keys_at = keys_at
-
-    def build_body(self, payload: bytes) -> dict[str, Any]:
-        return {
-            "row_timestamps": self._row_timestamps(payload),
-            "primary_keys": np.ndarray((self.rows,), _I8, payload, self.keys_at),
-        }
+    __slots__ = ()
+    layout = DeleteMsg.BODY
+    deferred = frozenset(layout.viewed)
+    build_body = bodies.body_viewer(layout)  # type: ignore[assignment]
 
 
 class _Column:
-    """One numeric or vector column of an Insert plan."""
+    """One fixed-width column of an Insert plan (numeric, bool or vectors)."""
 
-    __slots__ = ("at", "dim", "dtype", "item", "name", "shape", "valid_at")
+    __slots__ = ("at", "dim", "dtype", "item", "name", "rows", "shape", "valid_at")
 
-    def __init__(
-        self, name: str, dtype: DataType, rows: int, dim: int | None, at: int, valid_at: int | None
-    ) -> None:
-        self.name = name
-        self.dtype = dtype
-        self.item = np.dtype(dtype.numpy_dtype)
-        self.dim = dim
-        self.shape = (rows,) if dim is None else (rows, dim)
-        self.at = at
-        self.valid_at = valid_at
-
-    @property
-    def end(self) -> int:
-        """Where the column's buffers end in the payload."""
-        rows = self.shape[0]
-        end = self.at + rows * (self.dim or 1) * self.item.itemsize
-        return end if self.valid_at is None else max(end, self.valid_at + rows)
+    def __init__(self, placed: bodies.PlacedColumn, rows: int) -> None:
+        self.name = placed.name
+        self.dtype = placed.dtype
+        self.item = np.dtype(placed.dtype.numpy_dtype)
+        self.dim = placed.dim
+        self.rows = (rows,)
+        self.shape = (rows,) if placed.dim is None else (rows, placed.dim)
+        offsets = {buffer.key: at for buffer, at in placed.buffers}
+        self.at = offsets[_VALUES.key]
+        self.valid_at = offsets.get(_VALIDITY.key)
+        """Where its validity mask is (None: it has none)."""
 
     def build(self, payload: bytes) -> FieldData:
         column = FieldData.__new__(FieldData)
@@ -275,40 +287,23 @@ class _Column:
         column.dtype = self.dtype
         column.values = np.ndarray(self.shape, self.item, payload, self.at)
         column.dim = self.dim
-        column.valid = (
-            None
-            if self.valid_at is None
-            else np.ndarray(self.shape[:1], np.bool_, payload, self.valid_at)
-        )
+        valid_at = self.valid_at
+        column.valid = None if valid_at is None else np.ndarray(self.rows, _MASK, payload, valid_at)
         return column
 
 
 class InsertPlan(DmlPlan):
-    """An Insert whose columns are all numeric, bool or vectors (no inline values)."""
+    """An Insert whose columns are all fixed-width: numeric, bool or vectors (no packed
+    values, whose bytes are checked on every read)."""
 
-    __slots__ = ("columns", "ids_at")
-    deferred = frozenset({"row_timestamps", "row_ids", "fields"})
+    __slots__ = ("columns",)
+    layout = InsertMsg.BODY
+    deferred = frozenset(layout.viewed)
+    build_body = bodies.body_viewer(layout)  # type: ignore[assignment]
 
-    def __init__(
-        self,
-        collection: str,
-        partition: str,
-        rows: int,
-        ids_at: int,
-        stamps_at: int,
-        columns: list[_Column],
-    ) -> None:
-        need = max([ids_at + rows * 8, stamps_at + rows * 8, *(c.end for c in columns)])
-        super().__init__(InsertMsg, collection, partition, rows, stamps_at, need)
-        self.ids_at = ids_at
-        self.columns = columns
-
-    def build_body(self, payload: bytes) -> dict[str, Any]:
-        return {
-            "row_timestamps": self._row_timestamps(payload),
-            "row_ids": np.ndarray((self.rows,), _I8, payload, self.ids_at),
-            "fields": [c.build(payload) for c in self.columns],
-        }
+    def __init__(self, cls: type[TsMsg], placed: bodies.Placed) -> None:
+        super().__init__(cls, placed)
+        self.columns = [_Column(column, placed.rows) for column in placed.columns]
 
 
 class UncheckedDmlPlan(DmlPlan):
@@ -327,12 +322,9 @@ class UncheckedDmlPlan(DmlPlan):
     """
 
     __slots__ = ("_decode",)
-    header_deferred = frozenset({"collection_name", "partition_name"})
 
     def __init__(self, cls: type[TsMsg], decode: Callable[[bytes], TsMsg]) -> None:
-        super().__init__(cls, "", "", 0, 0, 0)
-        self.stamps = _NO_STAMPS  # unchecked: no row timestamps to compare on arrival
-        self.stamp_rows = 0
+        super().__init__(cls, None)  # no row timestamps to compare on arrival
         self._decode = decode
 
     def build_body(self, payload: bytes) -> dict[str, Any]:
@@ -349,12 +341,12 @@ class UncheckedDmlPlan(DmlPlan):
 
 class _UncheckedInsertPlan(UncheckedDmlPlan):
     __slots__ = ()
-    deferred = InsertPlan.deferred | UncheckedDmlPlan.header_deferred
+    deferred = frozenset(InsertMsg.BODY.attrs)
 
 
 class _UncheckedDeletePlan(UncheckedDmlPlan):
     __slots__ = ()
-    deferred = DeletePlan.deferred | UncheckedDmlPlan.header_deferred
+    deferred = frozenset(DeleteMsg.BODY.attrs)
 
 
 _UNCHECKED: dict[type[TsMsg], type[UncheckedDmlPlan]] = {
@@ -366,16 +358,8 @@ _UNCHECKED: dict[type[TsMsg], type[UncheckedDmlPlan]] = {
 # --- making plans -----------------------------------------------------------------------
 
 _SCALARS = (str, int, float, bool, type(None))
-
-
-def _ref(value: Any, base: int, nbytes: int) -> int | None:
-    """The absolute offset of a buffer reference holding exactly ``nbytes`` (> 0) bytes."""
-    if type(value) is not dict or nbytes <= 0:
-        return None
-    offset, size = value.get("o"), value.get("n")
-    if type(offset) is not int or type(size) is not int or offset < 0 or size != nbytes:
-        return None
-    return base + offset
+_LAID_OUT: dict[tuple[type[DmlPlan], bodies.BodyLayout], type[DmlPlan]] = {}
+_PLAN_CLASSES: dict[type[TsMsg], type[DmlPlan] | None] = {}
 
 
 def plan_for(cls: type[TsMsg], body: Any, base: int) -> Plan | None:
@@ -388,55 +372,29 @@ def plan_for(cls: type[TsMsg], body: Any, base: int) -> Plan | None:
         if all(type(v) in _SCALARS for v in body.values()):
             return StaticPlan(cls, dict(body), base)
         return None
-    rows = body.get("rows")
-    if type(rows) is not int or rows <= 0:
+    plan = _PLAN_CLASSES[cls] if cls in _PLAN_CLASSES else _plan_class(cls)
+    if plan is None:
         return None
-    collection, partition = body.get("collection_name"), body.get("partition_name")
-    if type(collection) is not str or type(partition) is not str:
-        return None
-    stamps_at = _ref(body.get("row_timestamps"), base, rows * 8)
-    if stamps_at is None:
-        return None
-    if cls is DeleteMsg:
-        keys_at = _ref(body.get("int_keys"), base, rows * 8)
-        if keys_at is None:
-            return None
-        return DeletePlan(collection, partition, rows, stamps_at, keys_at)
-    if cls is InsertMsg:
-        ids_at = _ref(body.get("row_ids"), base, rows * 8)
-        fields = body.get("fields")
-        if ids_at is None or type(fields) is not list:
-            return None
-        columns = []
-        for spec in fields:
-            column = _column(spec, rows, base)
-            if column is None:
-                return None
-            columns.append(column)
-        return InsertPlan(collection, partition, rows, ids_at, stamps_at, columns)
-    return None
+    placed = bodies.locate(plan.layout, body, base)
+    return None if placed is None else plan(cls, placed)
 
 
-def _column(spec: Any, rows: int, base: int) -> _Column | None:
-    if type(spec) is not dict or type(spec.get("name")) is not str:
-        return None
-    try:
-        dtype = DataType(spec.get("dtype"))
-    except ValueError:
-        return None
-    numpy_dtype = dtype.numpy_dtype
-    dim = spec.get("dim")
-    if numpy_dtype is None or (dim is not None and (type(dim) is not int or dim <= 0)):
-        return None
-    if dtype.is_vector != (dim is not None):
-        return None
-    itemsize = np.dtype(numpy_dtype).itemsize
-    at = _ref(spec.get("buf"), base, rows * (dim or 1) * itemsize)
-    if at is None:
-        return None
-    valid_at = None
-    if "valid" in spec:
-        valid_at = _ref(spec["valid"], base, rows)
-        if valid_at is None:
-            return None
-    return _Column(spec["name"], dtype, rows, dim, at, valid_at)
+def _plan_class(cls: type[TsMsg]) -> type[DmlPlan] | None:
+    """The plan class for payloads of ``cls``, if it declares its own body layout
+    (``BODY``: Insert, Delete) and defers the fields made from its buffers and columns
+    (:func:`msgstream.lazy.deferred`); None: decode its payloads in full. A plan sets a
+    message's collection and partition itself (:meth:`DmlPlan.build_many`), so a layout
+    with other strings has none."""
+    layout = cls.__dict__.get("BODY")
+    found = None
+    if (
+        isinstance(layout, bodies.BodyLayout)
+        and layout.names == _NAMES
+        and all(
+            any(isinstance(vars(k).get(name), DeferredBody) for k in cls.__mro__)
+            for name in layout.viewed
+        )
+    ):
+        found = (DeletePlan if layout.columns is None else InsertPlan).for_body(layout)
+    _PLAN_CLASSES[cls] = found
+    return found

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -10,44 +9,21 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .bodies import DataType, column_decoder
 from .buffers import BodyReader, BodyWriter
-from .errors import CodecError, DecodeError
-from .packed import PackedKind, PackedValues, unpack, wire_parts
+from .packed import PackedKind, PackedValues
 
+__all__ = [
+    "PRIMARY_KEY_TYPES",
+    "CollectionSchema",
+    "ColumnValues",
+    "DataType",
+    "FieldData",
+    "FieldSchema",
+    "column_from_values",
+    "values_equal",
+]
 
-class DataType(enum.Enum):
-    BOOL = "bool"
-    INT8 = "int8"
-    INT16 = "int16"
-    INT32 = "int32"
-    INT64 = "int64"
-    FLOAT = "float"
-    DOUBLE = "double"
-    VARCHAR = "varchar"
-    JSON = "json"
-    BINARY = "binary"
-    FLOAT_VECTOR = "float_vector"
-
-    @property
-    def numpy_dtype(self) -> str | None:
-        """Little-endian numpy dtype of a numeric or vector column; None for the others."""
-        return _NUMPY_DTYPES.get(self)
-
-    @property
-    def is_vector(self) -> bool:
-        return self is DataType.FLOAT_VECTOR
-
-
-_NUMPY_DTYPES: dict[DataType, str] = {
-    DataType.BOOL: "|b1",
-    DataType.INT8: "<i1",
-    DataType.INT16: "<i2",
-    DataType.INT32: "<i4",
-    DataType.INT64: "<i8",
-    DataType.FLOAT: "<f4",
-    DataType.DOUBLE: "<f8",
-    DataType.FLOAT_VECTOR: "<f4",
-}
 
 PRIMARY_KEY_TYPES = (DataType.INT64, DataType.VARCHAR)
 
@@ -146,17 +122,17 @@ ColumnValues = npt.NDArray[Any] | list[Any] | PackedValues
 
 
 def _normalise(name: str, dtype: DataType, values: Any, dim: int | None) -> ColumnValues:
-    numpy_dtype = dtype.numpy_dtype
+    numpy_dtype, kind = dtype.numpy_dtype, dtype.packed
     if numpy_dtype is None:
         out = list(values)
         for i, v in enumerate(out):
             if v is None:
                 continue
-            if dtype is DataType.VARCHAR and not isinstance(v, str):
+            if kind is PackedKind.TEXT and not isinstance(v, str):
                 raise TypeError(f"field {name!r} row {i}: expected str, got {type(v).__name__}")
-            if dtype is DataType.BINARY and not isinstance(v, bytes | bytearray | memoryview):
+            if kind is PackedKind.BINARY and not isinstance(v, bytes | bytearray | memoryview):
                 raise TypeError(f"field {name!r} row {i}: expected bytes, got {type(v).__name__}")
-        if dtype is DataType.BINARY:
+        if kind is PackedKind.BINARY:
             out = [None if v is None else bytes(v) for v in out]
         return out
     try:
@@ -235,97 +211,34 @@ class FieldData:
         return column
 
     def encode(self, writer: BodyWriter) -> dict[str, Any]:
-        dtype, values = self.dtype, self.values
-        out: dict[str, Any] = {"name": self.name, "dtype": dtype._value_, "rows": len(values)}
-        if self.dim is not None:
-            out["dim"] = self.dim
-        kind = _PACKED_KINDS.get(dtype)
-        if kind is None:
-            out["buf"] = writer.add_array(np.asarray(values), _NUMPY_DTYPES[dtype])
-        else:
-            assert not isinstance(values, np.ndarray)  # numeric types are the arrays
-            try:
-                offsets, data, nulls = wire_parts(kind, values)
-            except (TypeError, ValueError) as exc:  # not UTF-8 encodable, not JSON-able
-                raise CodecError(f"field {self.name!r}: {exc}") from exc
-            out["offs"] = writer.add_bytes(offsets)
-            out["data"] = writer.add_bytes(data)
-            if nulls is not None:
-                out["nulls"] = writer.add_array(nulls, "|b1")
-        if self.valid is not None:
-            out["valid"] = writer.add_array(self.valid, "|b1")
-        return out
+        """Append the column's buffers to ``writer``; its JSON part (as
+        :data:`msgstream.bodies.COLUMN` lays it out)."""
+        return self.dtype.encode_column(self, writer)
 
     @classmethod
     def decode(cls, data: dict[str, Any], reader: BodyReader) -> FieldData:
-        if not isinstance(data["name"], str):
-            raise DecodeError(f"field name must be a string, got {data['name']!r}")
-        dtype = DataType(data["dtype"])
-        rows: int = data["rows"]
-        dim: int | None = data.get("dim")
-        numpy_dtype = dtype.numpy_dtype
-        values: ColumnValues
-        if numpy_dtype is not None:
-            count = rows * (dim or 1)
-            values = reader.get_array(data["buf"], numpy_dtype, count)
-            if dim is not None:
-                values = values.reshape(rows, dim)
-        elif "offs" in data:
-            values = _decode_packed(data, dtype, rows, reader)
-        else:
-            values = _decode_inline(data, dtype, rows, reader)
-        valid = None
-        if "valid" in data:
-            valid = reader.get_array(data["valid"], "|b1", rows)
-        if isinstance(values, PackedValues):  # checked as it was unpacked: no normalising
-            column = cls.__new__(cls)
-            column.name, column.dtype, column.values, column.dim = data["name"], dtype, values, dim
-            column.valid = valid
-            return column
-        return cls(data["name"], dtype, values, dim, valid)
+        """The column whose JSON part is ``data``, its buffers read from ``reader``."""
+        column: FieldData = decode_column(data, reader)
+        return column
 
 
-_PACKED_KINDS = {
-    DataType.VARCHAR: PackedKind.TEXT,
-    DataType.JSON: PackedKind.JSON,
-    DataType.BINARY: PackedKind.BINARY,
-}
+def _decoded(
+    name: str,
+    dtype: DataType,
+    values: ColumnValues,
+    dim: int | None,
+    valid: npt.NDArray[np.bool_] | None,
+) -> FieldData:
+    if isinstance(values, PackedValues):  # checked as it was unpacked: no normalising
+        column = FieldData.__new__(FieldData)
+        column.name, column.dtype, column.values, column.dim = name, dtype, values, dim
+        column.valid = valid
+        return column
+    return FieldData(name, dtype, values, dim, valid)
 
 
-def _decode_packed(
-    data: dict[str, Any], dtype: DataType, rows: int, reader: BodyReader
-) -> PackedValues:
-    """A varchar, JSON or binary column as codec version 3 writes it."""
-    where = f"field {data['name']!r}"
-    offsets = reader.get_array(data["offs"], "<i8", rows + 1)
-    nulls = reader.get_array(data["nulls"], "|b1", rows) if "nulls" in data else None
-    return unpack(_PACKED_KINDS[dtype], offsets, reader.get_view(data["data"]), nulls, where)
-
-
-def _decode_inline(
-    data: dict[str, Any], dtype: DataType, rows: int, reader: BodyReader
-) -> list[Any]:
-    """A varchar, JSON or binary column as codec version 2 wrote it (values inline in
-    the JSON body; binary as lengths and one buffer, None rows listed)."""
-    if dtype is not DataType.BINARY:
-        values = data["values"]
-        if not isinstance(values, list) or len(values) != rows:
-            raise DecodeError(f"field {data['name']!r}: expected a list of {rows} values")
-        return values
-    lengths = reader.get_array(data["lens"], "<i8", rows)
-    blob = reader.get_bytes(data["buf"])
-    sizes = lengths.tolist()
-    if any(n < 0 for n in sizes) or sum(sizes) != len(blob):  # no int64 wrap-around
-        raise DecodeError(f"binary field {data['name']!r}: lengths do not match its buffer")
-    ends = np.cumsum(lengths).tolist()
-    starts = [0, *ends[:-1]]
-    blobs: list[Any] = [blob[s:e] for s, e in zip(starts, ends, strict=True)]
-    nulls = data.get("nulls", [])
-    if not isinstance(nulls, list) or not all(type(i) is int and 0 <= i < rows for i in nulls):
-        raise DecodeError(f"binary field {data['name']!r}: bad null row indices {nulls!r}")
-    for i in nulls:
-        blobs[i] = None
-    return blobs
+decode_column = column_decoder(DataType, _decoded)
+"""``decode_column(data, reader)``: :meth:`FieldData.decode`, without the call through it."""
 
 
 def values_equal(a: Any, b: Any) -> bool:

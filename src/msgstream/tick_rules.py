@@ -12,7 +12,8 @@ above ``t``. On that promise:
   ``b`` read before a tick above ``b`` was delivered before the boundary: it is *skipped*
   -- but only among the messages that cut had read, when the boundary says how many
   (``MsgPosition.examined``): what came after them was not delivered, so a late message
-  there is delivered as late, never skipped;
+  there is delivered as late, never skipped. Where a boundary lies and what it examined
+  is :func:`resume_boundary`, for a barrier's packs and a planner's slices alike;
 - within one cut, an Insert or Delete repeating an earlier ``(source_id, msg_id)`` is a
   producer's retry: only the first is delivered (:class:`FirstSeen`).
 
@@ -99,6 +100,31 @@ class ChannelClock:
         if self.last_tick is not None and ts <= self.last_tick:
             return Arrival.LATE
         return Arrival.ON_TIME
+
+    def all_on_time(self, stamps: Sequence[int], lo: int, hi: int) -> bool:
+        """Whether data messages stamped ``stamps[lo:hi]``, read now one after another,
+        would each be :attr:`Arrival.ON_TIME` (:meth:`arrival`'s verdict, without the
+        reading counted): no seek to skip after, and every one above the last tick. A
+        reader's fast path takes such a run whole."""
+        if self.resume_ts is not None:
+            return False
+        last_tick = self.last_tick
+        return last_tick is None or hi == lo or min(stamps[lo:hi]) > last_tick
+
+
+def resume_boundary(first_undelivered: int | None, last_read: int) -> tuple[int, int]:
+    """Where reading resumes after a cut, and the boundary's ``examined``: messages are
+    numbered in reading order; ``first_undelivered`` is the first one read that the cut
+    did not deliver (data above its end; None: none), ``last_read`` the last one read
+    (no earlier than the tick that closes the cut).
+
+    Reading resumes at the first undelivered message, else at the last one read (no
+    later: a late message written after it must be read again), and ``examined`` counts
+    the messages from there through the last one read: those the cut had seen, among
+    which a resumed reader skips what is stamped at or below the end
+    (:meth:`ChannelClock.resume`). Returns ``(where, examined)``, ``where`` a number."""
+    where = last_read if first_undelivered is None else first_undelivered
+    return where, last_read - where + 1
 
 
 def common_tick(last_ticks: Iterable[int | None]) -> int | None:
