@@ -172,6 +172,29 @@ async def test_an_attached_client_has_the_whole_api(owner: tuple[Path, Child]) -
         await client.close()
 
 
+@pytest.mark.parametrize("address_bytes", [107, 108, 250])
+async def test_a_store_path_of_any_length_is_shared(tmp_path: Path, address_bytes: int) -> None:
+    """A Unix socket's address holds 107 bytes: ``<store>/owner.sock`` exactly that long
+    (where the name it is first bound under is longer), one byte more, and far more."""
+    base = str(tmp_path)
+    padding = address_bytes - len(os.fsencode(os.path.join(base, "x", SOCKET_NAME))) + 1
+    path = Path(base, "s" * padding)
+    assert len(os.fsencode(os.path.join(path, SOCKET_NAME))) == address_bytes
+    client = open_client(str(path))
+    assert isinstance(client, LogClient)
+    sender = None
+    try:
+        producer = await client.create_producer("live")
+        assert await producer.send(b"own") == mid(1)
+        sender = shared_child("send", str(path), "live", "2")
+        assert sender.line() == "READY RemoteClient"
+        assert [sender.line() for _ in range(2)] == ["ACK 2 1", "ACK 3 2"]
+    finally:
+        if sender is not None:
+            sender.close()
+        await client.close()
+
+
 # --- safety ------------------------------------------------------------------------------------
 def test_the_socket_is_the_owners_alone(owner: tuple[Path, Child]) -> None:
     path, child = owner

@@ -38,6 +38,8 @@ from msgstream.errors import StorePathError
 LOCK_NAME = "owner.lock"
 SOCKET_NAME = "owner.sock"
 _MAX_ADDRESS = 107
+_TEMPORARY_NAME_LONGEST = f".{SOCKET_NAME}.{2**22}"
+"""The longest name :func:`bind_listener` binds first (a pid is at most ``2**22``)."""
 """Bytes of a socket path that fit ``sockaddr_un`` (108, with the terminating NUL)."""
 _PEERCRED = struct.Struct("3i")
 
@@ -129,7 +131,8 @@ class SocketAddress:
     def __init__(self, path: str) -> None:
         full = os.path.join(path, SOCKET_NAME)
         self._dir_fd: int | None = None
-        if len(os.fsencode(full)) <= _MAX_ADDRESS:
+        # the longest name bound in the directory decides: bind_listener's temporary one
+        if len(os.fsencode(os.path.join(path, _TEMPORARY_NAME_LONGEST))) <= _MAX_ADDRESS:
             self.address = full
         else:
             self._dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -168,13 +171,18 @@ def check_directory(path: str) -> None:
 _binding = threading.Lock()
 
 
+def temporary_name() -> str:
+    """The name the socket is bound under before it is renamed into place."""
+    return f".{SOCKET_NAME}.{os.getpid()}"
+
+
 def bind_listener(path: str) -> socket.socket:
     """A listening socket at the store's address (mode 0600), replacing a stale one.
     Call it only while holding the :class:`OwnerLock`."""
     check_directory(path)
     with SocketAddress(path) as where:
         final = where.address
-        temporary = os.path.join(where.directory_address, f".{SOCKET_NAME}.{os.getpid()}")
+        temporary = os.path.join(where.directory_address, temporary_name())
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             with _binding:
@@ -185,10 +193,14 @@ def bind_listener(path: str) -> socket.socket:
                 os.replace(temporary, final)
             listener.listen(128)
             listener.setblocking(False)
-        except BaseException:
+        except BaseException as exc:
             listener.close()
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
+            if isinstance(exc, OSError):
+                raise StorePathError(
+                    path, f"cannot make the socket other processes attach through: {exc}"
+                ) from exc
             raise
     return listener
 
