@@ -63,10 +63,10 @@ test: $(STAMP) py313-install
 
 .PHONY: test-jvm test-local
 test-jvm: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "$(JVM_TESTS)"
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m "$(JVM_TESTS)"
 
 test-local: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not ($(JVM_TESTS))"
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m "not ($(JVM_TESTS))"
 
 # The tests that need no JVM again under Python 3.13, the newest release the package
 # declares, in a second virtualenv: both ends of the supported range run in `make test`.

@@ -76,8 +76,9 @@ async def stop_when_idle(stream: TtMsgStream, progress: asyncio.Event, idle_s: f
     a pack comes and again once it is handled, so a slow disk is not taken for idleness):
     a TtMsgStream loop otherwise waits for the next tick for ever."""
     while True:
-        try:
-            await asyncio.wait_for(progress.wait(), idle_s)
+        try:  # not wait_for: on Python 3.11 it loses a cancel that meets a set event
+            async with asyncio.timeout(idle_s):
+                await progress.wait()
         except TimeoutError:
             stream.stop()
             return
