@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import threading
 from bisect import bisect_right
 from collections import Counter, deque
@@ -162,7 +163,12 @@ class OwnerServer:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._stopping = asyncio.Event()
-        server = await loop.create_unix_server(lambda: _Connection(self), sock=listener)
+        # The socket file is this module's to replace and remove (ownership.bind_listener,
+        # remove_socket). Python 3.13's server would also look the bound name up (the
+        # temporary name, renamed since, or a /proc/self/fd path closed since) to remove it
+        # at close: an error, or someone else's file.
+        own_file: dict[str, Any] = {"cleanup_socket": False} if sys.version_info >= (3, 13) else {}
+        server = await loop.create_unix_server(lambda: _Connection(self), sock=listener, **own_file)
         self._expiry = loop.call_later(PRODUCER_EXPIRY_EVERY_S, self._expire_producers)
         self._ready.set()
         try:
