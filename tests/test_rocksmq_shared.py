@@ -206,6 +206,8 @@ def test_the_socket_is_the_owners_alone(owner: tuple[Path, Child]) -> None:
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to connect as another user")
+# the forked child only makes system calls (setuid, connect, send, recv) before _exit
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 async def test_a_connection_from_another_user_is_refused(caplog: pytest.LogCaptureFixture) -> None:
     """As user ``nobody``: the socket's mode stops the connection; with the mode opened
     up, the owner's peer-credential check still refuses it (and logs it)."""
