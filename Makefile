@@ -56,7 +56,8 @@ test: $(STAMP) py313-install
 	@mkdir -p build
 	@$(MAKE) --no-print-directory test-jvm >build/test-jvm.log 2>&1 & jvm=$$!; \
 	status=0; \
-	$(MAKE) --no-print-directory lint docs test-local test-py313 || status=$$?; \
+	$(MAKE) --no-print-directory lint docs test-local test-py313 BUILT_SITE=build/site \
+		|| status=$$?; \
 	wait $$jvm || status=$$?; \
 	echo "===== the tests that need a JVM (build/test-jvm.log)"; cat build/test-jvm.log; \
 	exit $$status
@@ -65,12 +66,15 @@ test: $(STAMP) py313-install
 test-jvm: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m "$(JVM_TESTS)"
 
+# BUILT_SITE: a site `make docs` has just built, which the docs test checks instead of
+# building its own (`make test` sets it).
 test-local: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m "not ($(JVM_TESTS))"
+	MSGSTREAM_BUILT_SITE=$(BUILT_SITE) $(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m "not ($(JVM_TESTS))"
 
 # The tests that need no JVM again under Python 3.13, the newest release the package
 # declares, in a second virtualenv: both ends of the supported range run in `make test`.
-# Tests marked slow (fuzzing, stress loops) run once, on 3.11.
+# Tests marked slow (fuzzing, stress loops, the type checks and the docs build) run once,
+# on 3.11.
 # Without a Python 3.13 (PYTHON313=/path/to/python3.13 names one) the leg is skipped, but
 # under CI=true it fails.
 PYTHON313 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13) $(shell command -v python3.13 2>/dev/null))

@@ -14,9 +14,9 @@ import pytest
 import fuzzing
 from msgstream.errors import DecodeError
 
-CI_DECODE_PAYLOADS = 100_000
+CI_DECODE_PAYLOADS = 50_000
 """Payloads through ``decode`` (and ``decode_batch``) in CI."""
-CI_DOCUMENTS = 5_000
+CI_DOCUMENTS = 2_500
 """Positions JSON texts, and config documents, in CI."""
 
 

@@ -22,6 +22,7 @@ def quick_start() -> str:
     return match.group(1)
 
 
+@pytest.mark.slow  # runs mypy over the installed package: once, on 3.11
 def test_the_quick_start_type_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     program = tmp_path / "quick_start.py"
     program.write_text(quick_start(), encoding="utf-8")

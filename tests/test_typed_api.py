@@ -39,6 +39,7 @@ def strict_mypy(program: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     return out, status
 
 
+@pytest.mark.slow  # runs mypy over the installed package: once, on 3.11
 def test_a_user_script_is_checked_against_the_installed_package(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -70,6 +71,7 @@ def test_a_user_script_is_checked_against_the_installed_package(
     ], out
 
 
+@pytest.mark.slow  # runs mypy over the installed package: once, on 3.11
 def test_a_misspelt_option_is_a_type_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     program = tmp_path / "program.py"
     program.write_text(
