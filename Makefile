@@ -69,7 +69,7 @@ test-jvm: $(STAMP)
 # BUILT_SITE: a site `make docs` has just built, which the docs test checks instead of
 # building its own (`make test` sets it).
 test-local: $(STAMP)
-	MSGSTREAM_BUILT_SITE=$(BUILT_SITE) $(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m "not ($(JVM_TESTS))"
+	BUILT_DOCS_SITE=$(BUILT_SITE) $(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m "not ($(JVM_TESTS))"
 
 # The tests that need no JVM again under Python 3.13, the newest release the package
 # declares, in a second virtualenv: both ends of the supported range run in `make test`.

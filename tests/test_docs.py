@@ -194,9 +194,9 @@ def test_a_stale_reference_is_a_warning_naming_it(
 @pytest.mark.slow  # builds the whole site: once, on 3.11
 def test_the_built_site_shows_no_raw_role_and_links_the_roles(tmp_path: Path) -> None:
     """The strict build of the whole site (as ``make docs``), into a directory of its own;
-    or, when ``MSGSTREAM_BUILT_SITE`` names one ``make test`` has just built with ``make
+    or, when ``BUILT_DOCS_SITE`` names one ``make test`` has just built with ``make
     docs``, that site."""
-    built = os.environ.get("MSGSTREAM_BUILT_SITE")
+    built = os.environ.get("BUILT_DOCS_SITE")
     if built:
         site = ROOT / built
         assert (site / "index.html").is_file(), f"no site was built into {site}"
