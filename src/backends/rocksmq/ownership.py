@@ -38,9 +38,8 @@ from msgstream.errors import StorePathError
 LOCK_NAME = "owner.lock"
 SOCKET_NAME = "owner.sock"
 _MAX_ADDRESS = 107
-_TEMPORARY_NAME_LONGEST = f".{SOCKET_NAME}.{2**22}"
-"""The longest name :func:`bind_listener` binds first (a pid is at most ``2**22``)."""
 """Bytes of a socket path that fit ``sockaddr_un`` (108, with the terminating NUL)."""
+_MAX_PID = 2**22
 _PEERCRED = struct.Struct("3i")
 
 
@@ -132,7 +131,8 @@ class SocketAddress:
         full = os.path.join(path, SOCKET_NAME)
         self._dir_fd: int | None = None
         # the longest name bound in the directory decides: bind_listener's temporary one
-        if len(os.fsencode(os.path.join(path, _TEMPORARY_NAME_LONGEST))) <= _MAX_ADDRESS:
+        longest = temporary_name(_MAX_PID)  # the longest name bind_listener binds
+        if len(os.fsencode(os.path.join(path, longest))) <= _MAX_ADDRESS:
             self.address = full
         else:
             self._dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -171,9 +171,9 @@ def check_directory(path: str) -> None:
 _binding = threading.Lock()
 
 
-def temporary_name() -> str:
-    """The name the socket is bound under before it is renamed into place."""
-    return f".{SOCKET_NAME}.{os.getpid()}"
+def temporary_name(pid: int) -> str:
+    """The name process ``pid`` binds the socket under before renaming it into place."""
+    return f".{SOCKET_NAME}.{pid}"
 
 
 def bind_listener(path: str) -> socket.socket:
@@ -182,7 +182,7 @@ def bind_listener(path: str) -> socket.socket:
     check_directory(path)
     with SocketAddress(path) as where:
         final = where.address
-        temporary = os.path.join(where.directory_address, temporary_name())
+        temporary = os.path.join(where.directory_address, temporary_name(os.getpid()))
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             with _binding:
