@@ -30,18 +30,13 @@ def _plain(value: Any) -> bool:
 
 def error_fields(exc: BaseException) -> list[Any]:
     """The ``[kind, message, attributes]`` of an :attr:`~.frames.Op.ERROR` reply."""
-    if isinstance(exc, MsgStreamError):
-        kind: str = type(exc).__name__
-        attributes = {k: v for k, v in vars(exc).items() if _plain(v)}
-    else:  # a failure of the owner's own (a RocksDB error it did not classify, a bug)
-        kind = BackendUnavailableError.__name__
-        attributes = {}
-    if isinstance(exc, MsgStreamError):
-        text = str(exc.args[0]) if exc.args else Exception.__str__(exc)
-    else:
-        text = f"{type(exc).__name__}: {exc}"
-    if getattr(errors_module, kind, None) is not type(exc) and isinstance(exc, MsgStreamError):
+    if not isinstance(exc, MsgStreamError):  # the owner's own: an unclassified error, a bug
+        return [BackendUnavailableError.__name__, f"{type(exc).__name__}: {exc}", {}]
+    kind = type(exc).__name__
+    if getattr(errors_module, kind, None) is not type(exc):
         kind = _known_base(type(exc))
+    text = str(exc.args[0]) if exc.args else Exception.__str__(exc)
+    attributes = {k: v for k, v in vars(exc).items() if _plain(v)}
     return [kind, text, attributes]
 
 
