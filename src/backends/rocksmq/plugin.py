@@ -18,4 +18,5 @@ SPEC = BackendSpec(
     selected_by="path",
     selection_rank=0,
     fallback=True,
+    errors="msgstream.backends.rocksmq.errors",
 )
