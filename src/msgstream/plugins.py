@@ -24,6 +24,7 @@ from .errors import BackendUnavailableError, MsgStreamError, find_backend_errors
 from .sections import Section
 
 __all__ = [
+    "DEFAULT_READER_ACCESS",
     "ENTRY_POINT_GROUP",
     "BackendSpec",
     "backend_error",
@@ -38,6 +39,9 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "msgstream.backends"
+
+DEFAULT_READER_ACCESS = "msgstream.reader_access:SUBSCRIPTIONS"
+"""A spec's :attr:`~BackendSpec.reader_access` unless it names its own."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,17 @@ class BackendSpec:
     listing_position: int = 100
     """Where it is listed among ``mq.type``'s choices, the sections and the configuration
     reference: lowest first, then by name (entry points come in no reliable order)."""
+    reader_access: str | None = DEFAULT_READER_ACCESS
+    """``"module:attribute"`` naming its :class:`~msgstream.reader_access.ReaderAccess`:
+    how processes that only read it (the Spark bridge's) open it, keep a query's data
+    from retention and clean up; imported when first needed. The default needs nothing
+    beyond the client protocols; None: it cannot be read that way."""
+    in_process: bool = False
+    """Its channels exist only in the process that made them: no other process reads
+    them (the Spark source's executors cannot)."""
+    directory_key: str | None = None
+    """A key of its section naming the local directory it keeps its channels in, for a
+    backend that keeps them there; what a tool making a throwaway store sets."""
     errors: str | None = None
     """The module of its own public errors (the names in its ``__all__``), each then
     importable from :mod:`msgstream.errors` and :mod:`msgstream` too; None: it raises the
@@ -85,10 +100,10 @@ class BackendSpec:
             raise ValueError("'default' is mq.type's own value, not a backend name")
         if self.message_id_tag is not None and len(self.message_id_tag) != 1:
             raise ValueError(f"backend {self.name!r}: message_id_tag must be one byte")
-        for key in (self.selected_by, *self.required_keys):
+        for key in (self.selected_by, self.directory_key, *self.required_keys):
             if key is not None and key not in self.section.model_fields:
                 raise ValueError(f"backend {self.name!r}: {key!r} is no key of its section")
-        for factory in (self.client_factory, self.inspection_client_factory):
+        for factory in (self.client_factory, self.inspection_client_factory, self.reader_access):
             module, _, function = (factory or "m:f").partition(":")
             if not module or not function:
                 raise ValueError(f"backend {self.name!r}: {factory!r} is not 'module:function'")
