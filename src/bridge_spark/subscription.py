@@ -5,10 +5,10 @@ broker deletes what no subscription still needs, so the source's driver holds on
 subscription per channel under the query's name (the ``subscription`` option) from the
 query's first offset on, and moves it to every offset Spark commits. How it is held is
 the backend's (its reader access's :class:`~msgstream.reader_access.QueryHold`): by
-default a durable subscription set by seeking, which keeps the backlog; the embedded
-store's read-only driver leaves a hold file its writer's retention honours; Kafka commits
-the consumer group's offsets (its retention is by time and size only, but lag tools see
-how far the query is).
+default a durable subscription set by seeking (Pulsar: its acknowledged position keeps
+the backlog); the embedded store's read-only driver leaves a hold file its writer's
+retention honours; Kafka commits the consumer group's offsets (its retention is by time
+and size only, but lag tools see how far the query is).
 
 Readers (the planner, the executors) read under names of their own
 (:mod:`bridge_spark.cursor`), so nothing they do moves the query's subscription. Dropping

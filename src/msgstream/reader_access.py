@@ -91,8 +91,10 @@ class QueryHold(ABC):
 
 class SubscriptionHold(QueryHold):
     """A durable subscription per channel under the query's name, set to a position by
-    :meth:`move`: here a seek, which sets the acknowledged position (a backend's ids need
-    no arithmetic for it)."""
+    :meth:`move`: here a seek, which needs no arithmetic on a backend's ids. Where a seek
+    also moves the acknowledged position (Pulsar), retention may then delete what comes
+    before it; where it does not, the subscription keeps the channel from where it was
+    made, which loses nothing."""
 
     def __init__(self, client: Client, channels: Sequence[str], name: str) -> None:
         super().__init__(client, channels, name)
