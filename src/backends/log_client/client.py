@@ -27,6 +27,7 @@ from msgstream.errors import (
     StreamStateError,
     TopicNotFoundError,
 )
+from msgstream.limits import DEFAULT_MAX_MESSAGE_BYTES
 from msgstream.logs import get_logger
 from msgstream.observe import StoreProbe
 from msgstream.plugins import backend_specs
@@ -281,7 +282,7 @@ class LogClient:
         self,
         store: LogStore,
         *,
-        max_message_bytes: int = 64 * 1024 * 1024,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         blocking_writes: bool = False,
         on_use: Callable[[], None] | None = None,
         on_close: Callable[[], None] | None = None,

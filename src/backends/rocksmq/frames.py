@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from msgstream.errors import MsgStreamError
+from msgstream.limits import DEFAULT_MAX_MESSAGE_BYTES, MiB
 
 VERSION = 1
 """The protocol's version, exchanged in :attr:`Op.HELLO`: both sides must speak the same."""
@@ -49,9 +50,9 @@ AFTER_SIZE = HEADER.size - SIZE_FIELD.size
 """The header's bytes that ``size`` counts."""
 _REST = struct.Struct("<" + "".join(code for _, code in HEADER_FIELDS[1:]))
 
-MIN_FRAME_LIMIT = 64 * 1024 * 1024
+MIN_FRAME_LIMIT = DEFAULT_MAX_MESSAGE_BYTES
 """The smallest frame limit an owner announces (it grows with ``max_message_bytes``)."""
-FRAME_SLACK = 1024 * 1024
+FRAME_SLACK = MiB
 """Bytes a frame may hold beyond its payloads (control, lengths, properties)."""
 
 
