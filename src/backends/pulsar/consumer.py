@@ -33,6 +33,7 @@ from msgstream.errors import InvalidPositionError
 from ..broker_errors import BrokerCalls
 from .ids import EARLIEST, PulsarMessageID
 from .library import _pulsar, pulsar, pulsar_asyncio
+from .pulsar_private import native_consumer
 
 PREFETCH = 256
 """Messages taken from the library per refill (it prefetches pulsar.receiver_queue_size)."""
@@ -60,6 +61,7 @@ class PulsarConsumer(ConsumerBase):
         self._open_subscription = open_subscription
         self._calls = calls
         self._inner = inner
+        self._native = native_consumer(inner)
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._buffer: deque[ConsumedMessage] = deque()
@@ -90,7 +92,7 @@ class PulsarConsumer(ConsumerBase):
         """Register one receive callback; it runs at once if a message is already there."""
         self._waiting = True
         callback = functools.partial(self._on_result, self._incarnation)
-        self._inner._consumer.receive_async(callback)
+        self._native.receive_async(callback)
 
     def _on_result(self, incarnation: int, result: Any, message: Any) -> None:
         """Called by the library: inline from ``_request``, or on one of its threads."""
@@ -224,6 +226,7 @@ class PulsarConsumer(ConsumerBase):
         self._inner = await self._open_subscription(
             self.channel, self.subname, pulsar.InitialPosition.Latest
         )
+        self._native = native_consumer(self._inner)
 
     # ---------------------------------------------------------------------- acknowledging
 

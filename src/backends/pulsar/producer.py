@@ -15,7 +15,8 @@ from msgstream.producer_base import ProducerBase
 from ..broker_errors import BrokerCalls
 from .ids import PulsarMessageID
 from .library import pulsar, pulsar_asyncio
-from .sending import native_producer, send_one, send_window
+from .pulsar_private import native_producer
+from .sending import send_one, send_window
 from .settings import MAX_PENDING_SENDS
 
 
