@@ -73,6 +73,14 @@ class ConsumerBase:
         self._client_state = hooks.state  # read on every receive: one attribute, not two
         self._positioned = True
         self._closed = False
+        self._error: BaseException | None = None
+        """A failure of reading ahead, raised by the next receive (:meth:`_raise_error`)."""
+
+    def _raise_error(self) -> None:
+        """Raise the failure reading ahead left for the next receive, once."""
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
 
     def _begin_close(self) -> bool:
         """Mark the consumer closed and tell its client to stop tracking it; False (doing

@@ -72,7 +72,6 @@ class PulsarConsumer(ConsumerBase):
         """Bumped whenever the library consumer is replaced: callbacks of an older one are
         ignored."""
         self._waiter: asyncio.Future[None] | None = None
-        self._error: BaseException | None = None
         self._floor: tuple[int, int, int] = (-2, -2, -2)
         self._floor_inclusive = True
         """Messages below the floor (or at it, when not inclusive) are not delivered."""
@@ -143,11 +142,6 @@ class PulsarConsumer(ConsumerBase):
         buffer = self._buffer
         while not self._waiting and len(buffer) < limit and self._error is None:
             self._request()
-
-    def _raise_error(self) -> None:
-        error, self._error = self._error, None
-        if error is not None:
-            raise error
 
     async def receive(self) -> ConsumedMessage:
         while True:

@@ -194,7 +194,6 @@ class RemoteConsumer(ConsumerBase):
         self._read_records = FIRST_READ_RECORDS
         self._epoch = 0
         """Bumped by a seek: a read started before it is stale."""
-        self._error: BaseException | None = None
         self._arrived: asyncio.Future[None] | None = None
         self._wait_ms = max(int(connection.link.timeout_s * 500), 1)
 
@@ -295,11 +294,6 @@ class RemoteConsumer(ConsumerBase):
                 return chunk, start, end
             chunks.popleft()
         return None
-
-    def _raise_error(self) -> None:
-        error, self._error = self._error, None
-        if error is not None:
-            raise error
 
     async def receive(self) -> ConsumedMessage:
         while True:
