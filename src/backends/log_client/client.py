@@ -119,7 +119,7 @@ class LogParts:
 
 class LogProducer(ProducerBase):
     def __init__(self, channel: str, parts: LogParts) -> None:
-        super().__init__(channel)
+        super().__init__(channel, parts.max_message_bytes)
         self._parts = parts
 
     async def send(self, payload: bytes, properties: Mapping[str, str] | None = None) -> MessageID:
@@ -131,7 +131,7 @@ class LogProducer(ProducerBase):
         parts = self._parts
         self._check_open()
         parts.state.check_open()
-        self._check_sizes(payloads, parts.max_message_bytes)
+        self._check_sizes(payloads)
         props = MappingProxyType(dict(properties)) if properties else _NO_PROPERTIES
         store = parts.store
         try:

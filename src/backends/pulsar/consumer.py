@@ -71,7 +71,6 @@ class PulsarConsumer(ConsumerBase):
         self._incarnation = 0
         """Bumped whenever the library consumer is replaced: callbacks of an older one are
         ignored."""
-        self._waiter: asyncio.Future[None] | None = None
         self._floor: tuple[int, int, int] = (-2, -2, -2)
         self._floor_inclusive = True
         """Messages below the floor (or at it, when not inclusive) are not delivered."""
@@ -116,9 +115,7 @@ class PulsarConsumer(ConsumerBase):
             self._error = self._calls.translate(
                 pulsar_asyncio.PulsarException(result), what, self.channel, "read"
             )
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self._wake()
 
     def _accept(self, message: Any) -> None:
         native = message.message_id()
@@ -154,12 +151,7 @@ class PulsarConsumer(ConsumerBase):
             self._refill(PREFETCH)
             if self._buffer or self._error is not None:
                 continue
-            waiter = self._loop.create_future()
-            self._waiter = waiter
-            try:
-                await waiter
-            finally:
-                self._waiter = None
+            await self._await_arrival()
 
     def receive_nowait(self, max_messages: int) -> list[ConsumedMessage]:
         self._check_open()
@@ -265,9 +257,7 @@ class PulsarConsumer(ConsumerBase):
             return
         self._incarnation += 1
         self._buffer.clear()
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)  # the receive loop sees the consumer closed
+        self._wake()  # the receive loop sees the consumer closed
         # Closing must not fail: the broker may be gone. Closing flushes pending acks.
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._inner.close(), self._calls.deadline_s)
