@@ -26,10 +26,11 @@ from types import MappingProxyType
 from typing import Any
 
 from msgstream.backend import ConsumedMessage, MessageID
-from msgstream.consumer_base import ClientHooks, ConsumerBase
+from msgstream.consumer_base import ClientHooks
 from msgstream.cooperate import cooperate
 from msgstream.errors import InvalidPositionError
 
+from ..broker_client import BrokerConsumer
 from ..broker_errors import BrokerCalls
 from .ids import EARLIEST, PulsarMessageID
 from .library import _pulsar, pulsar, pulsar_asyncio
@@ -45,7 +46,7 @@ OpenSubscription = Callable[[str, str, Any], Awaitable[pulsar_asyncio.Consumer]]
 """The client's ``open_subscription``: a library consumer on (channel, subname, position)."""
 
 
-class PulsarConsumer(ConsumerBase):
+class PulsarConsumer(BrokerConsumer):
     def __init__(
         self,
         channel: str,
@@ -57,9 +58,8 @@ class PulsarConsumer(ConsumerBase):
         open_subscription: OpenSubscription,
         calls: BrokerCalls,
     ) -> None:
-        super().__init__(channel, subname, hooks)
+        super().__init__(channel, subname, hooks, calls)
         self._open_subscription = open_subscription
-        self._calls = calls
         self._inner = inner
         self._native = native_consumer(inner)
         self._loop = asyncio.get_running_loop()
@@ -74,15 +74,6 @@ class PulsarConsumer(ConsumerBase):
         self._floor: tuple[int, int, int] = (-2, -2, -2)
         self._floor_inclusive = True
         """Messages below the floor (or at it, when not inclusive) are not delivered."""
-
-    # ------------------------------------------------------------------------- checks
-
-    def _call(self, what: str) -> Any:
-        return self._calls.call(
-            f"{what} (channel {self.channel!r}, subscription {self.subname!r})",
-            self.channel,
-            "read",
-        )
 
     # ---------------------------------------------------------------------- receiving
 

@@ -188,8 +188,29 @@ def checked(fields: Fields, control: Any, what: str) -> list[Any]:
     return control
 
 
-def request_fields(op: Op) -> Fields:
-    return LAYOUTS[op].request
+def check_request(op: Op, control: Any, blobs: list[bytes]) -> None:
+    """A request of ``op`` as its layout declares it, else a :class:`FrameError`."""
+    layout = LAYOUTS[op]
+    checked(layout.request, control, op.name)
+    _check_blobs(layout.request_blobs, blobs, f"{op.name} frame")
+
+
+def check_reply(asked: Op, control: Any, blobs: list[bytes]) -> None:
+    """The reply to a request of ``asked`` as its layout declares it, else a
+    :class:`FrameError`."""
+    layout = LAYOUTS[asked]
+    checked(layout.reply, control, f"{asked.name} reply")
+    _check_blobs(layout.reply_blobs, blobs, f"{asked.name} reply")
+
+
+def check_error(control: Any) -> list[Any]:
+    """The control of an :attr:`Op.ERROR` frame, if it is laid out as one."""
+    return checked(ERROR_FIELDS, control, "ERROR")
+
+
+def _check_blobs(allowed: bool, blobs: list[bytes], what: str) -> None:
+    if blobs and not allowed:
+        raise FrameError(f"{what}: unexpected blobs")
 
 
 class FrameDecoder:
