@@ -883,7 +883,7 @@ def test_a_dotted_override_that_names_no_section_names_the_key(key: str) -> None
         Config().with_overrides({key: "secret-looking"})
     assert (exc.value.key, exc.value.problem) == (
         key,
-        "expected a dotted configuration key such as kafka.acks",
+        "expected a dotted configuration key such as msgstream.tick_interval_s",
     )
     assert "secret-looking" not in str(exc.value)
 

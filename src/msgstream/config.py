@@ -341,7 +341,9 @@ def split_key(key: str) -> tuple[str, str]:
     checked when the value is set."""
     section, _, name = key.partition(".")
     if not name or section not in _section_classes():
-        raise ConfigError(key, "expected a dotted configuration key such as kafka.acks")
+        raise ConfigError(
+            key, "expected a dotted configuration key such as msgstream.tick_interval_s"
+        )
     return section, name
 
 
