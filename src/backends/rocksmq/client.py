@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from msgstream.config import STREAM_DEFAULTS, MsgStreamConfig
+from msgstream import config
+from msgstream.config import MsgStreamConfig
 from msgstream.errors import BackendUnavailableError, StoreLockedError
-from msgstream.limits import DEFAULT_MAX_MESSAGE_BYTES
 from msgstream.logs import fields, get_logger
 from msgstream.observe import StoreProbe
 
@@ -53,7 +53,7 @@ class _Shared:
     options: RocksOptions
     sharing: Sharing
     intervals: tuple[float, float] = (60.0, 3600.0)
-    timeout_s: float = STREAM_DEFAULTS.operation_timeout_s
+    timeout_s: float = config.STREAM_DEFAULTS.operation_timeout_s
     frame_limit: int = MIN_FRAME_LIMIT + FRAME_SLACK
     store: RocksStore | None = None
     lock: OwnerLock | None = None
@@ -220,11 +220,11 @@ def open_client(
     path: str,
     options: RocksOptions | None = None,
     *,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    max_message_bytes: int = config.STREAM_DEFAULTS.max_message_bytes,
     retention_interval_s: float = 60.0,
     compaction_interval_s: float = 3600.0,
     sharing: Sharing = "auto",
-    operation_timeout_s: float = STREAM_DEFAULTS.operation_timeout_s,
+    operation_timeout_s: float = config.STREAM_DEFAULTS.operation_timeout_s,
 ) -> LogClient | RemoteClient:
     """A client of the store at ``path`` (created if missing unless read-only or
     ``options.create`` is off): a :class:`LogClient` on the store while this process owns
