@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from msgstream.errors import MsgStreamError, ProblemError
+from msgstream.errors import MsgStreamError, ProblemError, SubjectName
 
 
 class BridgeError(MsgStreamError):
@@ -29,20 +29,14 @@ class CheckpointError(ProblemError, BridgeError):
     """A checkpoint file cannot be read, parsed or written, or belongs to another job."""
 
     template = "checkpoint {subject}: {problem}"
-
-    @property
-    def path(self) -> str:
-        return self.subject
+    path = SubjectName()
 
 
 class OptionError(ProblemError, BridgeError, ValueError):
     """A bridge option (data source option, batcher argument) is missing or invalid."""
 
     template = "option {subject!r}: {problem}"
-
-    @property
-    def option(self) -> str:
-        return self.subject
+    option = SubjectName()
 
 
 class SliceIncompleteError(BridgeError):

@@ -10,7 +10,7 @@ import difflib
 import functools
 import warnings
 from collections.abc import Callable, Iterable
-from typing import ClassVar
+from typing import ClassVar, overload
 
 
 class MsgStreamError(Exception):
@@ -30,14 +30,27 @@ class ProblemError(MsgStreamError):
         self.problem = problem
 
 
+class SubjectName:
+    """``path = SubjectName()`` in a :class:`ProblemError` subclass: its ``subject`` under
+    the name that says what the subject is (a key, a path, an option)."""
+
+    @overload
+    def __get__(self, instance: None, owner: type[ProblemError]) -> SubjectName: ...
+
+    @overload
+    def __get__(self, instance: ProblemError, owner: type[ProblemError]) -> str: ...
+
+    def __get__(
+        self, instance: ProblemError | None, owner: type[ProblemError]
+    ) -> str | SubjectName:
+        return self if instance is None else instance.subject
+
+
 class ConfigError(ProblemError, ValueError):
     """A configuration value is missing, unknown or invalid. ``key`` names it."""
 
     template = "config key {subject!r}: {problem}"
-
-    @property
-    def key(self) -> str:
-        return self.subject
+    key = SubjectName()
 
 
 class CodecError(MsgStreamError):

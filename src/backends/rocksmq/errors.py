@@ -7,7 +7,7 @@ also importable from :mod:`msgstream.errors` and :mod:`msgstream`, as in 0.1.
 
 from __future__ import annotations
 
-from msgstream.errors import BackendUnavailableError, ProblemError
+from msgstream.errors import BackendUnavailableError, ProblemError, SubjectName
 
 __all__ = [
     "DiskFullError",
@@ -22,10 +22,7 @@ class StoreError(ProblemError, BackendUnavailableError):
     """The embedded store at ``path`` cannot be used as asked. Subclasses say why."""
 
     template = "rocksmq store at {subject!r}: {problem}"
-
-    @property
-    def path(self) -> str:
-        return self.subject
+    path = SubjectName()
 
 
 class StorePathError(StoreError):
