@@ -37,7 +37,7 @@ from msgstream.backend import (
 )
 from msgstream.channels import validate_channel_name, validate_subscription_name
 from msgstream.consumer_base import ClientHooks, ClientState, ConsumerBase
-from msgstream.cooperate import cooperate
+from msgstream.cooperate import cooperate, yielded
 from msgstream.errors import MessageTooLargeError, TopicNotFoundError
 from msgstream.observe import StoreProbe
 from msgstream.position import SubscriptionPosition
@@ -241,8 +241,11 @@ class RemoteConsumer(ConsumerBase):
                 self._take(*reply)
             except FrameError as exc:
                 error = exc
+        arrived = self._arrived
+        if arrived is not None and not arrived.done():
+            arrived.set_result(None)  # the waiting receive runs first...
         if error is None and self._chunks:
-            self._read_ahead_soon()  # more, once what came is on its way
+            self._read_ahead_soon()  # ...then the next read goes out
         elif error is None:
             try:
                 self._read_ahead()  # the wait ran out: wait again at the owner
@@ -250,9 +253,6 @@ class RemoteConsumer(ConsumerBase):
                 error = exc
         if error is not None:
             self._error = error  # raised by the next receive, which reads again
-        arrived = self._arrived
-        if arrived is not None and not arrived.done():
-            arrived.set_result(None)
 
     def _take(self, control: list[Any], blobs: list[bytes]) -> None:
         next_read, with_properties = control
@@ -317,6 +317,7 @@ class RemoteConsumer(ConsumerBase):
                 await arrived
             finally:
                 self._arrived = None
+            yielded()
 
     def receive_nowait(self, max_messages: int) -> list[ConsumedMessage]:
         self._check_open()
