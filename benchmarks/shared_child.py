@@ -6,6 +6,13 @@
     python shared_child.py echo ADDRESS      # an asyncio echo server on a Unix socket
     python shared_child.py acks PATH         # sends forever, one every millisecond,
                                              # printing ``ACK <sent> <acknowledged>``
+    python shared_child.py relay ADDRESS     # an asyncio server on a Unix socket passing
+                                             # what writers send on to its readers
+    python shared_child.py pacer ADDRESS     # a writer to a relay, answering ``send``
+
+The relay and the pacer are the hand-off's floor: the same three processes, the same
+pacing and the same asyncio on each side, with no store, no frames and no reply. A
+connection's first byte says what it is: ``R`` a reader, ``W`` a writer.
 
 ``attached`` prints ``READY <client class>``, then answers each command line with one
 JSON line:
@@ -13,6 +20,9 @@ JSON line:
 ``send N GAP_US CHANNEL``     N sends, each payload its send time (``perf_counter_ns``, the
                               same clock in every process), GAP_US apart: ``{"sent": N}``
 ``quit``                      close and exit
+
+``pacer`` answers ``send N GAP_US`` the same way, writing 320-byte records that start
+with their send time.
 """
 
 from __future__ import annotations
@@ -88,6 +98,54 @@ async def echo(address: str) -> None:
     server.close()
 
 
+class _Relay(asyncio.Protocol):
+    def __init__(self, readers: list[asyncio.Transport]) -> None:
+        self.readers = readers
+        self.role = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if not self.role:
+            self.role, data = data[:1], data[1:]
+            if self.role == b"R":
+                self.readers.append(self.transport)
+        if self.role == b"W" and data:
+            for reader in self.readers:
+                reader.write(data)
+
+
+async def relay(address: str) -> None:
+    readers: list[asyncio.Transport] = []
+    loop = asyncio.get_running_loop()
+    server = await loop.create_unix_server(lambda: _Relay(readers), address)
+    answer("READY relay")
+    async for _ in command_lines():
+        pass
+    server.close()
+
+
+async def pacer(address: str) -> None:
+    _, writer = await asyncio.open_unix_connection(address)
+    writer.write(b"W")
+    answer("READY pacer")
+    clock = time.perf_counter_ns
+    pad = PAYLOAD[8:]
+    async for command, *args in command_lines():
+        if command != "send":
+            answer({"error": f"unknown command {command!r}"})
+            continue
+        count, gap_us = int(args[0]), int(args[1])
+        for _ in range(count):
+            writer.write(clock().to_bytes(8, "little") + pad)
+            await writer.drain()
+            await asyncio.sleep(gap_us / 1e6)
+        answer({"sent": count})
+    writer.close()
+
+
 async def acks(path: str) -> None:
     client = open_client(path)
     producer = await client.create_producer("handover")
@@ -106,7 +164,14 @@ async def acks(path: str) -> None:
 
 def main(argv: list[str]) -> None:
     mode, where = argv
-    runner = {"attached": attached, "own": own, "echo": echo, "acks": acks}[mode]
+    runner = {
+        "attached": attached,
+        "own": own,
+        "echo": echo,
+        "acks": acks,
+        "relay": relay,
+        "pacer": pacer,
+    }[mode]
     asyncio.run(runner(where))
 
 
