@@ -17,8 +17,16 @@ from msgstream import BackendSpec, register_backend, unregister_backend
 from msgstream.backends.log_client import LogClient
 from msgstream.backends.memory import MemoryStore
 from msgstream.config import MsgStreamConfig
-from msgstream.errors import ConfigError
+from msgstream.errors import BackendUnavailableError, ConfigError
 from msgstream.sections import Section
+
+__all__ = ["TinyLogFullError"]
+"""Its public errors (a spec naming this module as ``errors`` exports them)."""
+
+
+class TinyLogFullError(BackendUnavailableError):
+    """The store holds ``max_channels`` channels already (never raised: the name is what
+    the tests look up)."""
 
 
 class TinyLogConfig(Section):

@@ -51,3 +51,45 @@ def test_suggestions_are_worked_out_when_read_not_when_raised() -> None:
     assert "suggestions" not in vars(error)
     assert error.hint == "did you mean 'orders-1'?"
     assert "suggestions" in vars(error)
+
+
+STORE_ERRORS = ("StoreError", "StorePathError", "StoreLockedError", "StoreCorruptedError")
+
+
+def test_the_embedded_stores_errors_live_in_its_backend_and_import_as_before() -> None:
+    """rocksmq's errors are its own module's; its spec names that module, so the names of
+    0.1 (``msgstream.StoreError``, ``msgstream.errors.DiskFullError``) are the same
+    classes, in the same hierarchy."""
+    import msgstream
+    from msgstream import errors
+    from msgstream.backends.rocksmq import errors as store_errors
+    from msgstream.errors import DiskFullError
+
+    assert DiskFullError is store_errors.DiskFullError
+    for name in (*STORE_ERRORS, "DiskFullError"):
+        assert name not in vars(errors)
+        assert getattr(msgstream, name) is getattr(errors, name) is getattr(store_errors, name)
+        assert name in msgstream.__all__
+        assert issubclass(getattr(store_errors, name), store_errors.StoreError)
+    assert store_errors.StoreError.__mro__[1:3] == (
+        errors.ProblemError,
+        errors.BackendUnavailableError,
+    )
+    error = store_errors.StoreCorruptedError("/s", "a table block is damaged", "ids 5..9")
+    assert str(error) == "rocksmq store at '/s': a table block is damaged; lost: ids 5..9"
+    assert (error.path, error.lost) == ("/s", "ids 5..9")
+
+
+def test_a_plugged_in_backends_errors_import_from_msgstream_errors() -> None:
+    import dataclasses
+
+    from msgstream import errors
+    from plugin_backend import SPEC, TinyLogFullError, plugged_in
+
+    with pytest.raises(AttributeError, match="no attribute 'TinyLogFullError'"):
+        _ = errors.TinyLogFullError  # type: ignore[attr-defined]
+    with plugged_in(dataclasses.replace(SPEC, errors="plugin_backend")):
+        assert errors.TinyLogFullError is TinyLogFullError  # type: ignore[attr-defined]
+        # only the names its module lists: an imported core error is not its own
+        with pytest.raises(AttributeError, match="no attribute 'TinyLogConfig'"):
+            _ = errors.TinyLogConfig  # type: ignore[attr-defined]

@@ -1,4 +1,5 @@
-"""No import circles in ``src/``: a part never imports its parent back.
+"""No import circles in ``src/``: a part never imports its parent back. And the core and
+the Spark bridge import no specific backend, nor compare a backend's name.
 
 The graph is built from the source (``ast``), not by importing it: every ``import`` and
 ``from ... import`` statement of every module counts, wherever it stands (under
@@ -102,3 +103,95 @@ def test_a_circle_is_found() -> None:
 
 def test_src_has_no_import_circles() -> None:
     assert find_cycle(import_graph(SRC)) is None
+
+
+# ------------------------------------------------------------ the core names no backend
+
+BACKENDS_DIR = SRC / "backends"
+NEUTRAL = ("msgstream", "bridge_spark")
+"""The source folders that must name no specific backend: the core and the Spark bridge."""
+
+
+def specific_backends() -> set[str]:
+    """The backend packages of ``src/backends`` (each one backend, or one client library
+    some backends share), as installed."""
+    return {
+        f"{INSTALLED_AS['backends']}.{path.parent.name}"
+        for path in BACKENDS_DIR.glob("*/__init__.py")
+    }
+
+
+def backend_names() -> set[str]:
+    """The names a configuration chooses backends by (``mq.type``)."""
+    return {path.parent.name for path in BACKENDS_DIR.glob("*/plugin.py")}
+
+
+def names_a_backend(module: str, tree: ast.Module, imported: set[str]) -> list[str]:
+    """What in ``module`` (parsed: ``tree``; what it imports: ``imported``) names a
+    specific backend: an import of one, a string naming one of its modules (a dynamic
+    import), or a string equal to a backend's name outside documentation (a comparison
+    such as ``backend == "kafka"``, or ``MqConfig(type="rocksmq")``)."""
+    packages = specific_backends()
+    names = backend_names()
+    found = [
+        f"{module} imports {target}"
+        for target in sorted(imported)
+        if any(target == p or target.startswith(f"{p}.") for p in packages)
+    ]
+    docstrings = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    strings = sorted(
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    )
+    found += [
+        f"{module} line {line}: {text!r}"
+        for line, text in strings
+        if text in names or any(text.startswith(f"{p}.") for p in packages)
+    ]
+    return found
+
+
+def test_the_rule_sees_backend_imports_comparisons_and_dynamic_imports() -> None:
+    packages = specific_backends()
+    assert {"msgstream.backends.rocksmq", "msgstream.backends.log_client"} <= packages
+    assert {"rocksmq", "kafka", "pulsar", "memory"} <= backend_names()
+    source = (
+        '"""Docstrings may name rocksmq, or "kafka"."""\n'
+        "from msgstream.backends.kafka.ids import KafkaMessageID\n"
+        'if backend == "kafka":\n'
+        '    config.replace(mq=MqConfig(type="rocksmq"))\n'
+        'load("msgstream.backends.pulsar.client:PulsarClient")\n'
+        'x = "kafka.brokers"\n'
+    )
+    tree = ast.parse(source)
+    imported = {"msgstream.backends.kafka.ids", "msgstream.config"}
+    assert names_a_backend("m", tree, imported) == [
+        "m imports msgstream.backends.kafka.ids",
+        "m line 3: 'kafka'",
+        "m line 4: 'rocksmq'",
+        "m line 5: 'msgstream.backends.pulsar.client:PulsarClient'",
+    ]
+
+
+def test_the_core_and_the_bridge_name_no_backend() -> None:
+    """Backends are plug-ins: what the core and the Spark bridge need of one is in its
+    spec (msgstream.plugins, msgstream.reader_access), so neither imports a specific
+    backend nor compares a backend's name; documentation may name them."""
+    modules = module_names(SRC)
+    known = set(modules)
+    checked, found = 0, []
+    for name, path in modules.items():
+        if path.relative_to(SRC).parts[0] not in NEUTRAL:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        found += names_a_backend(name, tree, imports_of(name, path, known))
+        checked += 1
+    assert checked > 50  # both folders, their subpackages included
+    assert found == []

@@ -8,7 +8,7 @@ when its address key is set, which it then cannot do without.
 
 from __future__ import annotations
 
-from msgstream.plugins import BackendSpec
+from msgstream.plugins import DEFAULT_READER_ACCESS, BackendSpec
 from msgstream.sections import Section
 
 _PACKAGE = __name__.rpartition(".")[0]
@@ -23,6 +23,7 @@ def broker_spec(
     listing_position: int,
     client_class: str,
     message_id_tag: bytes | None = None,
+    reader_access: str = DEFAULT_READER_ACCESS,
 ) -> BackendSpec:
     """The spec of the broker whose config section is ``section``, reached at the address
     its key ``address_key`` holds."""
@@ -37,4 +38,5 @@ def broker_spec(
         selected_by=address_key,
         selection_rank=selection_rank,
         required_keys=(address_key,),
+        reader_access=reader_access,
     )

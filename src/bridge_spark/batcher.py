@@ -45,13 +45,14 @@ from msgstream.messages import InsertMsg, MsgType, TsMsg
 from msgstream.observe import BridgeProbe, Instruments, default_instruments
 from msgstream.pack import MsgPack
 from msgstream.position import MsgPosition, SubscriptionPosition
+from msgstream.reader_access import ReaderClient
 from msgstream.schema import CollectionSchema
 from msgstream.scope import cancel_and_wait, finish_in_thread
 from msgstream.ttstream import TtMsgStream
 
 from .arrow_frames import ArrowFrames
 from .checkpoint import BatchMark, CheckpointState, check_matches, load_checkpoint, save_checkpoint
-from .clients import ReaderClient, open_reader, resolved_config
+from .clients import open_reader, resolved_config
 from .dml_rows import DmlRows
 from .errors import OptionError, SliceIncompleteError
 from .feed import PackFeed

@@ -1,96 +1,69 @@
-"""Opening a backend for reading: the one backend-specific step of the bridge.
+"""Opening a backend for reading: what the bridge asks of the backend's plug-in spec.
 
-The bridge opens rocksmq read-only (a RocksDB secondary instance), also when other
-processes share the store (``rocksmq.sharing: auto``): Spark's Python workers come and go
-(Spark kills them with SIGKILL), and one attached to a shared store could be the one to
-take it over when no service owns it, opening RocksDB and serving the others for the
-length of a task. A read-only store never owns, never writes, and sees what the owner
-wrote when it catches up, which :attr:`ReaderClient.refresh` does before the bridge asks
-what is new; the query's retention hold is a file the owner's retention honours
-(:mod:`.subscription`).
-Every other backend is opened through the ordinary factory.
+Every backend's spec says how a process that only reads it opens it, keeps a query's
+data from retention and cleans up after itself (its reader access,
+:mod:`msgstream.reader_access`), and whether its channels exist in one process only; the
+bridge asks these of whatever backend the configuration chooses and names none. What
+a backend does not offer is a :class:`~bridge_spark.errors.BackendCapabilityError`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 from msgstream.backend import Client
-from msgstream.backends.rocksmq.settings import RocksmqConfig
 from msgstream.config import Config, resolve_backend
-from msgstream.factory import new_client
+from msgstream.plugins import backend_names, backend_spec
+from msgstream.reader_access import ReaderAccess, ReaderClient, reader_access
 
-if TYPE_CHECKING:
-    from msgstream.backends.rocksmq import RocksStore
+from .errors import BackendCapabilityError
+
+READER_ACCESS = "reader access (BackendSpec.reader_access)"
+"""The capability every reader of the bridge needs."""
+READ_ELSEWHERE = "reading from other processes (BackendSpec.in_process)"
+"""The capability the Spark source needs: its executors are other processes."""
 
 
-def _nothing() -> None:
-    return None
+def access_of(backend: str) -> ReaderAccess:
+    """The reader access of ``backend``; :class:`BackendCapabilityError` if it has none."""
+    access = reader_access(backend)
+    if access is None:
+        raise BackendCapabilityError(
+            backend, READER_ACCESS, "the bridge cannot read its channels; choose another"
+        )
+    return access
 
 
-@dataclass
-class ReaderClient:
-    client: Client
-    refresh: Callable[[], None] = _nothing
-    """Make messages written by other processes since the last call visible."""
+def client_access(client: Client) -> ReaderAccess:
+    """The reader access of the backend ``client`` reads."""
+    return access_of(client.backend_name)
 
 
 def resolved_config(config: Config) -> Config:
-    """The same configuration with the backend and (for rocksmq) the store path made
-    explicit, so a process with another environment opens the same thing."""
+    """The same configuration with the backend (and what its reader access makes
+    explicit, e.g. a store path) made explicit, so a process with another environment
+    opens the same thing."""
     backend = resolve_backend(config)
-    resolved = config.replace(mq=config.mq.replace(type=backend))
-    if backend == "rocksmq":
-        rocksmq = config.section(RocksmqConfig)
-        resolved = resolved.replace(rocksmq=rocksmq.replace(path=rocksmq.resolved_path()))
-    return resolved
-
-
-KAFKA_FETCH_BYTES = 16 << 20
-"""A bridge reader's Kafka fetch size per partition (unless ``kafka.consumer`` sets
-``max_partition_fetch_bytes``): it reads whole slices, and aiokafka's 1 MiB default
-made a 10 MiB channel ten round trips to the broker (docs/benchmarks/code-notes.md)."""
+    return access_of(backend).resolved(config.replace(mq=config.mq.replace(type=backend)))
 
 
 def open_reader(config: Config) -> ReaderClient:
-    """A client for reading the channels ``config`` points at (rocksmq: read-only;
-    Kafka: large fetches, see :data:`KAFKA_FETCH_BYTES`)."""
+    """A client for reading the channels ``config`` points at, opened the way the
+    backend's reader access opens one."""
+    return access_of(resolve_backend(config)).open(config)
+
+
+def check_read_elsewhere(config: Config, why: str) -> None:
+    """:class:`BackendCapabilityError` (saying ``why`` it is needed, and which backends
+    offer it) unless other processes can read the backend ``config`` chooses."""
     backend = resolve_backend(config)
-    if backend == "kafka":
-        return ReaderClient(new_client(_large_fetches(config)))
-    if backend != "rocksmq":
-        return ReaderClient(new_client(config))
-    from msgstream.backends.rocksmq import RocksStore
-    from msgstream.backends.rocksmq import new_client as new_rocksmq_client
-
-    client = new_rocksmq_client(config.section(RocksmqConfig), config.msgstream, read_only=True)
-    store = getattr(client, "store", None)  # read-only: always a client on its own store
-    assert isinstance(store, RocksStore)
-    return ReaderClient(client, store.catch_up)
-
-
-def _large_fetches(config: Config) -> Config:
-    from msgstream.backends.kafka.settings import KafkaConfig
-
-    kafka = config.section(KafkaConfig)
-    if "max_partition_fetch_bytes" in kafka.consumer:
-        return config
-    consumer = {**kafka.consumer, "max_partition_fetch_bytes": KAFKA_FETCH_BYTES}
-    return config.replace(kafka=kafka.replace(consumer=consumer))
-
-
-def read_only_store(client: Client) -> RocksStore | None:
-    """The read-only rocksmq store ``client`` reads, if that is what it reads."""
-    if client.backend_name != "rocksmq":
-        return None
-    from msgstream.backends.rocksmq import RocksStore
-
-    store = getattr(client, "store", None)
-    return store if isinstance(store, RocksStore) and store.read_only else None
-
-
-def in_process_only(config: Config) -> bool:
-    """Whether the backend exists only inside this process (``memory``)."""
-    return resolve_backend(config) == "memory"
+    if backend_spec(backend).in_process:
+        able = [
+            name
+            for name in backend_names()
+            if not backend_spec(name).in_process and backend_spec(name).reader_access
+        ]
+        raise BackendCapabilityError(
+            backend,
+            READ_ELSEWHERE,
+            f"its channels exist only in the process that made them, and {why} "
+            f"(use {', '.join(able)})",
+        )

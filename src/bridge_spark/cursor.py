@@ -26,9 +26,9 @@ from msgstream.backend import Client, ConsumedBatch, ConsumedMessage, Consumer, 
 from msgstream.errors import CodecError, ReadIncompleteError
 from msgstream.logs import fields, get_logger
 from msgstream.position import SubscriptionPosition
-from msgstream.raw_read import read_through, release_subscription
+from msgstream.raw_read import read_through
 
-from .clients import read_only_store
+from .clients import client_access
 from .errors import SliceIncompleteError
 
 log = get_logger(__name__)
@@ -129,8 +129,7 @@ def reader_subscription(query: str) -> str:
 
 
 async def release_reader_subscription(client: Client, channel: str, name: str) -> None:
-    """Remove a reader's subscription where the backend keeps it (a read-only rocksmq
-    store keeps none). A failure is logged, not raised: the read itself succeeded."""
-    if read_only_store(client) is not None:
-        return
-    await release_subscription(client, channel, name)
+    """Remove a reader's subscription where the backend keeps it (its reader access
+    knows; a read-only store keeps none). A failure is logged, not raised: the read itself
+    succeeded."""
+    await client_access(client).release(client, channel, name)

@@ -47,3 +47,14 @@ class OptionError(ProblemError, BridgeError, ValueError):
 
 class SliceIncompleteError(BridgeError):
     """A channel range planned for a micro-batch can no longer be read to its end."""
+
+
+class BackendCapabilityError(OptionError):
+    """The backend the configuration chooses does not offer what the bridge needs of it,
+    as its plug-in spec says; ``backend`` and ``capability`` name both."""
+
+    def __init__(self, backend: str, capability: str, why: str = "") -> None:
+        suffix = f": {why}" if why else ""
+        super().__init__("mq.type", f"backend {backend!r} does not offer {capability}{suffix}")
+        self.backend = backend
+        self.capability = capability

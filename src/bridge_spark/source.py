@@ -4,7 +4,8 @@ Offsets are :class:`~bridge_spark.offsets.SliceOffset` s -- one common time tick
 position per channel -- so every micro-batch is the time slice between two ticks across
 all channels. The driver side (Spark's Python source runner) plans slices from message
 headers; each micro-batch has one partition per channel, read by an executor worker that
-opens its own (read-only, for rocksmq) client and yields Arrow record batches. Spark's
+opens its own client (as the backend's reader access opens one: an embedded store
+read-only) and yields Arrow record batches. Spark's
 checkpoint keeps the offsets, so a restarted query resumes exactly where it stopped; the
 query's durable subscription follows Spark's commits, so retention keeps what the query
 has not committed yet (:mod:`bridge_spark.subscription`).
@@ -45,9 +46,10 @@ from pyspark.sql.streaming.datasource import (
 from msgstream.config import Config
 from msgstream.errors import InvalidPositionError
 from msgstream.logs import get_logger
+from msgstream.reader_access import ReaderClient
 from msgstream.schema import CollectionSchema
 
-from .clients import ReaderClient, in_process_only, open_reader
+from .clients import check_read_elsewhere, open_reader
 from .errors import OptionError
 from .frames import FrameKind, FrameSchema
 from .offsets import LATEST, SliceOffset, StartSpec, parse_start
@@ -106,12 +108,7 @@ def parse_source_options(options: Mapping[str, str]) -> tuple[dict[str, str], Co
             "or a dotted configuration key such as rocksmq.path)",
         )
     config = bridge_config(opts.get("config"), overrides)
-    if in_process_only(config):
-        raise OptionError(
-            "mq.type",
-            "the Spark source is read by executor processes; the in-process 'memory' "
-            "backend cannot be shared with them (use rocksmq, kafka or pulsar)",
-        )
+    check_read_elsewhere(config, "the Spark source is read by executor processes")
     return opts, config
 
 

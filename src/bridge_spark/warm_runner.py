@@ -47,9 +47,10 @@ from .warm_client import (
 
 PRELOADED = ("msgstream.bridge_spark.source",)
 """What the runner imports before serving besides the modules it serves: what a msgstream
-query's runner unpickles. Every installed backend's client module is imported too
-(:func:`backend_client_modules`): a query's runner opens a client, and importing the
-Kafka client was a measurable part of every Kafka query (docs/internals/warm-runner.md)."""
+query's runner unpickles. Every installed backend's client and reader access modules are
+imported too (:func:`backend_client_modules`): a query's runner opens a client through
+its reader access, and importing the Kafka client was a measurable part of every Kafka
+query (docs/internals/warm-runner.md)."""
 _REQUEST_TIMEOUT_S = 10.0
 USAGE = f"python -m {RUNNER_MODULE} SOCKET PARENT_PID [MODULE ...]"
 
@@ -87,10 +88,17 @@ def refusal(
 
 
 def backend_client_modules() -> list[str]:
-    """The module of every registered backend's client factory (``module:callable``)."""
+    """The module of every registered backend's client factory and reader access
+    (``module:attribute``)."""
     from msgstream.plugins import backend_specs
 
-    return [spec.client_factory.partition(":")[0] for spec in backend_specs().values()]
+    modules = (
+        declared.partition(":")[0]
+        for spec in backend_specs().values()
+        for declared in (spec.client_factory, spec.reader_access)
+        if declared is not None
+    )
+    return list(dict.fromkeys(modules))  # backends share the default reader access
 
 
 def _import_if_installed(name: str) -> None:

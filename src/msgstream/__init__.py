@@ -20,7 +20,6 @@ from .errors import (
     CodecError,
     ConfigError,
     DecodeError,
-    DiskFullError,
     ForeignMessageIdError,
     InvalidChannelNameError,
     InvalidPositionError,
@@ -31,10 +30,6 @@ from .errors import (
     ProblemError,
     ReadIncompleteError,
     SendOutcomeUnknownError,
-    StoreCorruptedError,
-    StoreError,
-    StoreLockedError,
-    StorePathError,
     StreamClosedError,
     StreamStateError,
     TopicNotFoundError,
@@ -162,8 +157,9 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """The renamed errors of 0.1 (``TopicNotFound``, ``InvalidChannelName``), with a warning."""
+def __getattr__(name: str) -> type[MsgStreamError]:
+    """The backends' own errors (the embedded store's ``StoreError`` and its kinds), and the
+    renamed errors of 0.1 (``TopicNotFound``, ``InvalidChannelName``), with a warning."""
     from . import errors
 
     return errors.__getattr__(name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import functools
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import ClassVar
 
 
@@ -209,54 +209,34 @@ class AuthorizationError(BackendUnavailableError):
         self.operation = operation
 
 
-class StoreError(ProblemError, BackendUnavailableError):
-    """The embedded store at ``path`` cannot be used as asked. Subclasses say why."""
-
-    template = "rocksmq store at {subject!r}: {problem}"
-
-    @property
-    def path(self) -> str:
-        return self.subject
-
-
-class StorePathError(StoreError):
-    """The store's path is unusable: a file, under a file, not permitted, or missing."""
-
-
-class StoreLockedError(StoreError):
-    """Another process holds the store for itself (rocksmq with ``sharing: exclusive``)."""
-
-
-class StoreCorruptedError(StoreError):
-    """A file of the store is damaged; ``lost`` says what could not be read, when known.
-
-    Raised at open (a damaged write-ahead log or manifest) or at read (a damaged table
-    block): acknowledged data is never dropped without this error. ``msgstream doctor``
-    checks a store and, when asked, recovers what can be recovered.
-    """
-
-    def __init__(self, path: str, problem: str, lost: str = "") -> None:
-        super().__init__(path, problem + (f"; lost: {lost}" if lost else ""))
-        self.lost = lost
-
-
-class DiskFullError(StoreError):
-    """A write failed because the disk holding the store is full. Nothing of that write
-    was stored; the store resumes by itself once space is freed."""
-
-
 _RENAMED = {"TopicNotFound": "TopicNotFoundError", "InvalidChannelName": "InvalidChannelNameError"}
 """Names of 0.1 that did not end in ``Error``; still importable, with a warning."""
 
 
 def __getattr__(name: str) -> type[MsgStreamError]:
+    """A backend's own error (:attr:`~msgstream.plugins.BackendSpec.errors`), or a name of
+    0.1 (with a warning)."""
     new = _RENAMED.get(name)
-    if new is None:
+    if new is not None:
+        warnings.warn(
+            f"msgstream.{name} is renamed {new}; the old name will be removed in 0.3",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        renamed: type[MsgStreamError] = globals()[new]
+        return renamed
+    error = None if _backend_error is None or name.startswith("__") else _backend_error(name)
+    if error is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"msgstream.{name} is renamed {new}; the old name will be removed in 0.3",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    error: type[MsgStreamError] = globals()[new]
     return error
+
+
+BackendErrorLookup = Callable[[str], "type[MsgStreamError] | None"]
+_backend_error: BackendErrorLookup | None = None
+
+
+def find_backend_errors_with(lookup: BackendErrorLookup) -> None:
+    """How :func:`__getattr__` finds a backend's own error by name: the plug-ins, which
+    need this module first, install :func:`msgstream.plugins.backend_error` here."""
+    global _backend_error
+    _backend_error = lookup

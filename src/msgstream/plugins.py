@@ -16,15 +16,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import import_module
 from importlib.metadata import entry_points
 from types import MappingProxyType
 
-from .errors import BackendUnavailableError
+from .errors import BackendUnavailableError, MsgStreamError, find_backend_errors_with
 from .sections import Section
 
 __all__ = [
+    "DEFAULT_READER_ACCESS",
     "ENTRY_POINT_GROUP",
     "BackendSpec",
+    "backend_error",
     "backend_names",
     "backend_spec",
     "backend_specs",
@@ -36,6 +39,9 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "msgstream.backends"
+
+DEFAULT_READER_ACCESS = "msgstream.reader_access:SUBSCRIPTIONS"
+"""A spec's :attr:`~BackendSpec.reader_access` unless it names its own."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,21 @@ class BackendSpec:
     listing_position: int = 100
     """Where it is listed among ``mq.type``'s choices, the sections and the configuration
     reference: lowest first, then by name (entry points come in no reliable order)."""
+    reader_access: str | None = DEFAULT_READER_ACCESS
+    """``"module:attribute"`` naming its :class:`~msgstream.reader_access.ReaderAccess`:
+    how processes that only read it (the Spark bridge's) open it, keep a query's data
+    from retention and clean up; imported when first needed. The default needs nothing
+    beyond the client protocols; None: it cannot be read that way."""
+    in_process: bool = False
+    """Its channels exist only in the process that made them: no other process reads
+    them (the Spark source's executors cannot)."""
+    directory_key: str | None = None
+    """A key of its section naming the local directory it keeps its channels in, for a
+    backend that keeps them there; what a tool making a throwaway store sets."""
+    errors: str | None = None
+    """The module of its own public errors (the names in its ``__all__``), each then
+    importable from :mod:`msgstream.errors` and :mod:`msgstream` too; None: it raises the
+    core's errors only."""
 
     def __post_init__(self) -> None:
         if self.name != self.section.SECTION:
@@ -79,10 +100,10 @@ class BackendSpec:
             raise ValueError("'default' is mq.type's own value, not a backend name")
         if self.message_id_tag is not None and len(self.message_id_tag) != 1:
             raise ValueError(f"backend {self.name!r}: message_id_tag must be one byte")
-        for key in (self.selected_by, *self.required_keys):
+        for key in (self.selected_by, self.directory_key, *self.required_keys):
             if key is not None and key not in self.section.model_fields:
                 raise ValueError(f"backend {self.name!r}: {key!r} is no key of its section")
-        for factory in (self.client_factory, self.inspection_client_factory):
+        for factory in (self.client_factory, self.inspection_client_factory, self.reader_access):
             module, _, function = (factory or "m:f").partition(":")
             if not module or not function:
                 raise ValueError(f"backend {self.name!r}: {factory!r} is not 'module:function'")
@@ -91,6 +112,8 @@ class BackendSpec:
 _lock = threading.Lock()
 _specs: dict[str, BackendSpec] | None = None
 _tags: dict[bytes, str] = {}
+_loading = threading.local()
+"""``active`` while this thread loads the entry points (see :func:`backend_error`)."""
 
 
 def _loaded() -> dict[str, BackendSpec]:
@@ -98,21 +121,29 @@ def _loaded() -> dict[str, BackendSpec]:
     if _specs is None:
         with _lock:
             if _specs is None:
-                found: dict[str, BackendSpec] = {}
-                for point in entry_points(group=ENTRY_POINT_GROUP):
-                    if point.name in found:  # the same distribution seen twice on sys.path
-                        continue
-                    spec = point.load()
-                    if not isinstance(spec, BackendSpec) or spec.name != point.name:
-                        raise BackendUnavailableError(
-                            f"entry point {point.name!r} = {point.value!r} of group "
-                            f"{ENTRY_POINT_GROUP!r} is not a BackendSpec named {point.name!r}"
-                        )
-                    _check_tag(spec, found)
-                    found[spec.name] = spec
-                _specs = _listed(found)
+                _loading.active = True
+                try:
+                    _specs = _listed(_from_entry_points())
+                finally:
+                    _loading.active = False
                 _retag(_specs)
     return _specs
+
+
+def _from_entry_points() -> dict[str, BackendSpec]:
+    found: dict[str, BackendSpec] = {}
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        if point.name in found:  # the same distribution seen twice on sys.path
+            continue
+        spec = point.load()
+        if not isinstance(spec, BackendSpec) or spec.name != point.name:
+            raise BackendUnavailableError(
+                f"entry point {point.name!r} = {point.value!r} of group "
+                f"{ENTRY_POINT_GROUP!r} is not a BackendSpec named {point.name!r}"
+            )
+        _check_tag(spec, found)
+        found[spec.name] = spec
+    return found
 
 
 def _check_tag(spec: BackendSpec, specs: Mapping[str, BackendSpec]) -> None:
@@ -173,6 +204,22 @@ def tag_owner(tag: bytes) -> str | None:
     return _tags.get(tag)
 
 
+def backend_error(name: str) -> type[MsgStreamError] | None:
+    """The public error ``name`` of a registered backend (see :attr:`BackendSpec.errors`),
+    if one has it. None while this thread loads the backends' specs: a spec module that
+    imports a backend's error imports it from that backend's own module."""
+    if getattr(_loading, "active", False):
+        return None
+    for spec in _loaded().values():
+        if spec.errors is None:
+            continue
+        module = import_module(spec.errors)
+        error = getattr(module, name, None) if name in getattr(module, "__all__", ()) else None
+        if isinstance(error, type) and issubclass(error, MsgStreamError):
+            return error
+    return None
+
+
 def register_backend(spec: BackendSpec) -> None:
     """Add a backend in-process, as if an installed package declared it."""
     specs = _loaded()
@@ -190,3 +237,6 @@ def unregister_backend(name: str) -> None:
     with _lock:
         specs.pop(name, None)
         _retag(specs)
+
+
+find_backend_errors_with(backend_error)

@@ -372,7 +372,7 @@ async def test_bad_input_names_channel_field_and_option(
         spark.readStream.format("msgstream").option("mq.type", "memory").option(
             "channels", "a"
         ).load()
-    assert "the in-process 'memory' backend cannot be shared" in str(caught.value)
+    assert "backend 'memory' does not offer reading from other processes" in str(caught.value)
 
     # a checkpoint written for other channels
     checkpoint = str(tmp_path / "ck")

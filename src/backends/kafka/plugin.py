@@ -14,4 +14,5 @@ SPEC = broker_spec(
     listing_position=1,
     client_class="KafkaClient",
     message_id_tag=KafkaMessageID.tag,
+    reader_access="msgstream.backends.kafka.reader_access:READER_ACCESS",
 )

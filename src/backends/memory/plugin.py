@@ -1,4 +1,5 @@
-"""The memory backend as a plug-in: only ever chosen by name (``mq.type: memory``)."""
+"""The memory backend as a plug-in: only ever chosen by name (``mq.type: memory``); its
+channels live in the process that made them."""
 
 from __future__ import annotations
 
@@ -13,4 +14,5 @@ SPEC = BackendSpec(
     listing_position=3,
     client_factory="msgstream.backends.memory:new_client",
     message_id_tag=MemoryMessageID.tag,
+    in_process=True,
 )

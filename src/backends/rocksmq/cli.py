@@ -20,9 +20,9 @@ from msgstream.cli.common import (
 )
 from msgstream.cli.output import dumps
 from msgstream.config import Config
-from msgstream.errors import StorePathError
 
 from . import doctor
+from .errors import StorePathError
 from .failures import check_store_path
 from .settings import RocksmqConfig
 

@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 import anyio
 
 from msgstream.config import MsgStreamConfig
-from msgstream.errors import BackendUnavailableError, StoreLockedError
+from msgstream.errors import BackendUnavailableError
 from msgstream.logs import fields, get_logger
 from msgstream.observe import StoreProbe
 
 from ..log_client import LogClient
+from .errors import StoreLockedError
 from .failures import check_store_path, store_error
 from .frames import FRAME_SLACK, MIN_FRAME_LIMIT
 from .link import Link
@@ -229,7 +230,7 @@ def open_client(
     ``options.create`` is off): a :class:`LogClient` on the store while this process owns
     it (or reads it, ``options.read_only``), a :class:`RemoteClient` while another process
     does (``sharing="auto"``). A path that cannot hold a store raises a
-    :class:`~msgstream.errors.StoreError` naming it."""
+    :class:`~msgstream.backends.rocksmq.errors.StoreError` naming it."""
     options = options or RocksOptions()
     if options.read_only:
         sharing = "read_only"

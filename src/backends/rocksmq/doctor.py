@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 
 from rocksdict import AccessType, DBRecoveryMode, Options, Rdict, WriteBatch
 
-from msgstream.errors import StoreCorruptedError, StoreLockedError
-
 from ..log_client.store import FIRST_ID
+from .errors import StoreCorruptedError, StoreLockedError
 from .failures import check_store_path, store_error
 from .ownership import OwnerLock, read_owner
 from .wal import damaged_tails

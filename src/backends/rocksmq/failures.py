@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import os
 
-from msgstream.errors import (
+from .errors import (
     DiskFullError,
     StoreCorruptedError,
     StoreError,

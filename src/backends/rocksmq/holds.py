@@ -20,9 +20,8 @@ import tempfile
 
 import orjson
 
-from msgstream.errors import StoreError
-
 from ..log_client.store import StoredSubscription, now_ms
+from .errors import StoreError
 from .failures import store_error
 
 HOLDS_DIR = "holds"

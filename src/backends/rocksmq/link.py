@@ -37,13 +37,11 @@ from msgstream.errors import (
     BackendUnavailableError,
     MsgStreamError,
     SendOutcomeUnknownError,
-    StoreError,
-    StoreLockedError,
-    StorePathError,
     StreamClosedError,
 )
 from msgstream.logs import fields, get_logger
 
+from .errors import StoreError, StoreLockedError, StorePathError
 from .frames import (
     ERROR_FIELDS,
     FRAME_SLACK,

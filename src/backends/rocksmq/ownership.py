@@ -33,7 +33,7 @@ from typing import Protocol
 
 import orjson
 
-from msgstream.errors import StorePathError
+from .errors import StorePathError
 
 LOCK_NAME = "owner.lock"
 SOCKET_NAME = "owner.sock"

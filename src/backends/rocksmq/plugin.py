@@ -18,4 +18,7 @@ SPEC = BackendSpec(
     selected_by="path",
     selection_rank=0,
     fallback=True,
+    reader_access="msgstream.backends.rocksmq.reader_access:READER_ACCESS",
+    directory_key="path",
+    errors="msgstream.backends.rocksmq.errors",
 )

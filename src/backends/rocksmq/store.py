@@ -62,14 +62,7 @@ from rocksdict import (
     WriteOptions,
 )
 
-from msgstream.errors import (
-    DiskFullError,
-    SendOutcomeUnknownError,
-    StoreCorruptedError,
-    StoreError,
-    StreamClosedError,
-    TopicNotFoundError,
-)
+from msgstream.errors import SendOutcomeUnknownError, StreamClosedError, TopicNotFoundError
 from msgstream.logs import fields, get_logger
 
 from ..log_client.store import (
@@ -81,6 +74,7 @@ from ..log_client.store import (
     StoredSubscription,
     now_ms,
 )
+from .errors import DiskFullError, StoreCorruptedError, StoreError
 from .failures import check_store_path, store_error
 from .holds import Holds
 from .retention import Page, RetentionPolicy, expired_pages

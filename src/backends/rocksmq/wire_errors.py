@@ -4,11 +4,12 @@ An error travels as its class name, its text (the one it was raised with: what `
 adds from its attributes, such as a did-you-mean hint, is added again on arrival) and its
 plain attributes (strings, numbers, booleans, None, and tuples of strings: ``channel``,
 ``subject``, ``lost``, the channels a hint is chosen from...). The receiving side rebuilds
-an instance of the same class of :mod:`msgstream.errors` with the same text and
-attributes, so a caller catches ``TopicNotFoundError`` or ``DiskFullError`` whichever
-process hit it, and reads the same message.
+an instance of the same class -- of :mod:`msgstream.errors`, or of the store's own
+:mod:`.errors` -- with the same text and attributes, so a caller catches
+``TopicNotFoundError`` or ``DiskFullError`` whichever process hit it, and reads the same
+message.
 A name that is no msgstream error comes back as :class:`BackendUnavailableError` with its
-text: nothing is ever unpickled or looked up beyond that module.
+text: nothing is ever unpickled or looked up beyond those two modules.
 """
 
 from __future__ import annotations
@@ -16,10 +17,21 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-import msgstream.errors as errors_module
+import msgstream.errors as core_errors
 from msgstream.errors import BackendUnavailableError, MsgStreamError
 
+from . import errors as store_errors
+
 _PLAIN = (str, int, float, bool, type(None))
+
+
+def _named(kind: str) -> type[MsgStreamError] | None:
+    """The msgstream error class named ``kind``: the core's, or one of the store's own."""
+    for module in (core_errors, store_errors):
+        cls = vars(module).get(kind)
+        if isinstance(cls, type) and issubclass(cls, MsgStreamError):
+            return cls
+    return None
 
 
 def _plain(value: Any) -> bool:
@@ -33,7 +45,7 @@ def error_fields(exc: BaseException) -> list[Any]:
     if not isinstance(exc, MsgStreamError):  # the owner's own: an unclassified error, a bug
         return [BackendUnavailableError.__name__, f"{type(exc).__name__}: {exc}", {}]
     kind = type(exc).__name__
-    if getattr(errors_module, kind, None) is not type(exc):
+    if _named(kind) is not type(exc):
         kind = _known_base(type(exc))
     text = str(exc.args[0]) if exc.args else Exception.__str__(exc)
     attributes = {k: v for k, v in vars(exc).items() if _plain(v)}
@@ -41,18 +53,16 @@ def error_fields(exc: BaseException) -> list[Any]:
 
 
 def _known_base(cls: type[BaseException]) -> str:
-    """The nearest class of :mod:`msgstream.errors` above ``cls`` (a backend's own error)."""
+    """The nearest class known by name above ``cls`` (another module's own error)."""
     for base in cls.__mro__:
-        if getattr(errors_module, base.__name__, None) is base:
+        if _named(base.__name__) is base:
             return str(base.__name__)
     return BackendUnavailableError.__name__
 
 
 def rebuild_error(kind: str, message: str, attributes: dict[str, Any]) -> MsgStreamError:
     """The error an :attr:`~.frames.Op.ERROR` reply describes."""
-    cls = getattr(errors_module, kind, None)
-    if not (isinstance(cls, type) and issubclass(cls, MsgStreamError)):
-        cls = BackendUnavailableError
+    cls = _named(kind) or BackendUnavailableError
     exc = cls.__new__(cls)
     Exception.__init__(exc, message)
     for name, value in attributes.items():

@@ -53,6 +53,7 @@ import msgstream.bridge_spark
 from msgstream.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    CliError,
     fmt_rate,
     options_from,
     stderr_console,
@@ -60,6 +61,7 @@ from msgstream.cli.common import (
 )
 from msgstream.config import Config, MqConfig
 from msgstream.factory import MsgStreamFactory
+from msgstream.plugins import fallback_backend
 from msgstream.scope import cancel_and_wait, finish_in_thread
 
 from ..batcher import BatcherProgress, BatchInfo, MicroBatcher, Until
@@ -481,16 +483,25 @@ def _workdir(opts: DemoOptions) -> Iterator[Path]:
 
 
 def demo_config(config: Config, explicit_config: bool, store_dir: Path | None) -> Config:
-    """The configuration the demo runs on: the given one (with ``--path`` as its rocksmq
-    path), or the embedded rocksmq store in ``store_dir``."""
+    """The configuration the demo runs on: the given one (with ``--path`` as its embedded
+    store's directory), or the embedded store (rocksmq) in ``store_dir``."""
     if store_dir is None:
         return config
-    from msgstream.backends.rocksmq.settings import RocksmqConfig  # loaded only when used
+    backend, key = embedded_store()
+    run = config.with_values({backend: {key: str(store_dir / "store")}})
+    return run if explicit_config else run.replace(mq=MqConfig(type=backend))
 
-    rocksmq = config.section(RocksmqConfig).replace(path=str(store_dir / "store"))
-    if explicit_config:
-        return config.replace(rocksmq=rocksmq)
-    return config.replace(mq=MqConfig(type="rocksmq"), rocksmq=rocksmq)
+
+def embedded_store() -> tuple[str, str]:
+    """The backend the demo makes a throwaway store of -- the one ``mq.type: default``
+    falls back to, which keeps its channels in a directory -- and its directory's key."""
+    spec = fallback_backend()
+    if spec is None or spec.directory_key is None:
+        raise CliError(
+            "no backend keeps its channels in a local directory (BackendSpec.directory_key) "
+            "that a throwaway store could be made in: give --config"
+        )
+    return spec.name, spec.directory_key
 
 
 def spark_log_path(opts: DemoOptions, workdir: Path, run_id: str) -> Path | None:

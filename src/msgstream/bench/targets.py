@@ -9,7 +9,7 @@ declares a factory under the ``msgstream.bench_baselines`` entry-point group, ke
 backend name::
 
     [project.entry-points."msgstream.bench_baselines"]
-    kafka = "msgstream.backends.kafka.bench_baseline:BENCH"
+    mybroker = "mybroker_msgstream.bench_baseline:BENCH"
 
 naming a :class:`BenchPlugin`: its ``raw_target`` takes the :class:`~msgstream.config.Config`
 and returns a :class:`Target` that uses the broker library directly, with the settings
