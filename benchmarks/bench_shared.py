@@ -1,7 +1,7 @@
 """Figures of one rocksmq store shared by several processes, each beside its baseline
 from the same run (sides alternate slice by slice).
 
-    python benchmarks/bench_shared.py [--quick] [--json FILE] [--kafka-p50 US]
+    python benchmarks/bench_shared.py [--quick] [--json FILE] [--kafka-p50 US] [--uvloop]
 
 This process owns store A (the in-process side) and is attached to store B, which an
 idle process owns (the attached side: a service owns the store, this process uses it),
@@ -61,6 +61,9 @@ CHILD = str(Path(__file__).resolve().parent / "shared_child.py")
 TT_CHANNELS = [f"tt-{i}" for i in range(16)]
 PAYLOAD = b"x" * 320
 SMALL = b"x" * 100
+ON_UVLOOP = False
+"""``--uvloop``: this process and the children it starts run on uvloop (an application's
+choice; a store's owner serves other processes on uvloop either way)."""
 HANDOFF_GAP_US = 1000
 """The pause between a hand-off's sends: each message finds every process idle."""
 
@@ -70,7 +73,7 @@ class Proc:
 
     def __init__(self, *args: str, lines: queue.Queue[tuple[Proc, str]] | None = None) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, CHILD, *args],
+            [sys.executable, CHILD, *(["--uvloop"] if ON_UVLOOP else []), *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -446,10 +449,20 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
     parser.add_argument("--json", help="also write the figures to this JSON file")
     parser.add_argument("--kafka-p50", type=float, help="Kafka's produce p50 in µs")
+    parser.add_argument(
+        "--uvloop", action="store_true", help="run this process and its children on uvloop"
+    )
     args = parser.parse_args()
+    global ON_UVLOOP
+    ON_UVLOOP = args.uvloop
     scale = 0.2 if args.quick else 1.0
     with tempfile.TemporaryDirectory(prefix="msgstream-bench-shared-") as tmp:
-        rows = timed("shared store", lambda: asyncio.run(run(tmp, scale, args.kafka_p50)))
+        runner = asyncio.run
+        if ON_UVLOOP:
+            import uvloop
+
+            runner = uvloop.run
+        rows = timed("shared store", lambda: runner(run(tmp, scale, args.kafka_p50)))
         seconds = timed("hand-over", lambda: handovers(tmp, 5 if args.quick else 10))
         print(f"    hand-overs (ms): {', '.join(f'{s * 1000:.0f}' for s in seconds)}",
               file=sys.stderr)  # fmt: skip

@@ -1,5 +1,7 @@
 """The other processes of ``bench_shared.py``: each answers commands read from stdin.
 
+    python shared_child.py [--uvloop] MODE WHERE   # --uvloop: the process runs on uvloop
+
     python shared_child.py attached PATH     # a process attached to the store at PATH
     python shared_child.py own PATH          # a process that owns PATH and idles
                                              # (until a line or the end of stdin)
@@ -30,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -83,8 +85,7 @@ async def own(path: str) -> None:
 
 class _Echo(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
 
     def data_received(self, data: bytes) -> None:
         self.transport.write(data)
@@ -104,8 +105,7 @@ class _Relay(asyncio.Protocol):
         self.role = b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         if not self.role:
@@ -163,7 +163,8 @@ async def acks(path: str) -> None:
 
 
 def main(argv: list[str]) -> None:
-    mode, where = argv
+    on_uvloop = argv[:1] == ["--uvloop"]
+    mode, where = argv[1:] if on_uvloop else argv
     runner = {
         "attached": attached,
         "own": own,
@@ -172,7 +173,12 @@ def main(argv: list[str]) -> None:
         "relay": relay,
         "pacer": pacer,
     }[mode]
-    asyncio.run(runner(where))
+    if on_uvloop:
+        import uvloop
+
+        uvloop.run(runner(where))
+    else:
+        asyncio.run(runner(where))
 
 
 if __name__ == "__main__":
