@@ -191,8 +191,9 @@ def request_fields(op: Op) -> Fields:
     return LAYOUTS[op].request
 
 
-READ_ROOM = 256 * 1024
-"""The least free room :meth:`FrameDecoder.get_buffer` offers a socket read."""
+READ_ROOM = 1024 * 1024
+"""The least free room :meth:`FrameDecoder.get_buffer` offers a socket read (a busy
+client reads once per turn of its event loop: a read may take a whole large reply)."""
 
 
 class FrameDecoder:

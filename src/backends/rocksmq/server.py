@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import sys
 import threading
 from bisect import bisect_right
@@ -69,6 +70,11 @@ READ_MAX_BYTES = 16 * 1024 * 1024
 REPLY_BUFFER_BYTES = 8 * 1024 * 1024
 """Replies a connection may have waiting to be sent before the owner stops reading its
 requests (plus the reply that crossed it: at most :data:`READ_MAX_BYTES`)."""
+SOCKET_SEND_BYTES = 4 * 1024 * 1024
+"""The send buffer the owner asks of the kernel per connection (capped at
+``net.core.wmem_max``): a client busy with what it read takes one socket read per turn of
+its event loop, and the kernel's default (about 200 KiB) held large read replies back
+for many turns."""
 MAX_WAIT_MS = 60_000
 PARKED_PER_CONNECTION = 4096
 PRODUCER_EXPIRY_EVERY_S = 600.0
@@ -616,6 +622,7 @@ class _Connection(asyncio.BufferedProtocol):
         # one read reply stall every other consumer of the connection).
         transport.set_write_buffer_limits(high=REPLY_BUFFER_BYTES, low=REPLY_BUFFER_BYTES // 4)
         sock = transport.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_SEND_BYTES)
         self._fd = sock.fileno()
         uid = peer_uid(sock)
         if uid != os.getuid():
