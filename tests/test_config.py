@@ -859,3 +859,36 @@ def test_every_special_value_is_accepted_outside_the_range(
     with pytest.raises(ConfigError) as caught:
         config_from_dict({section: {key: -2}}, env={})
     assert f"or -1 ({meaning})" in str(caught.value)
+
+
+# --------------------------------------------------------------------------- dotted overrides
+
+
+def test_dotted_overrides_are_read_by_the_keys_type() -> None:
+    """Text is read as YAML (then validated by the key's type), other values as they are;
+    every other key keeps its value."""
+    base = config_from_dict({"kafka": {"brokers": "k:9092", "acks": "all"}}, env=NO_ENV)
+    changed = base.with_overrides(
+        {"kafka.acks": "1", "msgstream.receive_buffer_size": "7", "msgstream.pursuit_lag_s": 2}
+    )
+    assert (changed.kafka.acks, changed.kafka.brokers) == ("1", "k:9092")
+    assert changed.msgstream.receive_buffer_size == 7
+    assert changed.msgstream.pursuit_lag_s == 2.0
+    assert base.with_overrides({}) == base
+
+
+@pytest.mark.parametrize("key", ["kafka", "kafkaa.acks", ".acks", "acks"])
+def test_a_dotted_override_that_names_no_section_names_the_key(key: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        Config().with_overrides({key: "secret-looking"})
+    assert (exc.value.key, exc.value.problem) == (
+        key,
+        "expected a dotted configuration key such as msgstream.tick_interval_s",
+    )
+    assert "secret-looking" not in str(exc.value)
+
+
+def test_a_dotted_override_of_an_unknown_key_in_a_section_names_it() -> None:
+    with pytest.raises(ConfigError) as exc:
+        Config().with_overrides({"kafka.ackz": "1"})
+    assert exc.value.key == "kafka.ackz"

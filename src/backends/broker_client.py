@@ -1,6 +1,7 @@
 """What the networked backends' clients (Kafka, Pulsar) share: the deadline of one call,
 the error mapping bound to the cluster, the open/closed state, and the hooks their
-consumers are handed (see :class:`~msgstream.consumer_base.ClientHooks`)."""
+consumers are handed (see :class:`~msgstream.consumer_base.ClientHooks`); and what their
+consumers share, the broker calls of one subscription to one channel."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from msgstream.backend import MessageID
 from msgstream.config import MsgStreamConfig
-from msgstream.consumer_base import ClientHooks, ClientState
+from msgstream.consumer_base import ClientHooks, ClientState, ConsumerBase
 
 from .broker_errors import BrokerCalls, BrokerErrors
 
@@ -43,3 +44,20 @@ class BrokerClient:
     def forget_consumer(self, consumer: Any) -> None:
         """A consumer of this client closed: stop tracking it."""
         raise NotImplementedError
+
+
+class BrokerConsumer(ConsumerBase):
+    """The base of a networked backend's consumer: its calls to the broker."""
+
+    def __init__(self, channel: str, subname: str, hooks: ClientHooks, calls: BrokerCalls) -> None:
+        super().__init__(channel, subname, hooks)
+        self._calls = calls
+
+    def _call(self, what: str) -> Any:
+        """A broker call of this consumer: an ACL refusal is one to read the channel (its
+        topic, or its subscription)."""
+        return self._calls.call(
+            f"{what} (channel {self.channel!r}, subscription {self.subname!r})",
+            self.channel,
+            "read",
+        )

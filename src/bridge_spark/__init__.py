@@ -18,95 +18,37 @@ does to find the bridge's commands -- loads neither PySpark nor pyarrow.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from msgstream.exports import lazy_exports
+
 if TYPE_CHECKING:
-    from .batcher import BatcherProgress, BatchInfo, MicroBatcher, Until, UserFunction
-    from .checkpoint import BatchMark, CheckpointState, load_checkpoint, save_checkpoint
-    from .convert import FrameBuilder, table_from_packs
-    from .errors import (
-        BridgeError,
-        CheckpointError,
-        OptionError,
-        SchemaMismatchError,
-        SchemaNotFoundError,
-        SliceIncompleteError,
-    )
-    from .frames import FrameKind, FrameSchema
-    from .launcher import worker_python
-    from .offsets import SliceOffset
-    from .options import bridge_config
-    from .session import local_spark
-    from .sink import ParquetSink
-    from .source import MsgStreamDataSource, register
-    from .subscription import drop_subscription
-
-_MODULE_OF = {
-    "BatchInfo": "batcher",
-    "BatchMark": "checkpoint",
-    "BatcherProgress": "batcher",
-    "BridgeError": "errors",
-    "CheckpointError": "errors",
-    "CheckpointState": "checkpoint",
-    "FrameBuilder": "convert",
-    "FrameKind": "frames",
-    "FrameSchema": "frames",
-    "MicroBatcher": "batcher",
-    "MsgStreamDataSource": "source",
-    "OptionError": "errors",
-    "ParquetSink": "sink",
-    "SchemaMismatchError": "errors",
-    "SchemaNotFoundError": "errors",
-    "SliceIncompleteError": "errors",
-    "SliceOffset": "offsets",
-    "Until": "batcher",
-    "UserFunction": "batcher",
-    "bridge_config": "options",
-    "drop_subscription": "subscription",
-    "load_checkpoint": "checkpoint",
-    "local_spark": "session",
-    "register": "source",
-    "save_checkpoint": "checkpoint",
-    "table_from_packs": "convert",
-    "worker_python": "launcher",
-}
-
-__all__ = [
-    "BatchInfo",
-    "BatchMark",
-    "BatcherProgress",
-    "BridgeError",
-    "CheckpointError",
-    "CheckpointState",
-    "FrameBuilder",
-    "FrameKind",
-    "FrameSchema",
-    "MicroBatcher",
-    "MsgStreamDataSource",
-    "OptionError",
-    "ParquetSink",
-    "SchemaMismatchError",
-    "SchemaNotFoundError",
-    "SliceIncompleteError",
-    "SliceOffset",
-    "Until",
-    "UserFunction",
-    "bridge_config",
-    "drop_subscription",
-    "load_checkpoint",
-    "local_spark",
-    "register",
-    "save_checkpoint",
-    "table_from_packs",
-    "worker_python",
-]
-
-
-def __getattr__(name: str) -> object:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # later lookups do not come here
-    return value
+    from .batcher import BatcherProgress as BatcherProgress
+    from .batcher import BatchInfo as BatchInfo
+    from .batcher import MicroBatcher as MicroBatcher
+    from .batcher import Until as Until
+    from .batcher import UserFunction as UserFunction
+    from .checkpoint import BatchMark as BatchMark
+    from .checkpoint import CheckpointState as CheckpointState
+    from .checkpoint import load_checkpoint as load_checkpoint
+    from .checkpoint import save_checkpoint as save_checkpoint
+    from .convert import FrameBuilder as FrameBuilder
+    from .convert import table_from_packs as table_from_packs
+    from .errors import BridgeError as BridgeError
+    from .errors import CheckpointError as CheckpointError
+    from .errors import OptionError as OptionError
+    from .errors import SchemaMismatchError as SchemaMismatchError
+    from .errors import SchemaNotFoundError as SchemaNotFoundError
+    from .errors import SliceIncompleteError as SliceIncompleteError
+    from .frames import FrameKind as FrameKind
+    from .frames import FrameSchema as FrameSchema
+    from .launcher import worker_python as worker_python
+    from .offsets import SliceOffset as SliceOffset
+    from .options import bridge_config as bridge_config
+    from .session import local_spark as local_spark
+    from .sink import ParquetSink as ParquetSink
+    from .source import MsgStreamDataSource as MsgStreamDataSource
+    from .source import register as register
+    from .subscription import drop_subscription as drop_subscription
+else:
+    __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -37,9 +37,11 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from msgstream.logs import get_logger
+
+from .pyspark_private import encryption_enabled, java_session, jvm, runs_on_jvm, temp_dir
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -98,14 +100,12 @@ class _DirectPath:
     and make the DataFrame."""
 
     def __init__(self, spark: SparkSession) -> None:
-        context = spark.sparkContext
         self._spark = spark
-        jvm: Any = spark._jvm
-        utils = jvm.PythonSQLUtils  # class and methods resolved once: a lookup is a JVM call
+        utils = jvm(spark).PythonSQLUtils  # class and methods resolved once: a lookup is a JVM call
         self._read_stream = utils.readArrowStreamFromFile
         self._to_dataframe = utils.toDataFrame
-        self._session = spark._jsparkSession
-        self._temp_dir: str = context._temp_dir
+        self._session = java_session(spark)
+        self._temp_dir = temp_dir(spark)
         self._large_types = spark.conf.get(LARGE_VAR_TYPES) == "true"
         records = int(spark.conf.get(MAX_RECORDS_PER_BATCH) or 0)
         self._chunk = records if records > 0 else None  # 0 or less: no limit, as Spark's
@@ -114,11 +114,11 @@ class _DirectPath:
     def probe(cls, spark: SparkSession) -> _DirectPath | None:
         """The direct path, if this session and PySpark have what it uses: it makes an
         empty DataFrame first. None: use ``createDataFrame``."""
-        if getattr(spark, "_jvm", None) is None:  # Spark Connect: no JVM here
-            return None
-        if getattr(spark.sparkContext, "_encryption_enabled", False):
+        if not runs_on_jvm(spark):
             return None
         try:
+            if encryption_enabled(spark):
+                return None
             import pyarrow as pa
             from pyspark.sql.types import LongType, StructField, StructType
 

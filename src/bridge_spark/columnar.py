@@ -37,8 +37,9 @@ import pyarrow as pa
 
 from msgstream import bodies, envelope
 from msgstream.bodies import COLUMN, VALIDITY, BodyLayout, Buffer, ColumnSlots
-from msgstream.codec import DEFAULT_MAX_MESSAGE_BYTES, VERSION, intact_envelope
+from msgstream.codec import VERSION, intact_envelope
 from msgstream.errors import DecodeError
+from msgstream.limits import DEFAULT_MAX_MESSAGE_BYTES
 from msgstream.messages import InsertMsg, MsgType
 from msgstream.packed import PackedKind, check_json  # unpack()'s own JSON check, many at once
 from msgstream.schema import FieldSchema

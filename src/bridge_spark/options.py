@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 
 from msgstream.channels import validate_channel_name
-from msgstream.config import Config, load_config, text_value
-from msgstream.errors import ConfigError, InvalidChannelNameError
+from msgstream.config import Config, load_config
+from msgstream.errors import InvalidChannelNameError
 from msgstream.schema import CollectionSchema
 
 from .clients import resolved_config
@@ -30,16 +30,7 @@ def bridge_config(
     ``MSGSTREAM_*`` variables, then ``overrides`` (dotted keys; string values are read as
     YAML scalars, so ``"true"`` is a bool, except a secret key's: see
     :func:`~msgstream.config.text_value`). Errors name the key."""
-    config = load_config(path, env)
-    if overrides:
-        changes: dict[str, dict[str, Any]] = {name: {} for name in config.sections()}
-        for key, value in overrides.items():
-            section, _, name = key.partition(".")
-            if not name or section not in changes:
-                raise ConfigError(key, "expected a dotted configuration key such as rocksmq.path")
-            changes[section][name] = text_value(key, value) if isinstance(value, str) else value
-        config = config.with_values(changes)
-    return resolved_config(config)
+    return resolved_config(load_config(path, env).with_overrides(overrides or {}))
 
 
 def parse_channels(value: str | Sequence[str], option: str = "channels") -> tuple[str, ...]:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 from .launcher import worker_python
+from .pyspark_private import jvm_started
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -92,7 +93,7 @@ def _start_jvm(master: str, app_name: str, settings: Mapping[str, str], stderr: 
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
-    if SparkContext._gateway is not None:  # PySpark's one JVM of the process
+    if jvm_started():  # PySpark's one JVM of the process
         return
     conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name)
     conf.setAll(list(settings.items()))

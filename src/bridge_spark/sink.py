@@ -15,6 +15,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from .errors import BridgeError
+from .pyspark_private import java_context, jvm
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -55,7 +56,6 @@ class ParquetSink:
 
 def _filesystem(spark: SparkSession, path: str) -> tuple[Any, Any]:
     """Hadoop's FileSystem for ``path`` and its Path class (through py4j)."""
-    jvm: Any = spark._jvm  # py4j: how PySpark reaches Hadoop
-    path_cls = jvm.org.apache.hadoop.fs.Path
-    conf = spark._jsc.hadoopConfiguration()
+    path_cls = jvm(spark).org.apache.hadoop.fs.Path
+    conf = java_context(spark).hadoopConfiguration()
     return path_cls(path).getFileSystem(conf), path_cls

@@ -29,8 +29,9 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Literal
 
+from .config import STREAM_DEFAULTS
+from .config import LatePolicy as LatePolicy  # the barrier's own name for it, too
 from .errors import InvalidPositionError, LateMessageError
 from .logs import fields, get_logger
 from .messages import TsMsg
@@ -49,7 +50,6 @@ from .tick_rules import (
 
 log = get_logger(__name__)
 
-LatePolicy = Literal["deliver", "reject"]
 LateHandler = Callable[[str, TsMsg, LateMessageError], None]
 
 _TRIM_ROWS = 1
@@ -100,10 +100,10 @@ class TickBarrier:
         self,
         channels: Sequence[str],
         *,
-        late_policy: LatePolicy = "deliver",
+        late_policy: LatePolicy = STREAM_DEFAULTS.late_policy,
         on_late: LateHandler | None = None,
-        channel_capacity: int = 65536,
-        channel_byte_limit: int = 8 * 1024 * 1024,
+        channel_capacity: int = STREAM_DEFAULTS.tt_channel_buffer_size,
+        channel_byte_limit: int = STREAM_DEFAULTS.tt_channel_buffer_bytes,
         backend: str = "",
         subscription: str = "",
     ) -> None:

@@ -33,6 +33,7 @@ import orjson
 from . import bodies, envelope
 from .buffers import BodyReader, BodyWriter
 from .errors import CodecError, DecodeError, UnknownMessageTypeError, UnknownTypeCodeError
+from .limits import DEFAULT_MAX_MESSAGE_BYTES as DEFAULT_MAX_MESSAGE_BYTES
 from .messages import BUILTIN_TYPES, USER_TYPE_MIN, DmlMsg, Header, TsMsg
 from .packed import PackedValues
 from .plans import Plan, ReadyPlan, UncheckedDmlPlan, plan_for
@@ -56,7 +57,6 @@ _JSON_LEN, _CRC = envelope.index("json_len"), envelope.index("crc")
 """Positions of the fields in an unpacked envelope."""
 _header_of = itemgetter(_MSG_TYPE, _MSG_ID, _TIMESTAMP, _SOURCE_ID)
 _time_range_of = itemgetter(_MSG_TYPE, _BEGIN_TS, _END_TS)
-DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
 
 

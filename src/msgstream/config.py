@@ -41,6 +41,7 @@ from pydantic_core import PydanticCustomError
 from .config_errors import describe, unknown_key
 from .config_keys import ENV_PREFIX, MASK, ConfigKey
 from .errors import ConfigError
+from .limits import DEFAULT_MAX_MESSAGE_BYTES, MiB
 from .plugins import (
     BackendSpec,
     backend_spec,
@@ -66,6 +67,9 @@ __all__ = [
     "env_var_name",
     "load_config",
     "resolve_backend",
+    "split_key",
+    "STREAM_DEFAULTS",
+    "stream_option",
     "text_value",
 ]
 
@@ -119,14 +123,14 @@ class MsgStreamConfig(Section):
     receive_buffer_size: Count = 1024
     """Messages buffered per channel in the bounded receive queue"""
 
-    receive_buffer_bytes: Count = 67108864
+    receive_buffer_bytes: Count = 64 * MiB
     """Payload bytes buffered per channel in the receive queue (plus about one message); a
     full queue stops reading its channel"""
 
     tt_channel_buffer_size: Count = 65536
     """Max messages a TtMsgStream buffers per channel ahead of the time-tick barrier"""
 
-    tt_channel_buffer_bytes: Count = 8388608
+    tt_channel_buffer_bytes: Count = 8 * MiB
     """Max payload bytes a TtMsgStream buffers per channel ahead of the time-tick barrier
     (plus about one message); bounds memory while a channel does not tick"""
 
@@ -134,13 +138,13 @@ class MsgStreamConfig(Section):
     """What to do with a data message timestamped at or below its channel's last time tick:
     deliver it anyway or reject it"""
 
-    max_message_bytes: Count = 67108864
+    max_message_bytes: Count = DEFAULT_MAX_MESSAGE_BYTES
     """Largest message accepted, in bytes"""
 
     pursuit_lag_s: Annotated[float, Field(ge=0)] = 10.0
     """Lag (seconds) beyond which a TtMsgStream merges packs to catch up; 0 disables"""
 
-    pursuit_buffer_size_bytes: Count = 104857600
+    pursuit_buffer_size_bytes: Count = 100 * MiB
     """Max bytes of one merged pack in pursuit mode"""
 
     pursuit_buffer_time_s: Seconds = 1.0
@@ -155,6 +159,19 @@ class MsgStreamConfig(Section):
     stall_after_ticks: Annotated[float, Field(ge=0)] = 100.0
     """A TtMsgStream channel holding the common tick back this many tick intervals while
     others advance is reported as stalled (logged once, in stats and metrics); 0 disables"""
+
+
+STREAM_DEFAULTS = MsgStreamConfig()
+"""The ``msgstream`` section's defaults: what :class:`~msgstream.MsgStream` and
+:class:`~msgstream.TtMsgStream` take for an option not given (their signatures read it),
+so each default is declared once, on its key."""
+
+
+def stream_option(key: str) -> str:
+    """The stream keyword argument the ``msgstream`` key ``key`` sets: its name, less the
+    ``tt_`` that marks, in this one flat section, an option of TtMsgStream alone
+    (``tt_channel_buffer_size`` sets ``channel_buffer_size``)."""
+    return key.removeprefix("tt_")
 
 
 class MetricsConfig(Section):
@@ -250,6 +267,19 @@ class Config(FrozenModel):
                 sections[name] = sections[name].replace(**changes)
         return type(self)(**sections)
 
+    def with_overrides(self, overrides: Mapping[str, object]) -> Self:
+        """A validated copy with dotted keys changed (``{"kafka.acks": "1"}``: a CLI's
+        ``--set``, a Spark option); a text value is read by :func:`text_value`. A key
+        that names no section is a :class:`ConfigError` naming the key, never the value
+        (it may be a secret)."""
+        changes: dict[str, dict[str, Any]] = {}
+        for key, value in overrides.items():
+            section, name = split_key(key)
+            changes.setdefault(section, {})[name] = (
+                text_value(key, value) if isinstance(value, str) else value
+            )
+        return self.with_values(changes)
+
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """The effective configuration as plain data (the shape of the YAML file), each
         secret key's value masked: it can be shown, and cannot be fed back for a secret
@@ -303,6 +333,18 @@ def _env_map() -> dict[str, ConfigKey]:
             raise TypeError(f"{key.dotted} and {result[key.env_var].dotted} share an env var")
         result[key.env_var] = key
     return result
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """A dotted key (``kafka.acks``) as (section, key in it); a :class:`ConfigError`
+    naming ``key`` when it names no section. Whether the section has such a key is
+    checked when the value is set."""
+    section, _, name = key.partition(".")
+    if not name or section not in _section_classes():
+        raise ConfigError(
+            key, "expected a dotted configuration key such as msgstream.tick_interval_s"
+        )
+    return section, name
 
 
 def env_var_name(key: str) -> str:

@@ -8,11 +8,13 @@ its parent, and the backends' modules import no client.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .backend import ConsumedMessage, MessageID
+from .cooperate import yielded
 from .errors import InvalidPositionError, StreamClosedError, StreamStateError
 
 
@@ -73,6 +75,32 @@ class ConsumerBase:
         self._client_state = hooks.state  # read on every receive: one attribute, not two
         self._positioned = True
         self._closed = False
+        self._error: BaseException | None = None
+        """A failure of reading ahead, raised by the next receive (:meth:`_raise_error`)."""
+        self._arrival: asyncio.Future[None] | None = None
+        """What a receive waiting for a message awaits (None while none waits)."""
+
+    def _raise_error(self) -> None:
+        """Raise the failure reading ahead left for the next receive, once."""
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    async def _await_arrival(self) -> None:
+        """Wait until :meth:`_wake` is called: a message or a failure arrived, a seek
+        moved the consumer or it closed."""
+        arrival = self._arrival = asyncio.get_running_loop().create_future()
+        try:
+            await arrival
+        finally:
+            self._arrival = None
+        yielded()  # the loop was given back: the next cooperate() counts from here
+
+    def _wake(self) -> None:
+        """Wake the receive waiting in :meth:`_await_arrival`, if one is."""
+        arrival = self._arrival
+        if arrival is not None and not arrival.done():
+            arrival.set_result(None)
 
     def _begin_close(self) -> bool:
         """Mark the consumer closed and tell its client to stop tracking it; False (doing

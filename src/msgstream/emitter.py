@@ -14,6 +14,7 @@ import itertools
 from collections import Counter
 from collections.abc import AsyncIterator
 
+from .config import STREAM_DEFAULTS
 from .errors import StreamStateError
 from .logs import fields, get_logger
 from .messages import TimeTickMsg
@@ -30,7 +31,7 @@ class TimeTickEmitter(AsyncScope):
         self,
         stream: MsgStream,
         *,
-        interval_s: float = 0.05,
+        interval_s: float = STREAM_DEFAULTS.tick_interval_s,
         allocator: TsoAllocator | None = None,
         source_id: int = 0,
     ) -> None:

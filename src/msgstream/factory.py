@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Unpack, cast
 
 from .backend import Client, ObservableClient
-from .config import Config, MsgStreamConfig, load_config, resolve_backend
+from .config import Config, MsgStreamConfig, load_config, resolve_backend, stream_option
 from .errors import BackendUnavailableError
 from .observe import default_instruments
 from .plugins import BackendSpec, backend_spec
@@ -86,28 +86,25 @@ def new_inspection_client(config: Config) -> Client:
     return make(config.section(spec.section), config.msgstream)
 
 
-def _stream_options(section: MsgStreamConfig) -> dict[str, Any]:
+def _configured(section: MsgStreamConfig, accepted: frozenset[str]) -> dict[str, Any]:
+    """The options among ``accepted`` that ``section`` sets, by option name (each key
+    sets the option :func:`~msgstream.config.stream_option` names)."""
     return {
-        "receive_buffer_size": section.receive_buffer_size,
-        "receive_buffer_bytes": section.receive_buffer_bytes,
-        "max_message_bytes": section.max_message_bytes,
+        option: getattr(section, key)
+        for key in MsgStreamConfig.model_fields
+        if (option := stream_option(key)) in accepted
     }
+
+
+def stream_options(section: MsgStreamConfig) -> dict[str, Any]:
+    """The :class:`MsgStream` options the ``msgstream`` section configures."""
+    return _configured(section, StreamOptions.__optional_keys__)
 
 
 def ttstream_options(section: MsgStreamConfig) -> dict[str, Any]:
     """The :class:`TtMsgStream` options the ``msgstream`` section configures: for a stream
     on a client made some other way than :func:`new_client`."""
-    return {
-        **_stream_options(section),
-        "late_policy": section.late_policy,
-        "channel_buffer_size": section.tt_channel_buffer_size,
-        "channel_buffer_bytes": section.tt_channel_buffer_bytes,
-        "pursuit_lag_s": section.pursuit_lag_s,
-        "pursuit_buffer_size_bytes": section.pursuit_buffer_size_bytes,
-        "pursuit_buffer_time_s": section.pursuit_buffer_time_s,
-        "tick_interval_s": section.tick_interval_s,
-        "stall_after_ticks": section.stall_after_ticks,
-    }
+    return _configured(section, TtStreamOptions.__optional_keys__)
 
 
 class MsgStreamFactory:
@@ -125,7 +122,7 @@ class MsgStreamFactory:
         return new_client(self.config)
 
     def new_msgstream(self, **options: Unpack[StreamOptions]) -> MsgStream:
-        defaults = _stream_options(self.config.msgstream)
+        defaults = stream_options(self.config.msgstream)
         return MsgStream(self.new_client(), **{**defaults, **options})
 
     def new_ttmsgstream(self, **options: Unpack[TtStreamOptions]) -> TtMsgStream:

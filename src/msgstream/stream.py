@@ -10,6 +10,7 @@ from .backend import Client, ConsumedMessage, Consumer, MessageID, Producer
 from .batch_encoder import encode_batch
 from .channels import validate_channel_name, validate_subscription_name
 from .codec import MessageRegistry, default_registry, encode
+from .config import STREAM_DEFAULTS
 from .errors import (
     AuthorizationError,
     CodecError,
@@ -111,11 +112,11 @@ class MsgStream(AsyncScope):
         self,
         client: Client,
         *,
-        receive_buffer_size: int = 1024,
-        receive_buffer_bytes: int = 64 * 1024 * 1024,
+        receive_buffer_size: int = STREAM_DEFAULTS.receive_buffer_size,
+        receive_buffer_bytes: int = STREAM_DEFAULTS.receive_buffer_bytes,
         repack: RepackFunc | None = None,
         registry: MessageRegistry = default_registry,
-        max_message_bytes: int = 64 * 1024 * 1024,
+        max_message_bytes: int = STREAM_DEFAULTS.max_message_bytes,
         on_bad_message: BadMessageHandler | None = None,
         owns_client: bool = True,
         instruments: Instruments | DefaultInstruments | None = "default",

@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 from typing import Unpack
 
 from .backend import Client
-from .barrier import LateHandler, LatePolicy, TickBarrier, merge_packs
+from .barrier import LateHandler, TickBarrier, merge_packs
+from .config import STREAM_DEFAULTS, LatePolicy
 from .errors import InvalidPositionError, LateMessageError, StreamStateError
 from .logs import fields, get_logger
 from .messages import TsMsg
@@ -64,15 +65,15 @@ class TtMsgStream(MsgStream):
         self,
         client: Client,
         *,
-        late_policy: LatePolicy = "deliver",
+        late_policy: LatePolicy = STREAM_DEFAULTS.late_policy,
         on_late: LateHandler | None = None,
-        channel_buffer_size: int = 65536,
-        channel_buffer_bytes: int = 8 * 1024 * 1024,
-        pursuit_lag_s: float = 10.0,
-        pursuit_buffer_size_bytes: int = 100 * 1024 * 1024,
-        pursuit_buffer_time_s: float = 1.0,
-        tick_interval_s: float = 0.05,
-        stall_after_ticks: float = 100.0,
+        channel_buffer_size: int = STREAM_DEFAULTS.tt_channel_buffer_size,
+        channel_buffer_bytes: int = STREAM_DEFAULTS.tt_channel_buffer_bytes,
+        pursuit_lag_s: float = STREAM_DEFAULTS.pursuit_lag_s,
+        pursuit_buffer_size_bytes: int = STREAM_DEFAULTS.pursuit_buffer_size_bytes,
+        pursuit_buffer_time_s: float = STREAM_DEFAULTS.pursuit_buffer_time_s,
+        tick_interval_s: float = STREAM_DEFAULTS.tick_interval_s,
+        stall_after_ticks: float = STREAM_DEFAULTS.stall_after_ticks,
         **kwargs: Unpack[StreamOptions],
     ) -> None:
         super().__init__(client, **kwargs)

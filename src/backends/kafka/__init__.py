@@ -9,16 +9,12 @@ config section must stay light); :mod:`.client` imports aiokafka (install
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from msgstream.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from .client import KafkaClient
-    from .ids import KafkaMessageID
-
-__all__ = ["KafkaClient", "KafkaMessageID"]
-
-
-def __getattr__(name: str) -> Any:
-    module = ".ids" if name == "KafkaMessageID" else ".client"
-    return getattr(import_module(module, __name__), name)
+    from .client import KafkaClient as KafkaClient
+    from .ids import KafkaMessageID as KafkaMessageID
+else:
+    __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

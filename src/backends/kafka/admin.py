@@ -19,6 +19,7 @@ from aiokafka.protocol.admin import DeleteGroupsRequest
 from msgstream.errors import BackendUnavailableError
 
 from . import connect
+from .aiokafka_private import admin_request_sender
 from .failures import ANY_CHANNEL, broker_call, refusal_of_code
 from .settings import KafkaConfig, admin_kwargs, topic_configs
 
@@ -198,7 +199,8 @@ class KafkaAdmin:
         what = f"deleting subscription {group!r}"
         async with self._call(what, channel, "delete"):
             coordinator = await admin.find_coordinator(group)
-            response = await admin._send_request(DeleteGroupsRequest([group]), coordinator)
+            send = admin_request_sender(admin)
+            response = await send(DeleteGroupsRequest([group]), coordinator)
         for name, code in response.results:
             if code == _NON_EMPTY_GROUP:
                 raise BackendUnavailableError(

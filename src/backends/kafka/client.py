@@ -17,6 +17,7 @@ from msgstream.position import SubscriptionPosition
 from ..broker_client import BrokerClient
 from . import connect, engines
 from .admin import KafkaAdmin
+from .aiokafka_private import metadata_client
 from .consumer import KafkaConsumer
 from .deadlines import SendDeadlines
 from .failures import ERRORS
@@ -209,7 +210,7 @@ async def _tracked(reader: AIOKafkaConsumer, topic: str) -> None:
     sent before their topic was added ends without it: then ask again (at most twice,
     as the topic exists; aiokafka's own retry covers a topic deleted meanwhile).
     """
-    client = reader._client
+    client = metadata_client(reader)
     await client.add_topic(topic)
     for _ in range(_METADATA_RETRIES):
         if client.cluster.partitions_for_topic(topic) is not None:

@@ -23,10 +23,11 @@ from typing import Any
 from aiokafka import errors as kafka_errors
 
 from msgstream.backend import ConsumedBatch, ConsumedMessage, MessageID
-from msgstream.consumer_base import ClientHooks, ConsumerBase
+from msgstream.consumer_base import ClientHooks
 from msgstream.cooperate import cooperate
 from msgstream.errors import InvalidPositionError
 
+from ..broker_client import BrokerConsumer
 from ..broker_errors import BrokerCalls
 from .engines import Fetched, ReaderEngine
 from .ids import KafkaMessageID
@@ -43,7 +44,7 @@ def _properties(headers: Any) -> Mapping[str, str]:
     return {key: value.decode("utf-8", "replace") for key, value in headers}
 
 
-class KafkaConsumer(ConsumerBase):
+class KafkaConsumer(BrokerConsumer):
     def __init__(
         self,
         channel: str,
@@ -53,8 +54,7 @@ class KafkaConsumer(ConsumerBase):
         hooks: ClientHooks,
         calls: BrokerCalls,
     ) -> None:
-        super().__init__(channel, subname, hooks)
-        self._calls = calls
+        super().__init__(channel, subname, hooks, calls)
         self._inner = inner
         self._chunks: deque[Fetched] = deque()
         self._head = 0
@@ -63,15 +63,6 @@ class KafkaConsumer(ConsumerBase):
         self._committed: int | None = None
         self._skip_below = 0
         """After a seek past the end: records below this offset are not delivered."""
-
-    def _call(self, what: str) -> Any:
-        """A broker call of this consumer: an ACL refusal is one to read the channel (its
-        topic, or its subscription's consumer group)."""
-        return self._calls.call(
-            f"{what} (channel {self.channel!r}, subscription {self.subname!r})",
-            self.channel,
-            "read",
-        )
 
     async def start(self, start_at: str) -> None:
         """Position a new consumer: resume a committed offset, else ``start_at``."""

@@ -35,11 +35,10 @@ class KafkaProducer(ProducerBase):
         deadlines: SendDeadlines,
         calls: BrokerCalls,
     ) -> None:
-        super().__init__(channel)
+        super().__init__(channel, min(limit, max_message_bytes))
         self._shared = shared
         self._deadlines = deadlines
         self._calls = calls
-        self._max_message_bytes = max_message_bytes
         self._limit = limit
         """The largest record, in bytes, this channel accepts (client and topic limits)."""
         self._plain_limit = min(limit - RECORD_OVERHEAD, max_message_bytes)
@@ -53,7 +52,7 @@ class KafkaProducer(ProducerBase):
         look at the lengths, not a check per record)."""
         self._check_open()
         headers = [(k, v.encode()) for k, v in properties.items()] if properties else None
-        biggest = self._check_sizes(payloads, min(self._limit, self._max_message_bytes))
+        biggest = self._check_sizes(payloads)
         if headers is None and biggest <= self._plain_limit:
             return None
         framed = biggest + RECORD_OVERHEAD + sum(len(k) + len(v) + 8 for k, v in headers or ())

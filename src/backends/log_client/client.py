@@ -27,6 +27,7 @@ from msgstream.errors import (
     StreamStateError,
     TopicNotFoundError,
 )
+from msgstream.limits import DEFAULT_MAX_MESSAGE_BYTES
 from msgstream.logs import get_logger
 from msgstream.observe import StoreProbe
 from msgstream.plugins import backend_specs
@@ -118,7 +119,7 @@ class LogParts:
 
 class LogProducer(ProducerBase):
     def __init__(self, channel: str, parts: LogParts) -> None:
-        super().__init__(channel)
+        super().__init__(channel, parts.max_message_bytes)
         self._parts = parts
 
     async def send(self, payload: bytes, properties: Mapping[str, str] | None = None) -> MessageID:
@@ -130,7 +131,7 @@ class LogProducer(ProducerBase):
         parts = self._parts
         self._check_open()
         parts.state.check_open()
-        self._check_sizes(payloads, parts.max_message_bytes)
+        self._check_sizes(payloads)
         props = MappingProxyType(dict(properties)) if properties else _NO_PROPERTIES
         store = parts.store
         try:
@@ -282,7 +283,7 @@ class LogClient:
         self,
         store: LogStore,
         *,
-        max_message_bytes: int = 64 * 1024 * 1024,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         blocking_writes: bool = False,
         on_use: Callable[[], None] | None = None,
         on_close: Callable[[], None] | None = None,

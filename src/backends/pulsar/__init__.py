@@ -10,19 +10,14 @@ its names below import pulsar-client (install ``msgstream[pulsar]``) on first us
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from msgstream.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from .client import PulsarClient
-    from .consumer import PulsarConsumer
-    from .ids import PulsarMessageID
-    from .producer import PulsarProducer
-
-__all__ = ["PulsarClient", "PulsarConsumer", "PulsarMessageID", "PulsarProducer"]
-
-_MODULES = {"PulsarConsumer": ".consumer", "PulsarMessageID": ".ids", "PulsarProducer": ".producer"}
-
-
-def __getattr__(name: str) -> Any:
-    return getattr(import_module(_MODULES.get(name, ".client"), __name__), name)
+    from .client import PulsarClient as PulsarClient
+    from .consumer import PulsarConsumer as PulsarConsumer
+    from .ids import PulsarMessageID as PulsarMessageID
+    from .producer import PulsarProducer as PulsarProducer
+else:
+    __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

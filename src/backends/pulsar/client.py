@@ -25,6 +25,7 @@ from .handshake import check_token
 from .ids import EARLIEST, PulsarMessageID
 from .library import pulsar, pulsar_asyncio
 from .producer import PulsarProducer
+from .pulsar_private import native_client
 from .settings import (
     PulsarConfig,
     admin_token,
@@ -264,4 +265,4 @@ async def close_library_client(inner: pulsar_asyncio.Client, timeout_s: float) -
     that shuts the client down still holds after reporting the close: a program that ends
     right then has that thread let go of it while the interpreter finalizes, and aborts
     (see ``library_log``). The blocking close waits on a C++ promise instead."""
-    await asyncio.wait_for(asyncio.to_thread(inner._client.close), timeout_s)
+    await asyncio.wait_for(asyncio.to_thread(native_client(inner).close), timeout_s)

@@ -26,13 +26,15 @@ from types import MappingProxyType
 from typing import Any
 
 from msgstream.backend import ConsumedMessage, MessageID
-from msgstream.consumer_base import ClientHooks, ConsumerBase
+from msgstream.consumer_base import ClientHooks
 from msgstream.cooperate import cooperate
 from msgstream.errors import InvalidPositionError
 
+from ..broker_client import BrokerConsumer
 from ..broker_errors import BrokerCalls
 from .ids import EARLIEST, PulsarMessageID
 from .library import _pulsar, pulsar, pulsar_asyncio
+from .pulsar_private import native_consumer
 
 PREFETCH = 256
 """Messages taken from the library per refill (it prefetches pulsar.receiver_queue_size)."""
@@ -44,7 +46,7 @@ OpenSubscription = Callable[[str, str, Any], Awaitable[pulsar_asyncio.Consumer]]
 """The client's ``open_subscription``: a library consumer on (channel, subname, position)."""
 
 
-class PulsarConsumer(ConsumerBase):
+class PulsarConsumer(BrokerConsumer):
     def __init__(
         self,
         channel: str,
@@ -56,10 +58,10 @@ class PulsarConsumer(ConsumerBase):
         open_subscription: OpenSubscription,
         calls: BrokerCalls,
     ) -> None:
-        super().__init__(channel, subname, hooks)
+        super().__init__(channel, subname, hooks, calls)
         self._open_subscription = open_subscription
-        self._calls = calls
         self._inner = inner
+        self._native = native_consumer(inner)
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._buffer: deque[ConsumedMessage] = deque()
@@ -69,20 +71,9 @@ class PulsarConsumer(ConsumerBase):
         self._incarnation = 0
         """Bumped whenever the library consumer is replaced: callbacks of an older one are
         ignored."""
-        self._waiter: asyncio.Future[None] | None = None
-        self._error: BaseException | None = None
         self._floor: tuple[int, int, int] = (-2, -2, -2)
         self._floor_inclusive = True
         """Messages below the floor (or at it, when not inclusive) are not delivered."""
-
-    # ------------------------------------------------------------------------- checks
-
-    def _call(self, what: str) -> Any:
-        return self._calls.call(
-            f"{what} (channel {self.channel!r}, subscription {self.subname!r})",
-            self.channel,
-            "read",
-        )
 
     # ---------------------------------------------------------------------- receiving
 
@@ -90,7 +81,7 @@ class PulsarConsumer(ConsumerBase):
         """Register one receive callback; it runs at once if a message is already there."""
         self._waiting = True
         callback = functools.partial(self._on_result, self._incarnation)
-        self._inner._consumer.receive_async(callback)
+        self._native.receive_async(callback)
 
     def _on_result(self, incarnation: int, result: Any, message: Any) -> None:
         """Called by the library: inline from ``_request``, or on one of its threads."""
@@ -115,9 +106,7 @@ class PulsarConsumer(ConsumerBase):
             self._error = self._calls.translate(
                 pulsar_asyncio.PulsarException(result), what, self.channel, "read"
             )
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self._wake()
 
     def _accept(self, message: Any) -> None:
         native = message.message_id()
@@ -142,11 +131,6 @@ class PulsarConsumer(ConsumerBase):
         while not self._waiting and len(buffer) < limit and self._error is None:
             self._request()
 
-    def _raise_error(self) -> None:
-        error, self._error = self._error, None
-        if error is not None:
-            raise error
-
     async def receive(self) -> ConsumedMessage:
         while True:
             await cooperate()  # a buffered message is served inline: yield now and then
@@ -158,12 +142,7 @@ class PulsarConsumer(ConsumerBase):
             self._refill(PREFETCH)
             if self._buffer or self._error is not None:
                 continue
-            waiter = self._loop.create_future()
-            self._waiter = waiter
-            try:
-                await waiter
-            finally:
-                self._waiter = None
+            await self._await_arrival()
 
     def receive_nowait(self, max_messages: int) -> list[ConsumedMessage]:
         self._check_open()
@@ -224,6 +203,7 @@ class PulsarConsumer(ConsumerBase):
         self._inner = await self._open_subscription(
             self.channel, self.subname, pulsar.InitialPosition.Latest
         )
+        self._native = native_consumer(self._inner)
 
     # ---------------------------------------------------------------------- acknowledging
 
@@ -268,9 +248,7 @@ class PulsarConsumer(ConsumerBase):
             return
         self._incarnation += 1
         self._buffer.clear()
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)  # the receive loop sees the consumer closed
+        self._wake()  # the receive loop sees the consumer closed
         # Closing must not fail: the broker may be gone. Closing flushes pending acks.
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._inner.close(), self._calls.deadline_s)

@@ -15,7 +15,8 @@ from msgstream.producer_base import ProducerBase
 from ..broker_errors import BrokerCalls
 from .ids import PulsarMessageID
 from .library import pulsar, pulsar_asyncio
-from .sending import native_producer, send_one, send_window
+from .pulsar_private import native_producer
+from .sending import send_one, send_window
 from .settings import MAX_PENDING_SENDS
 
 
@@ -33,9 +34,7 @@ class PulsarProducer(ProducerBase):
         forget: Callable[[PulsarProducer], None],
         calls: BrokerCalls,
     ) -> None:
-        super().__init__(channel)
-        self._limits = limits
-        """msgstream's own size limit, then the broker's (``pulsar.max_message_size``)."""
+        super().__init__(channel, *limits)  # msgstream's, then pulsar.max_message_size
         self._operation_timeout_s = operation_timeout_s
         self._client_state = state
         self._forget = forget
@@ -47,7 +46,7 @@ class PulsarProducer(ProducerBase):
     def _check(self, payloads: Sequence[bytes]) -> None:
         self._check_open()
         self._client_state.check_open()
-        self._check_sizes(payloads, *self._limits)
+        self._check_sizes(payloads)
 
     async def send(self, payload: bytes, properties: Mapping[str, str] | None = None) -> MessageID:
         self._check((payload,))

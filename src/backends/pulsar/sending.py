@@ -10,8 +10,8 @@ wraps (its ``_producer``; the C extension both pulsar-client APIs are built on),
 acknowledgements are counted on the client's thread, and the loop wakes once, when the
 whole window is acknowledged or any send failed.
 
-If a pulsar-client release stops exposing that producer, :func:`native_producer` returns
-None and callers use the public ``send``.
+If a pulsar-client release stops exposing that producer,
+:func:`~.pulsar_private.native_producer` returns None and callers use the public ``send``.
 """
 
 from __future__ import annotations
@@ -25,12 +25,6 @@ from typing import Any
 from .library import _pulsar, pulsar_asyncio
 
 _OK = _pulsar.Result.Ok
-
-
-def native_producer(inner: pulsar_asyncio.Producer) -> Any | None:
-    """The ``_pulsar.Producer`` under ``inner``, or None if this version hides it."""
-    native = getattr(inner, "_producer", None)
-    return native if callable(getattr(native, "send_async", None)) else None
 
 
 def build_message(payload: bytes, properties: Mapping[str, str] | None) -> Any:

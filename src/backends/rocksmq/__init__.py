@@ -6,23 +6,16 @@ section must stay light); its names come from :mod:`.client` on first use.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from msgstream.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from .client import new_client, new_inspection_client, open_client, options_from_config
-    from .store import RocksOptions, RocksStore
-
-__all__ = [
-    "RocksOptions",
-    "RocksStore",
-    "new_client",
-    "new_inspection_client",
-    "open_client",
-    "options_from_config",
-]
-
-
-def __getattr__(name: str) -> Any:
-    module = ".store" if name in ("RocksOptions", "RocksStore") else ".client"
-    return getattr(import_module(module, __name__), name)
+    from .client import new_client as new_client
+    from .client import new_inspection_client as new_inspection_client
+    from .client import open_client as open_client
+    from .client import options_from_config as options_from_config
+    from .store import RocksOptions as RocksOptions
+    from .store import RocksStore as RocksStore
+else:
+    __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

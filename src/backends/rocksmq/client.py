@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from msgstream import config
 from msgstream.config import MsgStreamConfig
 from msgstream.errors import BackendUnavailableError
 from msgstream.logs import fields, get_logger
@@ -53,7 +54,7 @@ class _Shared:
     options: RocksOptions
     sharing: Sharing
     intervals: tuple[float, float] = (60.0, 3600.0)
-    timeout_s: float = 30.0
+    timeout_s: float = config.STREAM_DEFAULTS.operation_timeout_s
     frame_limit: int = MIN_FRAME_LIMIT + FRAME_SLACK
     store: RocksStore | None = None
     lock: OwnerLock | None = None
@@ -220,11 +221,11 @@ def open_client(
     path: str,
     options: RocksOptions | None = None,
     *,
-    max_message_bytes: int = 64 * 1024 * 1024,
+    max_message_bytes: int = config.STREAM_DEFAULTS.max_message_bytes,
     retention_interval_s: float = 60.0,
     compaction_interval_s: float = 3600.0,
     sharing: Sharing = "auto",
-    operation_timeout_s: float = 30.0,
+    operation_timeout_s: float = config.STREAM_DEFAULTS.operation_timeout_s,
 ) -> LogClient | RemoteClient:
     """A client of the store at ``path`` (created if missing unless read-only or
     ``options.create`` is off): a :class:`LogClient` on the store while this process owns

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from msgstream.errors import MsgStreamError
+from msgstream.limits import DEFAULT_MAX_MESSAGE_BYTES, MiB
 
 VERSION = 1
 """The protocol's version, exchanged in :attr:`Op.HELLO`: both sides must speak the same."""
@@ -49,9 +50,9 @@ AFTER_SIZE = HEADER.size - SIZE_FIELD.size
 """The header's bytes that ``size`` counts."""
 _REST = struct.Struct("<" + "".join(code for _, code in HEADER_FIELDS[1:]))
 
-MIN_FRAME_LIMIT = 64 * 1024 * 1024
+MIN_FRAME_LIMIT = DEFAULT_MAX_MESSAGE_BYTES
 """The smallest frame limit an owner announces (it grows with ``max_message_bytes``)."""
-FRAME_SLACK = 1024 * 1024
+FRAME_SLACK = MiB
 """Bytes a frame may hold beyond its payloads (control, lengths, properties)."""
 
 
@@ -187,8 +188,29 @@ def checked(fields: Fields, control: Any, what: str) -> list[Any]:
     return control
 
 
-def request_fields(op: Op) -> Fields:
-    return LAYOUTS[op].request
+def check_request(op: Op, control: Any, blobs: list[bytes]) -> None:
+    """A request of ``op`` as its layout declares it, else a :class:`FrameError`."""
+    layout = LAYOUTS[op]
+    checked(layout.request, control, op.name)
+    _check_blobs(layout.request_blobs, blobs, f"{op.name} frame")
+
+
+def check_reply(asked: Op, control: Any, blobs: list[bytes]) -> None:
+    """The reply to a request of ``asked`` as its layout declares it, else a
+    :class:`FrameError`."""
+    layout = LAYOUTS[asked]
+    checked(layout.reply, control, f"{asked.name} reply")
+    _check_blobs(layout.reply_blobs, blobs, f"{asked.name} reply")
+
+
+def check_error(control: Any) -> list[Any]:
+    """The control of an :attr:`Op.ERROR` frame, if it is laid out as one."""
+    return checked(ERROR_FIELDS, control, "ERROR")
+
+
+def _check_blobs(allowed: bool, blobs: list[bytes], what: str) -> None:
+    if blobs and not allowed:
+        raise FrameError(f"{what}: unexpected blobs")
 
 
 READ_ROOM = 1024 * 1024

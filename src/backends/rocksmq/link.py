@@ -43,15 +43,14 @@ from msgstream.logs import fields, get_logger
 
 from .errors import StoreError, StoreLockedError, StorePathError
 from .frames import (
-    ERROR_FIELDS,
     FRAME_SLACK,
-    LAYOUTS,
     MIN_FRAME_LIMIT,
     VERSION,
     FrameDecoder,
     FrameError,
     Op,
-    checked,
+    check_error,
+    check_reply,
     encode,
 )
 from .ownership import SocketAddress, peer_uid, read_owner, remember_for_fork
@@ -281,16 +280,13 @@ class Connection:
     @staticmethod
     def _answer(future: Answer | None, asked: Op, op: Op, control: Any, blobs: list[bytes]) -> None:
         if op is Op.ERROR:
-            error = rebuild_error(*checked(ERROR_FIELDS, control, "ERROR"))
+            error = rebuild_error(*check_error(control))
             if future is not None and not future.done():
                 future.set_exception(error)
             return
         if op is not Op.REPLY:
             raise FrameError(f"{op.name} is not a reply")
-        layout = LAYOUTS[asked]
-        checked(layout.reply, control, f"{asked.name} reply")
-        if blobs and not layout.reply_blobs:
-            raise FrameError(f"{asked.name} reply: unexpected blobs")
+        check_reply(asked, control, blobs)
         if future is not None and not future.done():
             future.set_result((control, blobs))
 

@@ -37,7 +37,7 @@ from msgstream.backend import (
 )
 from msgstream.channels import validate_channel_name, validate_subscription_name
 from msgstream.consumer_base import ClientHooks, ClientState, ConsumerBase
-from msgstream.cooperate import cooperate, yielded
+from msgstream.cooperate import cooperate
 from msgstream.errors import MessageTooLargeError, TopicNotFoundError
 from msgstream.observe import StoreProbe
 from msgstream.position import SubscriptionPosition
@@ -66,10 +66,10 @@ class RemoteProducer(ProducerBase):
     def __init__(
         self, channel: str, connection: Connection, state: ClientState, max_bytes: int, sync: bool
     ) -> None:
-        super().__init__(channel)
+        super().__init__(channel, max_bytes)
+        self._max_bytes = max_bytes
         self._connection = connection
         self._state = state
-        self._max_bytes = max_bytes
         self._sync = sync
         self._producer = secrets.randbits(63)
         self._seq = 0
@@ -93,7 +93,7 @@ class RemoteProducer(ProducerBase):
     ) -> list[MessageID]:
         self._check_open()
         self._state.check_open()
-        self._check_sizes(payloads, self._max_bytes)
+        self._check_sizes(payloads)
         props = dict(properties) if properties else None
         ids: list[MessageID] = []
         async with self._lock:
@@ -194,8 +194,6 @@ class RemoteConsumer(ConsumerBase):
         self._read_records = FIRST_READ_RECORDS
         self._epoch = 0
         """Bumped by a seek: a read started before it is stale."""
-        self._error: BaseException | None = None
-        self._arrived: asyncio.Future[None] | None = None
         self._wait_ms = max(int(connection.link.timeout_s * 500), 1)
 
     # --- reading ahead ------------------------------------------------------------------
@@ -241,18 +239,16 @@ class RemoteConsumer(ConsumerBase):
                 self._take(*reply)
             except FrameError as exc:
                 error = exc
-        arrived = self._arrived
-        if arrived is not None and not arrived.done():
-            arrived.set_result(None)  # the waiting receive runs first...
+        if error is not None:
+            self._error = error  # raised by the next receive, which reads again
+        self._wake()  # the waiting receive runs first...
         if error is None and self._chunks:
             self._read_ahead_soon()  # ...then the next read goes out
         elif error is None:
             try:
                 self._read_ahead()  # the wait ran out: wait again at the owner
             except Exception as exc:  # e.g. the client closed meanwhile
-                error = exc
-        if error is not None:
-            self._error = error  # raised by the next receive, which reads again
+                self._error = exc  # raised by the next receive, which reads again
 
     def _take(self, control: list[Any], blobs: list[bytes]) -> None:
         next_read, with_properties = control
@@ -296,11 +292,6 @@ class RemoteConsumer(ConsumerBase):
             chunks.popleft()
         return None
 
-    def _raise_error(self) -> None:
-        error, self._error = self._error, None
-        if error is not None:
-            raise error
-
     async def receive(self) -> ConsumedMessage:
         while True:
             await cooperate()
@@ -312,12 +303,7 @@ class RemoteConsumer(ConsumerBase):
                 return self._message(chunk, index)
             self._raise_error()
             self._read_ahead()
-            arrived = self._arrived = asyncio.get_running_loop().create_future()
-            try:
-                await arrived
-            finally:
-                self._arrived = None
-            yielded()
+            await self._await_arrival()
 
     def receive_nowait(self, max_messages: int) -> list[ConsumedMessage]:
         self._check_open()
@@ -365,9 +351,7 @@ class RemoteConsumer(ConsumerBase):
         self._buffered = 0
         self._error = None
         self._next_read = next_read
-        arrived = self._arrived
-        if arrived is not None and not arrived.done():
-            arrived.set_result(None)  # a receive waiting meanwhile reads from here
+        self._wake()  # a receive waiting meanwhile reads from here
 
     async def seek_to_earliest(self) -> None:
         await self.seek(RocksmqMessageID(FIRST_ID - 1), inclusive=True)
@@ -387,9 +371,7 @@ class RemoteConsumer(ConsumerBase):
             if connection.consumers[key] <= 0:
                 del connection.consumers[key]
             connection.tell(Op.CONSUMER_CLOSED, [self._handle, self.channel, self.subname])
-            arrived = self._arrived
-            if arrived is not None and not arrived.done():
-                arrived.set_result(None)
+            self._wake()
 
 
 def _no_message(index: int) -> ConsumedMessage:

@@ -47,14 +47,13 @@ from msgstream.position import SubscriptionPosition
 from ..log_client import ops
 from ..log_client.client import RocksmqMessageID
 from .frames import (
-    ERROR_FIELDS,
-    LAYOUTS,
     VERSION,
     Frame,
     FrameDecoder,
     FrameError,
     Op,
-    checked,
+    check_error,
+    check_request,
     encode,
 )
 from .ownership import bind_listener, peer_uid, remember_for_fork
@@ -340,10 +339,7 @@ class OwnerServer:
         handler = self._handlers.get(op)
         if handler is None:
             raise FrameError(f"{op.name} is not a request")
-        layout = LAYOUTS[op]
-        checked(layout.request, control, op.name)
-        if blobs and not layout.request_blobs:
-            raise FrameError(f"{op.name} frame: unexpected blobs")
+        check_request(op, control, blobs)
         try:
             reply = handler(connection, control, frame)
         except FrameError:
@@ -696,7 +692,7 @@ class _Connection(asyncio.BufferedProtocol):
                 extra=fields("rocksmq"),
             )
         control = error_fields(exc)
-        checked(ERROR_FIELDS, control, "ERROR")
+        check_error(control)
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(encode(Op.ERROR, request, control))
 

@@ -10,6 +10,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field
 
 from msgstream.config_keys import Special
+from msgstream.limits import MiB
 from msgstream.sections import Count, Seconds, Section
 
 __all__ = ["RocksmqConfig", "Sharing", "default_rocksmq_path"]
@@ -36,7 +37,7 @@ class RocksmqConfig(Section):
     sync: bool = False
     """fsync the store on every produce"""
 
-    page_size_bytes: Count = 67108864
+    page_size_bytes: Count = 64 * MiB
     """Size of one retention page, in bytes"""
 
     retention_max_age_s: Annotated[float, Field(ge=0), Special(-1, "keep forever")] = 259200.0

@@ -79,6 +79,7 @@ from .failures import check_store_path, store_error
 from .holds import Holds
 from .retention import Page, RetentionPolicy, expired_pages
 from .secondary import SecondaryDir
+from .settings import RocksmqConfig
 from .wal import damaged_tails
 
 log = get_logger(__name__)
@@ -142,7 +143,7 @@ class _OpenPage:
 @dataclass(frozen=True, slots=True)
 class RocksOptions:
     sync: bool = False
-    page_size: int = 64 * 1024 * 1024
+    page_size: int = RocksmqConfig().page_size_bytes
     retention: RetentionPolicy = field(default_factory=lambda: RetentionPolicy(-1, -1))
     subscription_idle_expiry_ms: int = -1
     read_only: bool = False

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Awaitable, Callable
 
 from rich.progress import TextColumn
 
@@ -114,17 +115,29 @@ async def _measure(
     sides: list[Side],
     workload: Workload,
     channels: list[str],
-    slice_s: float,
-    stop: StopOnSignals,
+    args: argparse.Namespace,
     control: RunControl,
-    *,
-    progress_lines: bool,
+    clean_up: Callable[[], Awaitable[None]],
 ) -> None:
-    progress = Progress(planned_seconds(workload, len(sides)), lines=progress_lines)
-    with progress.display:
-        await run_sides(
-            sides, workload, channels, control=control, slice_s=slice_s, progress=progress
-        )
+    """Run the sides with a progress display, then delete the run's channels with
+    ``clean_up`` (unless ``--keep-channels``), whatever happened."""
+    progress = Progress(planned_seconds(workload, len(sides)), lines=args.progress)
+    try:
+        with progress.display:
+            await run_sides(
+                sides, workload, channels, control=control, slice_s=float(args.slice),
+                progress=progress,
+            )  # fmt: skip
+    finally:
+        if not args.keep_channels:
+            await clean_up()
+
+
+def _exit_status(stop: StopOnSignals, sides: list[Side]) -> int:
+    """A signal's exit status, else failure if any side had errors."""
+    if stop.received is not None:
+        return stop.exit_code
+    return EXIT_FAILED if any(s.recorder.errors for s in sides) else EXIT_OK
 
 
 async def produce(config: Config, args: argparse.Namespace) -> int:
@@ -135,23 +148,19 @@ async def produce(config: Config, args: argparse.Namespace) -> int:
     ours = Side(MsgStreamTarget(cfg), "msgstream", backend)
     sides = [ours]
     baseline: Side | None = None
-    raw_channels: list[str] = []
     if args.baseline == "raw":
         raw: Target = raw_target(cfg)
         baseline = Side(raw, raw.label, backend)
         sides.append(baseline)
+
+    async def clean_up() -> None:
+        raw_channels = list(getattr(baseline.target, "channels", [])) if baseline else []
+        await delete_channels(cfg, channels + raw_channels)
+
     control = RunControl()
     async with StopOnSignals(control) as stop:
         brokers = await brokers_of({backend: cfg})
-        try:
-            await _measure(
-                sides, workload, channels, float(args.slice), stop, control,
-                progress_lines=args.progress,
-            )  # fmt: skip
-        finally:
-            if not args.keep_channels:
-                raw_channels = list(getattr(baseline.target, "channels", [])) if baseline else []
-                await delete_channels(cfg, channels + raw_channels)
+        await _measure(sides, workload, channels, args, control, clean_up)
         stopped = stopped_reason(stop)
         console = stdout_console()
         title = (
@@ -175,9 +184,7 @@ async def produce(config: Config, args: argparse.Namespace) -> int:
             prefix = "" if len(sides) == 1 else f"{side.name}: "
             print(prefix + summary_line(side), flush=True)
         announce(stop)
-    if stop.received is not None:
-        return stop.exit_code
-    return EXIT_FAILED if any(s.recorder.errors for s in sides) else EXIT_OK
+    return _exit_status(stop, sides)
 
 
 async def compare(config: Config, args: argparse.Namespace) -> int:
@@ -189,18 +196,15 @@ async def compare(config: Config, args: argparse.Namespace) -> int:
     configs = {name: target_config(config, name, addresses, args.overrides) for name in names}
     sides = [Side(MsgStreamTarget(cfg), name, name) for name, cfg in configs.items()]
     channels = channel_names(workload.channels)
+
+    async def clean_up() -> None:
+        for cfg in configs.values():
+            await delete_channels(cfg, channels)
+
     control = RunControl()
     async with StopOnSignals(control) as stop:
         brokers = await brokers_of(configs)
-        try:
-            await _measure(
-                sides, workload, channels, float(args.slice), stop, control,
-                progress_lines=args.progress,
-            )  # fmt: skip
-        finally:
-            if not args.keep_channels:
-                for cfg in configs.values():
-                    await delete_channels(cfg, channels)
+        await _measure(sides, workload, channels, args, control, clean_up)
         message_bytes = MessageFactory(workload).message_bytes
         title = (
             f"msgstream bench compare: {message_bytes} B messages, {workload.to_json()['mode']}"
@@ -215,6 +219,4 @@ async def compare(config: Config, args: argparse.Namespace) -> int:
         for side in sides:
             print(f"{side.name}: {summary_line(side)}", flush=True)
         announce(stop)
-    if stop.received is not None:
-        return stop.exit_code
-    return EXIT_FAILED if any(s.recorder.errors for s in sides) else EXIT_OK
+    return _exit_status(stop, sides)

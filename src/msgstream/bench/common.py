@@ -14,7 +14,8 @@ from typing import Any
 import orjson
 
 from ..cli.common import CliError
-from ..config import Config, resolve_backend, text_value
+from ..config import Config, resolve_backend, split_key
+from ..errors import ConfigError
 from ..factory import new_client
 from ..plugins import backend_names, backend_spec
 from ..shutdown import StopOnSignals
@@ -55,14 +56,17 @@ def target_config(
         if spec.selected_by is None:
             raise CliError(f"--address: backend {name!r} takes no address")
         changes[name][spec.selected_by] = address
+    dotted: dict[str, str] = {}
     for item in overrides:
         key, sep, text = item.partition("=")
-        section, _, name = key.partition(".")
-        if not sep or not name or section not in changes:
-            # The key only: the value may be a secret.
+        try:
+            split_key(key)
+        except ConfigError:
+            sep = ""
+        if not sep:  # name the key only: the value may be a secret
             raise CliError(f"--set {key!r}: expected KEY=VALUE with a dotted key (kafka.acks=1)")
-        changes[section][name] = text_value(key, text)
-    built = config.with_values(changes)
+        dotted[key] = text
+    built = config.with_values(changes).with_overrides(dotted)
     resolve_backend(built)  # a missing address is a ConfigError naming the key
     return built
 

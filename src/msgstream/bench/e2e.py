@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from ..shutdown import StopOnSignals
 from ..stream import MsgStream
 from ..ttstream import TtMsgStream
 from .common import (
+    announce,
     channel_names,
     delete_channels,
     single_target,
@@ -319,8 +319,7 @@ async def run_e2e(config: Config, args: argparse.Namespace) -> int:
                 f"consume_msgs_per_s={row.consume_msgs_per_s:.0f}",
                 flush=True,
             )
-        if stop.received is not None:
-            print(stopped_reason(stop), file=sys.stderr, flush=True)
+        announce(stop)
     if stop.received is not None:
         return stop.exit_code
     lost = any(row.received < row.sent for row in rows)
