@@ -1,11 +1,20 @@
 """The other processes of ``bench_shared.py``: each answers commands read from stdin.
 
+    python shared_child.py [--uvloop] MODE WHERE   # --uvloop: the process runs on uvloop
+
     python shared_child.py attached PATH     # a process attached to the store at PATH
     python shared_child.py own PATH          # a process that owns PATH and idles
                                              # (until a line or the end of stdin)
     python shared_child.py echo ADDRESS      # an asyncio echo server on a Unix socket
     python shared_child.py acks PATH         # sends forever, one every millisecond,
                                              # printing ``ACK <sent> <acknowledged>``
+    python shared_child.py relay ADDRESS     # an asyncio server on a Unix socket passing
+                                             # what writers send on to its readers
+    python shared_child.py pacer ADDRESS     # a writer to a relay, answering ``send``
+
+The relay and the pacer are the hand-off's floor: the same three processes, the same
+pacing and the same asyncio on each side, with no store, no frames and no reply. A
+connection's first byte says what it is: ``R`` a reader, ``W`` a writer.
 
 ``attached`` prints ``READY <client class>``, then answers each command line with one
 JSON line:
@@ -13,6 +22,9 @@ JSON line:
 ``send N GAP_US CHANNEL``     N sends, each payload its send time (``perf_counter_ns``, the
                               same clock in every process), GAP_US apart: ``{"sent": N}``
 ``quit``                      close and exit
+
+``pacer`` answers ``send N GAP_US`` the same way, writing 320-byte records that start
+with their send time.
 """
 
 from __future__ import annotations
@@ -20,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -73,8 +85,7 @@ async def own(path: str) -> None:
 
 class _Echo(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
 
     def data_received(self, data: bytes) -> None:
         self.transport.write(data)
@@ -86,6 +97,53 @@ async def echo(address: str) -> None:
     async for _ in command_lines():
         pass
     server.close()
+
+
+class _Relay(asyncio.Protocol):
+    def __init__(self, readers: list[asyncio.Transport]) -> None:
+        self.readers = readers
+        self.role = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        if not self.role:
+            self.role, data = data[:1], data[1:]
+            if self.role == b"R":
+                self.readers.append(self.transport)
+        if self.role == b"W" and data:
+            for reader in self.readers:
+                reader.write(data)
+
+
+async def relay(address: str) -> None:
+    readers: list[asyncio.Transport] = []
+    loop = asyncio.get_running_loop()
+    server = await loop.create_unix_server(lambda: _Relay(readers), address)
+    answer("READY relay")
+    async for _ in command_lines():
+        pass
+    server.close()
+
+
+async def pacer(address: str) -> None:
+    _, writer = await asyncio.open_unix_connection(address)
+    writer.write(b"W")
+    answer("READY pacer")
+    clock = time.perf_counter_ns
+    pad = PAYLOAD[8:]
+    async for command, *args in command_lines():
+        if command != "send":
+            answer({"error": f"unknown command {command!r}"})
+            continue
+        count, gap_us = int(args[0]), int(args[1])
+        for _ in range(count):
+            writer.write(clock().to_bytes(8, "little") + pad)
+            await writer.drain()
+            await asyncio.sleep(gap_us / 1e6)
+        answer({"sent": count})
+    writer.close()
 
 
 async def acks(path: str) -> None:
@@ -105,9 +163,22 @@ async def acks(path: str) -> None:
 
 
 def main(argv: list[str]) -> None:
-    mode, where = argv
-    runner = {"attached": attached, "own": own, "echo": echo, "acks": acks}[mode]
-    asyncio.run(runner(where))
+    on_uvloop = argv[:1] == ["--uvloop"]
+    mode, where = argv[1:] if on_uvloop else argv
+    runner = {
+        "attached": attached,
+        "own": own,
+        "echo": echo,
+        "acks": acks,
+        "relay": relay,
+        "pacer": pacer,
+    }[mode]
+    if on_uvloop:
+        import uvloop
+
+        uvloop.run(runner(where))
+    else:
+        asyncio.run(runner(where))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import pytest
 from msgstream.backends.rocksmq.frames import (
     HEADER,
     LAYOUTS,
+    READ_ROOM,
     Frame,
     FrameDecoder,
     FrameError,
@@ -48,6 +49,56 @@ def test_frames_read_back_whatever_the_cuts() -> None:
             at += step
         assert got == FRAMES
         assert decoder.buffered == 0
+
+
+def read_into(decoder: FrameDecoder, data: bytes, most: int) -> tuple[list[Frame], int]:
+    """What a socket read does through asyncio.BufferedProtocol: up to ``most`` bytes
+    of ``data`` straight into the decoder's room; the frames completed, the bytes read."""
+    room = decoder.get_buffer(-1)
+    n = min(len(room), len(data), most)
+    room[:n] = data[:n]
+    room.release()
+    return decoder.buffer_updated(n), n
+
+
+def test_frames_read_straight_into_the_buffer_whatever_the_reads() -> None:
+    big = Frame(Op.REPLY, 3, [1, False], [bytes(range(256)) * 4096, b"tail"])  # 1 MiB
+    rng = random.Random(7)
+    for most, frames in ((1, FRAMES), (40, FRAMES), (4096, [*FRAMES, big, *FRAMES]),
+                         (1 << 30, [*FRAMES, big, *FRAMES])):  # fmt: skip
+        stream = b"".join(encode(f.op, f.request, f.control, f.blobs) for f in frames)
+        decoder = FrameDecoder(4 << 20)
+        got: list[Frame] = []
+        at = 0
+        while at < len(stream):
+            completed, n = read_into(decoder, stream[at:], rng.randint(1, most))
+            got.extend(completed)
+            at += n
+        assert got == frames
+        assert decoder.buffered == 0
+
+
+def test_a_claimed_size_alone_does_not_grow_the_buffer() -> None:
+    decoder = FrameDecoder(64 << 20)
+    header = HEADER.pack(60 << 20, Op.APPEND, 1, 2, 1)  # claims 60 MiB, sends 17 bytes
+    assert read_into(decoder, header, len(header)) == ([], len(header))
+    assert len(decoder.get_buffer(-1)) == READ_ROOM
+    decoder.get_buffer(-1).release()
+    assert decoder.buffered == len(header)
+
+
+def test_the_buffer_shrinks_after_a_large_frame() -> None:
+    decoder = FrameDecoder(64 << 20)
+    frame = encode(Op.REPLY, 1, [1, False], [bytes(8 << 20)])
+    at = 0
+    while at < len(frame):
+        room = decoder.get_buffer(-1)
+        n = min(len(room), len(frame) - at)
+        room[:n] = frame[at : at + n]
+        room.release()
+        assert len(decoder.buffer_updated(n)) == (1 if at + n == len(frame) else 0)
+        at += n
+    assert len(decoder.get_buffer(-1)) <= 2 * READ_ROOM
 
 
 def test_a_frame_over_the_limit_is_refused_before_it_is_read() -> None:

@@ -172,6 +172,34 @@ async def test_an_attached_client_has_the_whole_api(owner: tuple[Path, Child]) -
         await client.close()
 
 
+def test_an_application_on_uvloop_attaches(owner: tuple[Path, Child]) -> None:
+    """uvloop's transports are not asyncio.Transport subclasses, and its sockets read
+    into buffers the same way: the attached side must not care which loop runs it."""
+    uvloop = pytest.importorskip("uvloop")
+    path, _ = owner
+    big = [bytes([n]) * (300 * 1024) for n in range(8)]  # a 2.4 MB reply: several reads
+
+    async def attached() -> list[tuple[RocksmqMessageID, bytes]]:
+        assert not isinstance(asyncio.get_running_loop(), asyncio.BaseEventLoop)
+        client = open_client(str(path))
+        assert isinstance(client, RemoteClient)
+        try:
+            producer = await client.create_producer("uv")
+            assert await producer.send(b"one") == mid(1)
+            assert await producer.send_many(big) == [mid(n) for n in range(2, 10)]
+            consumer = await client.subscribe("uv", "s", SubscriptionPosition.EARLIEST)
+            got = []
+            for _ in range(9):
+                msg = await asyncio.wait_for(consumer.receive(), TIMEOUT_S)
+                got.append((RocksmqMessageID.of(msg.msg_id), msg.payload))
+            return got
+        finally:
+            await client.close()
+
+    got = uvloop.run(attached())
+    assert got == [(mid(1), b"one"), *((mid(n + 2), p) for n, p in enumerate(big))]
+
+
 @pytest.mark.parametrize("address_bytes", [107, 108, 250])
 async def test_a_store_path_of_any_length_is_shared(tmp_path: Path, address_bytes: int) -> None:
     """A Unix socket's address holds 107 bytes: ``<store>/owner.sock`` exactly that long

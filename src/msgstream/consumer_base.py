@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .backend import ConsumedMessage, MessageID
+from .cooperate import yielded
 from .errors import InvalidPositionError, StreamClosedError, StreamStateError
 
 
@@ -93,6 +94,7 @@ class ConsumerBase:
             await arrival
         finally:
             self._arrival = None
+        yielded()  # the loop was given back: the next cooperate() counts from here
 
     def _wake(self) -> None:
         """Wake the receive waiting in :meth:`_await_arrival`, if one is."""

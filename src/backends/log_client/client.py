@@ -20,7 +20,7 @@ from msgstream.backend import (
 )
 from msgstream.channels import validate_channel_name, validate_subscription_name
 from msgstream.consumer_base import ClientHooks, ClientState, ConsumerBase
-from msgstream.cooperate import cooperate
+from msgstream.cooperate import cooperate, yielded
 from msgstream.errors import (
     BackendUnavailableError,
     MsgStreamError,
@@ -209,6 +209,7 @@ class LogConsumer(ConsumerBase):
                 return self._buffer.popleft()
             assert self._next_read is not None
             await self._store.wait_for_append(self.channel, self._next_read)
+            yielded()
 
     def receive_nowait(self, max_messages: int) -> list[ConsumedMessage]:
         self._check_open()

@@ -213,25 +213,79 @@ def _check_blobs(allowed: bool, blobs: list[bytes], what: str) -> None:
         raise FrameError(f"{what}: unexpected blobs")
 
 
-class FrameDecoder:
-    """Cuts a byte stream into frames, refusing any over ``limit`` bytes."""
+READ_ROOM = 1024 * 1024
+"""The least free room :meth:`FrameDecoder.get_buffer` offers a socket read (a busy
+client reads once per turn of its event loop: a read may take a whole large reply)."""
 
-    __slots__ = ("_buffer", "limit")
+
+class FrameDecoder:
+    """Cuts a byte stream into frames, refusing any over ``limit`` bytes.
+
+    Bytes come in through :meth:`feed`, or are read straight into the decoder's buffer
+    (:meth:`get_buffer`, then :meth:`buffer_updated`: what an
+    :class:`asyncio.BufferedProtocol` does). The buffer is kept and reused: a socket read
+    neither allocates a new bytes object nor copies it once more (with large replies,
+    fresh allocations were page faults on every read)."""
+
+    __slots__ = ("_buffer", "_end", "_start", "limit")
 
     def __init__(self, limit: int) -> None:
-        self._buffer = bytearray()
+        self._buffer = bytearray(READ_ROOM)
+        self._start = 0
+        """Where the first byte not yet cut into a frame is."""
+        self._end = 0
+        """Where the bytes read so far end."""
         self.limit = limit
 
     @property
     def buffered(self) -> int:
-        return len(self._buffer)
+        return self._end - self._start
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Free room at the end of the buffer for the next read: at least
+        :data:`READ_ROOM` bytes, more for the rest of a large frame, but never more than
+        what has arrived of it (a header alone does not make the buffer grow to the size
+        it claims). Nothing may hold a view of the buffer when this is called (a read's
+        view is gone by then)."""
+        buffer, start, end = self._buffer, self._start, self._end
+        need = READ_ROOM
+        if end - start >= SIZE_FIELD.size:
+            (size,) = SIZE_FIELD.unpack_from(buffer, start)
+            if size <= self.limit:  # a size over it is refused once its bytes are cut
+                rest = start + SIZE_FIELD.size + size - end
+                need = max(need, min(rest, end - start))
+        if len(buffer) - end < need and start:  # move what is unfinished to the front
+            buffer[: end - start] = buffer[start:end]
+            end -= start
+            self._start, self._end = 0, end
+        if len(buffer) - end < need:
+            buffer.extend(bytes(need - (len(buffer) - end)))
+        elif len(buffer) > 2 * READ_ROOM and end + need < len(buffer) // 4:
+            del buffer[max(end + need, READ_ROOM) :]  # a large frame has passed: shrink
+        return memoryview(buffer)[end:]
+
+    def buffer_updated(self, nbytes: int) -> list[Frame]:
+        """The frames that the ``nbytes`` just read into :meth:`get_buffer`'s room
+        complete."""
+        self._end += nbytes
+        return self._cut()
 
     def feed(self, data: bytes) -> list[Frame]:
         """The frames ``data`` completes (bytes of an unfinished one are kept)."""
-        buffer = self._buffer
-        buffer += data
         frames: list[Frame] = []
-        start, end_of_data = 0, len(buffer)
+        view = memoryview(data)
+        while view:
+            room = self.get_buffer()
+            n = min(len(room), len(view))
+            room[:n] = view[:n]
+            room.release()
+            view = view[n:]
+            frames.extend(self.buffer_updated(n))
+        return frames
+
+    def _cut(self) -> list[Frame]:
+        buffer, start, end_of_data = self._buffer, self._start, self._end
+        frames: list[Frame] = []
         while end_of_data - start >= SIZE_FIELD.size:
             (size,) = SIZE_FIELD.unpack_from(buffer, start)
             if size < AFTER_SIZE or size > self.limit:
@@ -244,8 +298,10 @@ class FrameDecoder:
                 break
             frames.append(_frame(buffer, start, end))
             start = end
-        if start:
-            del buffer[:start]
+        if start == end_of_data:
+            self._start = self._end = 0  # all cut: the next read starts at the front
+        else:
+            self._start = start
         return frames
 
 

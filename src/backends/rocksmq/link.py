@@ -31,7 +31,7 @@ import os
 import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from msgstream.errors import (
     BackendUnavailableError,
@@ -244,11 +244,12 @@ class Connection:
             self._timer = None
 
     # --- replies ------------------------------------------------------------------------
-    def received(self, wire: _Wire, data: bytes) -> None:
+    def received(self, wire: _Wire, nbytes: int) -> None:
+        """``nbytes`` more were read into ``wire``'s decoder."""
         if wire is not self._wire:
             return
         try:
-            frames = wire.decoder.feed(data)
+            frames = wire.decoder.buffer_updated(nbytes)
             for op, number, control, blobs in frames:
                 if number == _HELLO:
                     self._answer(self._hello, Op.HELLO, op, control, blobs)
@@ -384,8 +385,9 @@ class Connection:
         self._fail_all(StreamClosedError(f"rocksmq link to {self.link.path!r}"))
 
 
-class _Wire(asyncio.Protocol):
-    """One socket connection of a :class:`Connection` (a new one after each reconnect)."""
+class _Wire(asyncio.BufferedProtocol):
+    """One socket connection of a :class:`Connection` (a new one after each reconnect);
+    replies are read straight into its decoder's buffer."""
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
@@ -394,13 +396,15 @@ class _Wire(asyncio.Protocol):
         self._fd: int | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         self._fd = transport.get_extra_info("socket").fileno()
         remember_for_fork(self)
 
-    def data_received(self, data: bytes) -> None:
-        self.connection.received(self, data)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.connection.received(self, nbytes)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fd = None

@@ -239,16 +239,16 @@ class RemoteConsumer(ConsumerBase):
                 self._take(*reply)
             except FrameError as exc:
                 error = exc
+        if error is not None:
+            self._error = error  # raised by the next receive, which reads again
+        self._wake()  # the waiting receive runs first...
         if error is None and self._chunks:
-            self._read_ahead_soon()  # more, once what came is on its way
+            self._read_ahead_soon()  # ...then the next read goes out
         elif error is None:
             try:
                 self._read_ahead()  # the wait ran out: wait again at the owner
             except Exception as exc:  # e.g. the client closed meanwhile
-                error = exc
-        if error is not None:
-            self._error = error  # raised by the next receive, which reads again
-        self._wake()
+                self._error = exc  # raised by the next receive, which reads again
 
     def _take(self, control: list[Any], blobs: list[bytes]) -> None:
         next_read, with_properties = control
