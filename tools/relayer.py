@@ -48,8 +48,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LAYOUT: dict[str, tuple[str, ...]] = {
-    "msgstream.runtime": ("scope", "cooperate", "shutdown"),
-    "msgstream.configuration": ("config_keys", "config_errors", "sections", "plugins", "config"),
+    "msgstream.runtime": (
+        "scope",
+        "cooperate",
+        "shutdown",
+        "exports",
+        "library_internals",
+    ),
+    "msgstream.configuration": (
+        "limits",
+        "config_keys",
+        "config_errors",
+        "sections",
+        "plugins",
+        "config",
+    ),
     "msgstream.wire": (
         "tso",
         "position",
@@ -80,7 +93,13 @@ LAYOUT: dict[str, tuple[str, ...]] = {
         "factory",
         "reader_access",
     ),
-    "msgstream.bridge_spark.process": ("warm_client", "warm_runner", "launcher", "runner_exit"),
+    "msgstream.bridge_spark.process": (
+        "pyspark_private",
+        "warm_client",
+        "warm_runner",
+        "launcher",
+        "runner_exit",
+    ),
     "msgstream.bridge_spark.data": (
         "arrays",
         "arrow_frames",
