@@ -58,7 +58,7 @@ from msgstream import (
     repack_by_first_key,
 )
 from msgstream.bench.common import delete_channels
-from msgstream.config import Config
+from msgstream.configuration.config import Config
 from report import (
     BROKER_RECORD,
     Row,

@@ -52,7 +52,7 @@ from msgstream import (
     repack_by_first_key,
 )
 from msgstream.backends.rocksmq import RocksOptions, open_client
-from msgstream.config import MsgStreamConfig
+from msgstream.configuration.config import MsgStreamConfig
 
 CHANNELS = [f"mem-{i}" for i in range(4)]
 SILENT = 3

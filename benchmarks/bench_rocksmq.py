@@ -35,7 +35,7 @@ import numpy as np
 from prometheus_client import CollectorRegistry
 from rocksdict import AccessType, Options, Rdict, WriteBatch
 
-import msgstream.reader
+import msgstream.streams.reader
 from msgstream import (
     DataType,
     DeleteMsg,
@@ -48,19 +48,19 @@ from msgstream import (
     config_from_dict,
     decode,
     encode,
-    envelope,
     new_client,
     repack_by_first_key,
 )
 from msgstream.backends.rocksmq import RocksOptions, open_client
-from msgstream.batch_encoder import encode_batch
 from msgstream.bench.runner import Side
 from msgstream.bench.targets import MsgStreamTarget, Target
 from msgstream.bench.workload import MessageFactory, Workload
-from msgstream.codec import ENVELOPE_SIZE, DecodedBatch
-from msgstream.config import Config
-from msgstream.metrics import PrometheusInstruments
-from msgstream.plans import Plan, Where
+from msgstream.configuration.config import Config
+from msgstream.observability.metrics import PrometheusInstruments
+from msgstream.wire import envelope
+from msgstream.wire.batch_encoder import encode_batch
+from msgstream.wire.codec import ENVELOPE_SIZE, DecodedBatch
+from msgstream.wire.plans import Plan, Where
 from report import (
     BROKER_RECORD,
     Row,
@@ -238,12 +238,12 @@ def header_only_decode_batch(payloads: Sequence[bytes], *_: Any) -> DecodedBatch
 @contextlib.contextmanager
 def header_only_decoding() -> Iterator[None]:
     """Readers decode with :func:`header_only_decode_batch` meanwhile."""
-    real = getattr(msgstream.reader, "decode_batch")  # noqa: B009 (not exported)
-    setattr(msgstream.reader, "decode_batch", header_only_decode_batch)  # noqa: B010
+    real = getattr(msgstream.streams.reader, "decode_batch")  # noqa: B009 (not exported)
+    setattr(msgstream.streams.reader, "decode_batch", header_only_decode_batch)  # noqa: B010
     try:
         yield
     finally:
-        setattr(msgstream.reader, "decode_batch", real)  # noqa: B010
+        setattr(msgstream.streams.reader, "decode_batch", real)  # noqa: B010
 
 
 def bench_raw_scan(path: str, expected: int) -> float:

@@ -3,7 +3,7 @@
     python benchmarks/bench_spark.py [--quick] [--rows N] [--kafka] [--pulsar] [--json FILE]
 
 One ``local[2]`` Spark session (default driver memory, 1 GiB heap), one data set: the
-sample collection of ``msgstream.bridge_spark.workload`` (int64 key, 32-dim float vector,
+sample collection of ``msgstream.bridge_spark.data.workload`` (int64 key, 32-dim float vector,
 string, JSON; inserts of ~100 rows and some deletes) on 4 channels, read in the
 ``changes`` frame. Figures (rows/s, median of rounds whose order alternates, so machine
 noise hits every side alike), with their stable ``id`` in ``--json``:
@@ -61,8 +61,8 @@ import pyarrow as pa
 import floor_source
 from msgstream import Config, SubscriptionPosition, config_from_dict, decode, new_msgstream
 from msgstream.bridge_spark import FrameBuilder, FrameKind, FrameSchema, MicroBatcher, local_spark
-from msgstream.bridge_spark.workload import Produced, SampleProducer, sample_schema
-from msgstream.ttstream import TtMsgStream
+from msgstream.bridge_spark.data.workload import Produced, SampleProducer, sample_schema
+from msgstream.streams.ttstream import TtMsgStream
 from report import Row, print_table, tests_on_path, timed
 from rss import RssSampler
 from spark_connector import resolve as resolve_connector
@@ -94,7 +94,7 @@ def expected_rows(produced: Produced) -> int:
 
 async def prebuilt_table(config: Config, frame: FrameSchema, last_tick: int) -> pa.Table:
     """Every row as one Arrow table, read once through a TtMsgStream."""
-    from msgstream.bridge_spark.clients import open_reader
+    from msgstream.bridge_spark.data.clients import open_reader
 
     builder = FrameBuilder(frame)
     reader = open_reader(config)

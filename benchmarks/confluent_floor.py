@@ -27,9 +27,9 @@ from msgstream.backends.kafka.bench_baseline import create_topics
 from msgstream.backends.kafka.engines.rdkafka_io import QueueEvents, attach
 from msgstream.backends.kafka.settings import KafkaConfig, librdkafka_producer
 from msgstream.bench.targets import Target, package_version
-from msgstream.codec import encode
-from msgstream.config import Config
-from msgstream.messages import TsMsg
+from msgstream.configuration.config import Config
+from msgstream.wire.codec import encode
+from msgstream.wire.messages import TsMsg
 
 
 class _Raw(Target):

@@ -15,14 +15,14 @@ from typing import Any
 import orjson
 
 from msgstream import SubscriptionPosition, TtMsgStream
-from msgstream.backend import Client
 from msgstream.bench.common import channel_names, delete_channels
 from msgstream.bench.report import describe_machine
 from msgstream.bench.report import machine as bench_machine
 from msgstream.bench.runner import Side, run_sides
 from msgstream.bench.targets import MsgStreamTarget, Target, raw_target
 from msgstream.bench.workload import Workload
-from msgstream.config import Config, resolve_backend
+from msgstream.configuration.config import Config, resolve_backend
+from msgstream.contract.backend import Client
 
 
 @dataclass

@@ -64,9 +64,9 @@ from msgstream import (
     positions_from_json,
     positions_to_json,
 )
-from msgstream.codec import ENVELOPE_SIZE, decode, decode_batch, encode, to_jsonable
-from msgstream.config import Config, config_keys
-from msgstream.messages import BUILTIN_TYPES
+from msgstream.configuration.config import Config, config_keys
+from msgstream.wire.codec import ENVELOPE_SIZE, decode, decode_batch, encode, to_jsonable
+from msgstream.wire.messages import BUILTIN_TYPES
 
 DEFAULT_ITERATIONS = 100_000
 DEFAULT_SEED = 20261123

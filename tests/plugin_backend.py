@@ -16,9 +16,9 @@ from pydantic import Field, model_validator
 from msgstream import BackendSpec, register_backend, unregister_backend
 from msgstream.backends.log_client import LogClient
 from msgstream.backends.memory import MemoryStore
-from msgstream.config import MsgStreamConfig
+from msgstream.configuration.config import MsgStreamConfig
+from msgstream.configuration.sections import Section
 from msgstream.errors import BackendUnavailableError, ConfigError
-from msgstream.sections import Section
 
 __all__ = ["TinyLogFullError"]
 """Its public errors (a spec naming this module as ``errors`` exports them)."""

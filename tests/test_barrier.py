@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from msgstream import DeleteMsg, InsertMsg, MsgPack, MsgPosition, TimeTickMsg, TsMsg
-from msgstream.barrier import LatePolicy, TickBarrier, merge_packs
+from msgstream.timetick.barrier import LatePolicy, TickBarrier, merge_packs
 
 
 class Feed:

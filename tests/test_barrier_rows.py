@@ -1,7 +1,7 @@
 """The row barrier against the message-by-message barrier it replaced.
 
 ``ReferenceBarrier`` below is the time-tick barrier as it was before messages moved
-through it as rows (``msgstream.rows``): fed one decoded message at a time. The property
+through it as rows (``msgstream.wire.rows``): fed one decoded message at a time. The property
 test feeds both the same random channels (late data, repeated msg_ids, stale ticks,
 different tick values, non-DML data, small capacities, a resume), the row barrier
 through ``push_rows`` in random chunks, and requires the same packs, positions, stats and
@@ -20,14 +20,14 @@ from typing import Any, Literal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from msgstream.barrier import TickBarrier
-from msgstream.codec import decode, decode_batch, encode
 from msgstream.errors import InvalidPositionError, LateMessageError
-from msgstream.messages import DeleteMsg, DropCollectionMsg, InsertMsg, TimeTickMsg, TsMsg
-from msgstream.pack import MsgPack
-from msgstream.position import MsgPosition
-from msgstream.rows import Rows
-from msgstream.schema import DataType, FieldData
+from msgstream.timetick.barrier import TickBarrier
+from msgstream.wire.codec import decode, decode_batch, encode
+from msgstream.wire.messages import DeleteMsg, DropCollectionMsg, InsertMsg, TimeTickMsg, TsMsg
+from msgstream.wire.pack import MsgPack
+from msgstream.wire.position import MsgPosition
+from msgstream.wire.rows import Rows
+from msgstream.wire.schema import DataType, FieldData
 
 log = logging.getLogger(__name__)
 

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import msgstream.batch_encoder as batch_encoder
-from msgstream.batch_encoder import MIN_BATCH, encode_batch
-from msgstream.codec import MessageRegistry, decode, encode
+import msgstream.wire.batch_encoder as batch_encoder
 from msgstream.errors import CodecError, UnknownMessageTypeError
-from msgstream.messages import BUILTIN_TYPES, DeleteMsg, InsertMsg, TimeTickMsg, TsMsg
-from msgstream.schema import DataType, FieldData
+from msgstream.wire.batch_encoder import MIN_BATCH, encode_batch
+from msgstream.wire.codec import MessageRegistry, decode, encode
+from msgstream.wire.messages import BUILTIN_TYPES, DeleteMsg, InsertMsg, TimeTickMsg, TsMsg
+from msgstream.wire.schema import DataType, FieldData
 
 _U64 = 1 << 64
 _I64 = 1 << 63

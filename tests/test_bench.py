@@ -37,7 +37,7 @@ from msgstream.bench.runner import Side, run_sides
 from msgstream.bench.targets import MsgStreamTarget, Target
 from msgstream.bench.workload import Workload
 from msgstream.cli.main import main
-from msgstream.messages import TsMsg
+from msgstream.wire.messages import TsMsg
 
 SUMMARY = re.compile(
     r"^(?P<n>\d+) records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "

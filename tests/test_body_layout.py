@@ -1,4 +1,4 @@
-"""The body layout is declared once (``msgstream.bodies``) and every reader follows it.
+"""The body layout is declared once (``msgstream.wire.bodies``) and every reader follows it.
 
 A field is added to a copy of the Insert layout, and a data type to a copy of the data
 types, with no other edit: the generated encoder writes them, the generated decoder and
@@ -19,21 +19,21 @@ import numpy.typing as npt
 import orjson
 import pytest
 
-from msgstream import bodies
-from msgstream.bodies import INSERT, Buffer, DeclaredTypes, TypeSpec
-from msgstream.buffers import BodyReader, BodyWriter
-from msgstream.codec import ENVELOPE_SIZE, MessageRegistry, decode, decode_batch, encode
 from msgstream.errors import CodecError, DecodeError
-from msgstream.lazy import DeferredBody, deferred
-from msgstream.messages import (
+from msgstream.wire import bodies
+from msgstream.wire.bodies import INSERT, Buffer, DeclaredTypes, TypeSpec
+from msgstream.wire.buffers import BodyReader, BodyWriter
+from msgstream.wire.codec import ENVELOPE_SIZE, MessageRegistry, decode, decode_batch, encode
+from msgstream.wire.lazy import DeferredBody, deferred
+from msgstream.wire.messages import (
     BUILTIN_TYPES,
     DeleteMsg,
     InsertMsg,
     _assemble,  # what InsertMsg builds a decoded message with
     _check_scalars,
 )
-from msgstream.packed import PackedKind
-from msgstream.schema import DataType, FieldData, decode_column
+from msgstream.wire.packed import PackedKind
+from msgstream.wire.schema import DataType, FieldData, decode_column
 from test_codec import rebuild
 
 WEIGHTS = Buffer("row_weights", "<f8")

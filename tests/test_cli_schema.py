@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from msgstream.bridge_spark.checkpoint import CheckpointState, save_checkpoint
 from msgstream.bridge_spark.cli import ingest
+from msgstream.bridge_spark.data.checkpoint import CheckpointState, save_checkpoint
 from msgstream.cli.produce import synthetic_schema
 from test_cli import Cli, _isolated_env, cli, config, data_msgs  # noqa: F401  (fixtures)
 

@@ -15,8 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from msgstream import packed
-from msgstream.codec import (
+from msgstream.errors import (
+    CodecError,
+    DecodeError,
+    MsgStreamError,
+    UnknownMessageTypeError,
+    UnknownTypeCodeError,
+)
+from msgstream.wire import packed
+from msgstream.wire.codec import (
     DEFAULT_MAX_MESSAGE_BYTES,
     ENVELOPE_SIZE,
     MAGIC,
@@ -27,14 +34,7 @@ from msgstream.codec import (
     peek_header,
     to_jsonable,
 )
-from msgstream.errors import (
-    CodecError,
-    DecodeError,
-    MsgStreamError,
-    UnknownMessageTypeError,
-    UnknownTypeCodeError,
-)
-from msgstream.messages import (
+from msgstream.wire.messages import (
     BUILTIN_TYPES,
     CreateCollectionMsg,
     CreatePartitionMsg,
@@ -45,9 +45,9 @@ from msgstream.messages import (
     TimeTickMsg,
     TsMsg,
 )
-from msgstream.packed import SMALL_COLUMN, PackedKind, PackedValues, pack, unpack, wire_parts
-from msgstream.position import MsgPosition
-from msgstream.schema import CollectionSchema, DataType, FieldData, FieldSchema
+from msgstream.wire.packed import SMALL_COLUMN, PackedKind, PackedValues, pack, unpack, wire_parts
+from msgstream.wire.position import MsgPosition
+from msgstream.wire.schema import CollectionSchema, DataType, FieldData, FieldSchema
 
 _PREFIX = struct.Struct("<2sBBHqQqQQI")  # the envelope up to (not including) the crc
 _ENVELOPE = struct.Struct("<2sBBHqQqQQII")

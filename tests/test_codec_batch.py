@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import msgstream.codec as codec
-from msgstream.codec import MessageRegistry, decode, decode_batch, encode
+import msgstream.wire.codec as codec
 from msgstream.errors import CodecError, DecodeError, UnknownTypeCodeError
-from msgstream.messages import (
+from msgstream.wire.codec import MessageRegistry, decode, decode_batch, encode
+from msgstream.wire.messages import (
     BUILTIN_TYPES,
     CreatePartitionMsg,
     DeleteMsg,
@@ -32,9 +32,9 @@ from msgstream.messages import (
     TimeTickMsg,
     TsMsg,
 )
-from msgstream.plans import DeletePlan, InsertPlan, ReadyPlan, StaticPlan
-from msgstream.position import MsgPosition
-from msgstream.schema import DataType, FieldData
+from msgstream.wire.plans import DeletePlan, InsertPlan, ReadyPlan, StaticPlan
+from msgstream.wire.position import MsgPosition
+from msgstream.wire.schema import DataType, FieldData
 from test_codec import (
     NASTY_VALUES,
     PAYLOADS,

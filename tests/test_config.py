@@ -1,4 +1,5 @@
-"""Tests of msgstream.config: loading, validation, env overrides, backend resolution."""
+"""Tests of msgstream.configuration.config: loading, validation, env overrides, backend
+resolution."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from helpers.docs_pages import generated_section
 from msgstream.backends.kafka.settings import KafkaConfig
 from msgstream.backends.pulsar.settings import PulsarConfig
 from msgstream.backends.rocksmq.settings import RocksmqConfig, default_rocksmq_path
-from msgstream.config import (
+from msgstream.configuration.config import (
     Config,
     MqConfig,
     MsgStreamConfig,
@@ -24,8 +25,8 @@ from msgstream.config import (
     load_config,
     resolve_backend,
 )
+from msgstream.configuration.plugins import backend_names
 from msgstream.errors import ConfigError
-from msgstream.plugins import backend_names
 
 EXAMPLE_YAML = Path(__file__).resolve().parents[1] / "msgstream.yaml"
 

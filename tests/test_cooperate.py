@@ -1,4 +1,4 @@
-"""``msgstream.cooperate``: inline completions yield once the loop has been held for a
+"""``msgstream.runtime.cooperate``: inline completions yield once the loop has been held for a
 slice, counted from the last time the loop was given back."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from msgstream import cooperate
+from msgstream.runtime import cooperate
 
 
 async def _ran_before_returning(monkeypatch: pytest.MonkeyPatch, last_yield: float) -> bool:

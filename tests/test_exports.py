@@ -1,4 +1,4 @@
-"""Lazy package exports (:mod:`msgstream.exports`): declared once, in the packages'
+"""Lazy package exports (:mod:`msgstream.runtime.exports`): declared once, in the packages'
 ``if TYPE_CHECKING:`` imports, and the same at run time as for the type checker."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from msgstream.exports import exported_names
+from msgstream.runtime.exports import exported_names
 
 LAZY_PACKAGES = {
     "msgstream.backends.kafka": "aiokafka",

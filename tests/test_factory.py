@@ -17,10 +17,10 @@ from msgstream import (
     config_from_dict,
     new_msgstream,
     new_ttmsgstream,
-    plugins,
 )
-from msgstream.config import MsgStreamConfig
-from msgstream.factory import stream_options, ttstream_options
+from msgstream.configuration import plugins
+from msgstream.configuration.config import MsgStreamConfig
+from msgstream.streams.factory import stream_options, ttstream_options
 
 
 async def test_default_picks_rocksmq_when_its_path_is_set(tmp_path: Path) -> None:

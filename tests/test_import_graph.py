@@ -92,7 +92,7 @@ def test_the_graph_sees_the_backends_and_their_relative_imports() -> None:
     assert "msgstream.backends.kafka.client" in graph["msgstream.backends.kafka"]
     assert "msgstream.backends.kafka.producer" in graph["msgstream.backends.kafka.client"]
     assert "msgstream.backends.broker_errors" in graph["msgstream.backends.kafka.failures"]
-    assert "msgstream.consumer_base" in graph["msgstream.backends.pulsar.consumer"]
+    assert "msgstream.contract.consumer_base" in graph["msgstream.backends.pulsar.consumer"]
 
 
 def test_a_circle_is_found() -> None:
@@ -171,7 +171,7 @@ def test_the_rule_sees_backend_imports_comparisons_and_dynamic_imports() -> None
         'x = "kafka.brokers"\n'
     )
     tree = ast.parse(source)
-    imported = {"msgstream.backends.kafka.ids", "msgstream.config"}
+    imported = {"msgstream.backends.kafka.ids", "msgstream.configuration.config"}
     assert names_a_backend("m", tree, imported) == [
         "m imports msgstream.backends.kafka.ids",
         "m line 3: 'kafka'",
@@ -182,8 +182,8 @@ def test_the_rule_sees_backend_imports_comparisons_and_dynamic_imports() -> None
 
 def test_the_core_and_the_bridge_name_no_backend() -> None:
     """Backends are plug-ins: what the core and the Spark bridge need of one is in its
-    spec (msgstream.plugins, msgstream.reader_access), so neither imports a specific
-    backend nor compares a backend's name; documentation may name them."""
+    spec (msgstream.configuration.plugins, msgstream.streams.reader_access), so neither imports a
+    specific backend nor compares a backend's name; documentation may name them."""
     modules = module_names(SRC)
     known = set(modules)
     checked, found = 0, []

@@ -11,7 +11,7 @@ import pytest
 from msgstream.cli.common import CliError
 from msgstream.cli.json_rows import RowColumns, RowMismatch, infer_schema, read_schema_file
 from msgstream.cli.row_lines import BadLines, InvalidLineError, LineAt, RowLines, parse_row
-from msgstream.schema import CollectionSchema, DataType, FieldSchema
+from msgstream.wire.schema import CollectionSchema, DataType, FieldSchema
 
 
 def fields(schema: CollectionSchema) -> list[tuple[str, str, bool, bool, int | None]]:

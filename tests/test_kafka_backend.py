@@ -33,9 +33,9 @@ from msgstream import (
     encode,
     new_client,
 )
-from msgstream.backend import Client
 from msgstream.backends.kafka.producer import RECORD_OVERHEAD
-from msgstream.messages import DeleteMsg
+from msgstream.contract.backend import Client
+from msgstream.wire.messages import DeleteMsg
 
 pytestmark = pytest.mark.kafka
 

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import kafka_config
 from msgstream import StreamClosedError, SubscriptionPosition
-from msgstream.backend import Client
+from msgstream.contract.backend import Client
 from test_kafka_backend import TIMEOUT, channel_name, client_for
 
 pytestmark = pytest.mark.kafka

@@ -34,7 +34,7 @@ from msgstream import (
     config_from_dict,
     new_client,
 )
-from msgstream.messages import DeleteMsg
+from msgstream.wire.messages import DeleteMsg
 
 pytestmark = pytest.mark.kafka
 

@@ -11,7 +11,7 @@ from importlib.metadata import version
 import pytest
 
 from msgstream.errors import BackendUnavailableError
-from msgstream.library_internals import LibraryInternalError, internal
+from msgstream.runtime.library_internals import LibraryInternalError, internal
 
 
 def test_a_missing_internal_is_an_error_naming_the_library_release_and_attribute() -> None:

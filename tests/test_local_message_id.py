@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from msgstream import ForeignMessageIdError, InvalidPositionError
-from msgstream.backend import message_id_bytes
 from msgstream.backends.log_client.client import LogMessageID, MemoryMessageID, RocksmqMessageID
+from msgstream.contract.backend import message_id_bytes
 
 
 def test_ids_are_tagged_ints_that_round_trip() -> None:

@@ -25,11 +25,11 @@ from msgstream import (
     encode,
     repack_by_first_key,
 )
-from msgstream.barrier import TickBarrier
-from msgstream.config import config_from_dict
+from msgstream.configuration.config import config_from_dict
 from msgstream.errors import ConfigError
-from msgstream.factory import new_msgstream, new_ttmsgstream
-from msgstream.rows import RowQueue, Rows
+from msgstream.streams.factory import new_msgstream, new_ttmsgstream
+from msgstream.timetick.barrier import TickBarrier
+from msgstream.wire.rows import RowQueue, Rows
 
 TIMEOUT = 10.0
 PAD = "x" * 4000  # a message of about 4 KB

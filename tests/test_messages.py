@@ -9,15 +9,15 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from msgstream.codec import (
+from msgstream.errors import DecodeError, MissingTimestampError, UnknownMessageTypeError
+from msgstream.wire.codec import (
     MessageRegistry,
     decode,
     default_registry,
     encode,
     register_message_type,
 )
-from msgstream.errors import DecodeError, MissingTimestampError, UnknownMessageTypeError
-from msgstream.messages import (
+from msgstream.wire.messages import (
     BUILTIN_TYPES,
     USER_TYPE_MIN,
     CreateCollectionMsg,
@@ -30,9 +30,9 @@ from msgstream.messages import (
     TimeTickMsg,
     TsMsg,
 )
-from msgstream.packed import PackedValues
-from msgstream.position import MsgPosition
-from msgstream.schema import (
+from msgstream.wire.packed import PackedValues
+from msgstream.wire.position import MsgPosition
+from msgstream.wire.schema import (
     CollectionSchema,
     DataType,
     FieldData,

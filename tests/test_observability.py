@@ -17,13 +17,13 @@ from harness import BackendHarness
 from helpers.docs_pages import generated_section
 from helpers.loop_time import on_loop_time
 from msgstream import DeleteMsg, InsertMsg, MsgPack, SubscriptionPosition, TimeTickMsg, TsMsg
-from msgstream.config import Config, config_from_dict
-from msgstream.factory import new_client, new_msgstream, new_ttmsgstream
-from msgstream.metrics import METRICS, PrometheusInstruments
-from msgstream.observe import Instruments, combine, default_instruments
-from msgstream.routing import repack_by_first_key
-from msgstream.stall import StallWatch
-from msgstream.tso import compose_ts
+from msgstream.configuration.config import Config, config_from_dict
+from msgstream.observability.metrics import METRICS, PrometheusInstruments
+from msgstream.observability.observe import Instruments, combine, default_instruments
+from msgstream.streams.factory import new_client, new_msgstream, new_ttmsgstream
+from msgstream.streams.routing import repack_by_first_key
+from msgstream.timetick.stall import StallWatch
+from msgstream.wire.tso import compose_ts
 
 TIMEOUT = 60.0
 """How long what must happen may take (a deadline, never a pause): a loaded machine is slow."""
@@ -224,16 +224,16 @@ def test_metric_names_follow_prometheus_conventions() -> None:
 
 
 def test_enable_uses_one_set_of_metrics_per_registry() -> None:
-    import msgstream.metrics
+    import msgstream.observability.metrics
 
     registry = CollectorRegistry()
     try:
-        first = msgstream.metrics.enable(registry)
-        assert msgstream.metrics.enable(registry) is first
+        first = msgstream.observability.metrics.enable(registry)
+        assert msgstream.observability.metrics.enable(registry) is first
         assert default_instruments() is first
-        assert msgstream.metrics.enabled()
+        assert msgstream.observability.metrics.enabled()
     finally:
-        msgstream.metrics.disable()
+        msgstream.observability.metrics.disable()
     assert default_instruments() is None
 
 
@@ -346,7 +346,7 @@ async def test_a_channel_that_stops_ticking_is_reported_once(
 def test_every_msgstream_record_carries_the_context_fields(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from msgstream.logs import get_logger
+    from msgstream.observability.logs import get_logger
 
     with caplog.at_level(logging.INFO, logger="msgstream"):
         get_logger("msgstream.test").info("plain")
@@ -380,7 +380,7 @@ async def test_the_producer_span_is_the_consumer_span_parent(tmp_path: Path) -> 
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.trace import SpanKind
 
-    from msgstream.tracing import TracingInstruments
+    from msgstream.observability.tracing import TracingInstruments
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -419,7 +419,7 @@ async def test_spans_name_their_channels(tmp_path: Path) -> None:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.trace import SpanKind
 
-    from msgstream.tracing import CHANNELS_ATTRIBUTE, TracingInstruments
+    from msgstream.observability.tracing import CHANNELS_ATTRIBUTE, TracingInstruments
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -549,13 +549,13 @@ async def test_rocksmq_reports_retention_size_and_backlog(tmp_path: Path) -> Non
         },
         env={},
     )
-    import msgstream.metrics
+    import msgstream.observability.metrics
 
-    msgstream.metrics.enable(registry)
+    msgstream.observability.metrics.enable(registry)
     try:
         client = new_client(config)
     finally:
-        msgstream.metrics.disable()
+        msgstream.observability.metrics.disable()
     labels = {"backend": "rocksmq", "channel": "ch"}
     try:
         producer = await client.create_producer("ch")
@@ -580,7 +580,7 @@ async def test_rocksmq_reports_retention_size_and_backlog(tmp_path: Path) -> Non
 
 
 def test_the_docs_metrics_reference_is_current() -> None:
-    from msgstream.metrics import metrics_reference_markdown
+    from msgstream.observability.metrics import metrics_reference_markdown
 
     section = generated_section("guide/observability.md", "metrics-reference")
     assert section == metrics_reference_markdown().strip()
@@ -598,8 +598,8 @@ def test_the_docs_metrics_reference_is_current() -> None:
 )
 async def test_peek_reads_one_message_by_id(backend: BackendHarness) -> None:
     """What inspect's time lag reads: a message by id, None once it is not there."""
-    from msgstream.backend import MessageID, PeekClient
     from msgstream.backends.pulsar.ids import PulsarMessageID
+    from msgstream.contract.backend import MessageID, PeekClient
 
     client = backend.client()
     assert isinstance(client, PeekClient)

@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 
 from msgstream import BackendUnavailableError, Config, config_from_dict, new_client
-from msgstream.backend import tagged_id_owner
-from msgstream.config import config_reference_markdown, resolve_backend
-from msgstream.errors import ConfigError
-from msgstream.plugins import (
+from msgstream.configuration.config import config_reference_markdown, resolve_backend
+from msgstream.configuration.plugins import (
     ENTRY_POINT_GROUP,
     BackendSpec,
     backend_names,
     backend_spec,
     register_backend,
 )
+from msgstream.contract.backend import tagged_id_owner
+from msgstream.errors import ConfigError
 from plugin_backend import SPEC, TinyLogConfig, plugged_in
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "msgstream"
@@ -40,8 +40,8 @@ def test_loading_every_spec_imports_no_broker_or_store_library() -> None:
     probe = (
         "import sys\n"
         "from msgstream import Config\n"
-        "from msgstream.config import config_reference_markdown\n"
-        "from msgstream.plugins import backend_specs\n"
+        "from msgstream.configuration.config import config_reference_markdown\n"
+        "from msgstream.configuration.plugins import backend_specs\n"
         "backend_specs(); Config(); config_reference_markdown()\n"
         "heavy = ('aiokafka', 'pulsar', '_pulsar', 'rocksdict', 'pyspark')\n"
         "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"

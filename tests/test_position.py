@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from msgstream.errors import InvalidPositionError, MsgStreamError
-from msgstream.position import (
+from msgstream.wire.position import (
     MsgPosition,
     SubscriptionPosition,
     positions_from_json,

@@ -27,8 +27,8 @@ from msgstream import (
     config_from_dict,
     new_client,
 )
-from msgstream.backend import Client
 from msgstream.backends.pulsar.settings import MAX_PENDING_SENDS
+from msgstream.contract.backend import Client
 
 pytestmark = pytest.mark.pulsar
 

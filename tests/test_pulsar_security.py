@@ -32,7 +32,7 @@ from msgstream import (
     config_from_dict,
     new_client,
 )
-from msgstream.backend import Client
+from msgstream.contract.backend import Client
 from msgstream.errors import AuthorizationError
 
 pytestmark = pytest.mark.pulsar

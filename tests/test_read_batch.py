@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from msgstream.backend import ConsumedBatch, ConsumedMessage
 from msgstream.backends.log_client import LogClient, LogStore
 from msgstream.backends.log_client.client import RocksmqMessageID
 from msgstream.backends.memory import MemoryStore
 from msgstream.backends.rocksmq import RocksOptions, RocksStore, open_client
 from msgstream.backends.rocksmq.retention import RetentionPolicy
-from msgstream.position import SubscriptionPosition
+from msgstream.contract.backend import ConsumedBatch, ConsumedMessage
+from msgstream.wire.position import SubscriptionPosition
 
 
 def fill(store: LogStore) -> None:

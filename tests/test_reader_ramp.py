@@ -19,7 +19,7 @@ from msgstream import (
     TtMsgStream,
     repack_by_first_key,
 )
-from msgstream.reader import FIRST_READ, ChannelReader
+from msgstream.streams.reader import FIRST_READ, ChannelReader
 
 TIMEOUT = 10.0
 PER_CHANNEL = 3000

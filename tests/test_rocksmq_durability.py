@@ -15,7 +15,7 @@ import pytest
 from helpers.rocksmq_child import Child
 from msgstream.backends.log_client.client import RocksmqMessageID
 from msgstream.backends.rocksmq import RocksOptions, RocksStore, open_client
-from msgstream.position import SubscriptionPosition
+from msgstream.wire.position import SubscriptionPosition
 
 CHANNELS = ("alpha", "beta")
 

@@ -19,7 +19,7 @@ from helpers.rocksmq_child import Child
 from msgstream.backends.log_client.client import RocksmqMessageID
 from msgstream.backends.rocksmq import RocksOptions, RocksStore, open_client
 from msgstream.errors import BackendUnavailableError, StreamStateError, TopicNotFoundError
-from msgstream.position import SubscriptionPosition
+from msgstream.wire.position import SubscriptionPosition
 
 WAIT_S = 60
 """How long what must happen may take (a deadline, never a pause): a loaded machine is slow."""

@@ -11,9 +11,9 @@ import pytest
 from msgstream.backends.log_client.client import RocksmqMessageID
 from msgstream.backends.rocksmq import RocksOptions, RocksStore, new_client, open_client
 from msgstream.backends.rocksmq import client as rocksmq  # its open stores: _OPEN
-from msgstream.config import config_from_dict
+from msgstream.configuration.config import config_from_dict
 from msgstream.errors import BackendUnavailableError, StreamClosedError, TopicNotFoundError
-from msgstream.position import SubscriptionPosition
+from msgstream.wire.position import SubscriptionPosition
 
 
 def mid(value: int) -> RocksmqMessageID:

@@ -17,7 +17,7 @@ from msgstream.backends.log_client.client import RocksmqMessageID
 from msgstream.backends.log_client.store import now_ms
 from msgstream.backends.rocksmq import RocksOptions, RocksStore, open_client
 from msgstream.backends.rocksmq.retention import Page, RetentionPolicy, expired_pages
-from msgstream.position import SubscriptionPosition
+from msgstream.wire.position import SubscriptionPosition
 
 CH = "ch"
 PAGE_SIZE = 30

@@ -16,18 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from msgstream import routing
 from msgstream.errors import MsgStreamError
-from msgstream.messages import (
-    CreatePartitionMsg,
-    DeleteMsg,
-    DmlMsg,
-    DropCollectionMsg,
-    InsertMsg,
-    TimeTickMsg,
-    TsMsg,
-)
-from msgstream.routing import (
+from msgstream.streams import routing
+from msgstream.streams.routing import (
     INT64_MAX,
     INT64_MIN,
     RepackFunc,
@@ -40,7 +31,16 @@ from msgstream.routing import (
     murmur3_32,
     repack_by_first_key,
 )
-from msgstream.schema import DataType, FieldData
+from msgstream.wire.messages import (
+    CreatePartitionMsg,
+    DeleteMsg,
+    DmlMsg,
+    DropCollectionMsg,
+    InsertMsg,
+    TimeTickMsg,
+    TsMsg,
+)
+from msgstream.wire.schema import DataType, FieldData
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -202,7 +202,7 @@ def test_hash_primary_keys_dispatch_errors() -> None:
 
 _SUBPROCESS_CODE = """
 import json, sys
-from msgstream.routing import hash_int64_array, hash_primary_keys
+from msgstream.streams.routing import hash_int64_array, hash_primary_keys
 import numpy as np
 data = json.loads(sys.stdin.read())
 out = {

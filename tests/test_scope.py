@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from msgstream.errors import TopicNotFoundError
-from msgstream.scope import concurrently, finish_in_thread
+from msgstream.runtime.scope import concurrently, finish_in_thread
 
 
 async def _after(

@@ -64,10 +64,10 @@ from msgstream.backends.pulsar.settings import PulsarConfig, admin_token
 from msgstream.bench.common import target_config
 from msgstream.bench.targets import MsgStreamTarget
 from msgstream.cli.common import CliError
-from msgstream.config import config_reference_markdown, env_var_name, text_value
-from msgstream.config_keys import MASK, names_a_secret, reveal, revealed, secrets_of
+from msgstream.configuration.config import config_reference_markdown, env_var_name, text_value
+from msgstream.configuration.config_keys import MASK, names_a_secret, reveal, revealed, secrets_of
+from msgstream.configuration.sections import Section
 from msgstream.errors import ConfigError
-from msgstream.sections import Section
 
 SASL = "s3cr3t-SASL-9f1c"
 KEY_PASSWORD = "s3cr3t-KEYPW-41d0"
@@ -341,7 +341,7 @@ def test_a_pass_through_entry_not_named_so_is_shown(name: str) -> None:
 
 
 def test_every_secret_key_is_typed_secret_and_documented_so() -> None:
-    from msgstream.config import config_keys
+    from msgstream.configuration.config import config_keys
 
     secret = sorted(key.dotted for key in config_keys() if key.secret)
     assert secret == [
@@ -428,7 +428,7 @@ def test_a_shown_config_cannot_be_fed_back_as_secrets(tmp_path: Path) -> None:
 def test_overrides_given_as_text_keep_a_secret_as_is() -> None:
     """``--set`` and Spark options are read as YAML, except a secret: ``0123`` stays text,
     and text that is no YAML raises no parser error echoing it."""
-    from msgstream.bridge_spark.options import bridge_config
+    from msgstream.bridge_spark.data.options import bridge_config
 
     assert text_value("kafka.linger_ms", "5") == 5
     assert text_value("kafka.sasl_password", "0123") == "0123"
@@ -1172,9 +1172,9 @@ async def test_metrics_and_spans_show_no_secret(
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from msgstream.metrics import PrometheusInstruments
-    from msgstream.observe import combine
-    from msgstream.tracing import TracingInstruments
+    from msgstream.observability.metrics import PrometheusInstruments
+    from msgstream.observability.observe import combine
+    from msgstream.observability.tracing import TracingInstruments
 
     registry = CollectorRegistry()
     exporter = InMemorySpanExporter()

@@ -16,10 +16,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msgstream.messages import TimeTickMsg, TsMsg
-from msgstream.plans import KIND_DML, KIND_TICK, kind_of
-from msgstream.position import MsgPosition
-from msgstream.tick_rules import (
+from msgstream.timetick.tick_rules import (
     Arrival,
     ChannelClock,
     FirstSeen,
@@ -29,6 +26,9 @@ from msgstream.tick_rules import (
     has_repeats,
     resume_boundary,
 )
+from msgstream.wire.messages import TimeTickMsg, TsMsg
+from msgstream.wire.plans import KIND_DML, KIND_TICK, kind_of
+from msgstream.wire.position import MsgPosition
 from test_barrier_rows import GROUP, Event, ReferenceBarrier, channel_events, message, row_id
 
 CHANNEL = "ch"

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from msgstream.tso import (
+from msgstream.wire.tso import (
     LOGICAL_BITS,
     LOGICAL_MASK,
     MAX_TIMESTAMP,

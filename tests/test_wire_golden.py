@@ -1,7 +1,7 @@
 """Golden payloads: the exact bytes codec version 3 writes for Insert and Delete bodies.
 
 The expected bytes below were written by the codec as it stood before the body layout
-was declared in one module (:mod:`msgstream.bodies`); every way of writing a payload
+was declared in one module (:mod:`msgstream.wire.bodies`); every way of writing a payload
 (``encode``, ``encode_batch``) must still write them, and every way of reading one
 (``decode``, ``decode_batch`` cold and cached, unchecked bodies) must read them back as
 the message they were made from. Small payloads are pinned byte for byte (hex), large
@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-import msgstream.batch_encoder as batch_encoder
-from msgstream.batch_encoder import encode_batch
-from msgstream.codec import MessageRegistry, decode, decode_batch, encode
-from msgstream.messages import BUILTIN_TYPES, DeleteMsg, InsertMsg, TsMsg
-from msgstream.schema import DataType, FieldData
+import msgstream.wire.batch_encoder as batch_encoder
+from msgstream.wire.batch_encoder import encode_batch
+from msgstream.wire.codec import MessageRegistry, decode, decode_batch, encode
+from msgstream.wire.messages import BUILTIN_TYPES, DeleteMsg, InsertMsg, TsMsg
+from msgstream.wire.schema import DataType, FieldData
 
 
 def every_type_insert() -> InsertMsg:

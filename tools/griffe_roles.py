@@ -1,7 +1,7 @@
 """A griffe extension: Sphinx cross-reference roles in docstrings become mkdocstrings links.
 
 The docstrings are written for Sphinx (``:func:`decode```, ``:class:`~msgstream.Config```,
-``:meth:`MsgStream.stop <msgstream.stream.MsgStream.stop>```), which mkdocstrings does not
+``:meth:`MsgStream.stop <msgstream.streams.stream.MsgStream.stop>```), which mkdocstrings does not
 read: its Python handler parses the Sphinx *fields* (``:param:``, ``:raises:``) but leaves
 the inline roles as raw text. No maintained griffe extension or mkdocstrings option turns
 them into links (griffe's own extensions, ``griffe-sphinx`` and the cross-reference handlers

@@ -1,15 +1,15 @@
 """What the networked backends' clients (Kafka, Pulsar) share: the deadline of one call,
 the error mapping bound to the cluster, the open/closed state, and the hooks their
-consumers are handed (see :class:`~msgstream.consumer_base.ClientHooks`); and what their
+consumers are handed (see :class:`~msgstream.contract.consumer_base.ClientHooks`); and what their
 consumers share, the broker calls of one subscription to one channel."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from msgstream.backend import MessageID
-from msgstream.config import MsgStreamConfig
-from msgstream.consumer_base import ClientHooks, ClientState, ConsumerBase
+from msgstream.configuration.config import MsgStreamConfig
+from msgstream.contract.backend import MessageID
+from msgstream.contract.consumer_base import ClientHooks, ClientState, ConsumerBase
 
 from .broker_errors import BrokerCalls, BrokerErrors
 

@@ -8,8 +8,8 @@ when its address key is set, which it then cannot do without.
 
 from __future__ import annotations
 
-from msgstream.plugins import DEFAULT_READER_ACCESS, BackendSpec
-from msgstream.sections import Section
+from msgstream.configuration.plugins import DEFAULT_READER_ACCESS, BackendSpec
+from msgstream.configuration.sections import Section
 
 _PACKAGE = __name__.rpartition(".")[0]
 """Where the backends are installed (``msgstream.backends``)."""

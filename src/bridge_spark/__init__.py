@@ -20,35 +20,35 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from msgstream.exports import lazy_exports
+from msgstream.runtime.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from .batcher import BatcherProgress as BatcherProgress
-    from .batcher import BatchInfo as BatchInfo
-    from .batcher import MicroBatcher as MicroBatcher
-    from .batcher import Until as Until
-    from .batcher import UserFunction as UserFunction
-    from .checkpoint import BatchMark as BatchMark
-    from .checkpoint import CheckpointState as CheckpointState
-    from .checkpoint import load_checkpoint as load_checkpoint
-    from .checkpoint import save_checkpoint as save_checkpoint
-    from .convert import FrameBuilder as FrameBuilder
-    from .convert import table_from_packs as table_from_packs
+    from .data.batcher import BatcherProgress as BatcherProgress
+    from .data.batcher import BatchInfo as BatchInfo
+    from .data.batcher import MicroBatcher as MicroBatcher
+    from .data.batcher import Until as Until
+    from .data.batcher import UserFunction as UserFunction
+    from .data.checkpoint import BatchMark as BatchMark
+    from .data.checkpoint import CheckpointState as CheckpointState
+    from .data.checkpoint import load_checkpoint as load_checkpoint
+    from .data.checkpoint import save_checkpoint as save_checkpoint
+    from .data.convert import FrameBuilder as FrameBuilder
+    from .data.convert import table_from_packs as table_from_packs
+    from .data.frames import FrameKind as FrameKind
+    from .data.frames import FrameSchema as FrameSchema
+    from .data.offsets import SliceOffset as SliceOffset
+    from .data.options import bridge_config as bridge_config
+    from .data.sink import ParquetSink as ParquetSink
+    from .data.source import MsgStreamDataSource as MsgStreamDataSource
+    from .data.source import register as register
+    from .data.subscription import drop_subscription as drop_subscription
     from .errors import BridgeError as BridgeError
     from .errors import CheckpointError as CheckpointError
     from .errors import OptionError as OptionError
     from .errors import SchemaMismatchError as SchemaMismatchError
     from .errors import SchemaNotFoundError as SchemaNotFoundError
     from .errors import SliceIncompleteError as SliceIncompleteError
-    from .frames import FrameKind as FrameKind
-    from .frames import FrameSchema as FrameSchema
-    from .launcher import worker_python as worker_python
-    from .offsets import SliceOffset as SliceOffset
-    from .options import bridge_config as bridge_config
+    from .process.launcher import worker_python as worker_python
     from .session import local_spark as local_spark
-    from .sink import ParquetSink as ParquetSink
-    from .source import MsgStreamDataSource as MsgStreamDataSource
-    from .source import register as register
-    from .subscription import drop_subscription as drop_subscription
 else:
     __all__, __getattr__, __dir__ = lazy_exports(__name__, __file__)

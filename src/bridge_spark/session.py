@@ -7,8 +7,8 @@ import sys
 from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any
 
-from .launcher import worker_python
-from .pyspark_private import jvm_started
+from .process.launcher import worker_python
+from .process.pyspark_private import jvm_started
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -49,10 +49,10 @@ def local_spark(
     not ``source``).
 
     Spark's Python workers run this interpreter (``PYSPARK_PYTHON``, unless it is set),
-    so they can import the bridge, through :func:`~bridge_spark.launcher.worker_python`'s
+    so they can import the bridge, through :func:`~bridge_spark.process.launcher.worker_python`'s
     launcher: they import the installed PySpark rather than compiling its zip again and,
     with ``warm_runner``, each streaming query's source runner is forked from a warm
-    interpreter (:mod:`~bridge_spark.warm_runner`) instead of starting cold. An already
+    interpreter (:mod:`~bridge_spark.process.warm_runner`) instead of starting cold. An already
     running session is returned as is (settings that only apply at start-up are then
     ignored).
 
@@ -68,7 +68,7 @@ def local_spark(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from .source import register
+    from .data.source import register
 
     settings = {**SMALL_LOCAL_CONF, **(conf or {})}
     if jvm_stderr is not None:

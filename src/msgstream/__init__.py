@@ -9,10 +9,9 @@ errors and what a backend plug-in implements. Internals (the time-tick barrier, 
 plans, readers, ...) are importable from their own modules, with no promise of stability.
 """
 
-from .backend import Client, ConsumedMessage, Consumer, MessageID, Producer
-from .codec import MessageRegistry, decode, default_registry, encode, register_message_type
-from .config import Config, config_from_dict, load_config, resolve_backend
-from .emitter import TimeTickEmitter
+from .configuration.config import Config, config_from_dict, load_config, resolve_backend
+from .configuration.plugins import BackendSpec, register_backend, unregister_backend
+from .contract.backend import Client, ConsumedMessage, Consumer, MessageID, Producer
 from .errors import (
     AuthenticationError,
     AuthorizationError,
@@ -36,8 +35,21 @@ from .errors import (
     UnknownMessageTypeError,
     UnknownTypeCodeError,
 )
-from .factory import MsgStreamFactory, new_client, new_msgstream, new_ttmsgstream
-from .messages import (
+from .runtime.shutdown import StopOnSignals
+from .streams.emitter import TimeTickEmitter
+from .streams.factory import MsgStreamFactory, new_client, new_msgstream, new_ttmsgstream
+from .streams.routing import (
+    RepackFunc,
+    default_repack,
+    hash_int64,
+    hash_primary_keys,
+    hash_str,
+    repack_by_first_key,
+)
+from .streams.stream import MsgStream
+from .streams.ttstream import TtMsgStream
+from .wire.codec import MessageRegistry, decode, default_registry, encode, register_message_type
+from .wire.messages import (
     CreateCollectionMsg,
     CreatePartitionMsg,
     DeleteMsg,
@@ -48,22 +60,10 @@ from .messages import (
     TimeTickMsg,
     TsMsg,
 )
-from .pack import MsgPack
-from .plugins import BackendSpec, register_backend, unregister_backend
-from .position import MsgPosition, SubscriptionPosition, positions_from_json, positions_to_json
-from .routing import (
-    RepackFunc,
-    default_repack,
-    hash_int64,
-    hash_primary_keys,
-    hash_str,
-    repack_by_first_key,
-)
-from .schema import CollectionSchema, DataType, FieldData, FieldSchema
-from .shutdown import StopOnSignals
-from .stream import MsgStream
-from .tso import TsoAllocator, compose_ts, parse_ts
-from .ttstream import TtMsgStream
+from .wire.pack import MsgPack
+from .wire.position import MsgPosition, SubscriptionPosition, positions_from_json, positions_to_json
+from .wire.schema import CollectionSchema, DataType, FieldData, FieldSchema
+from .wire.tso import TsoAllocator, compose_ts, parse_ts
 
 __version__ = "0.1.0"
 

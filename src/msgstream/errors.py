@@ -227,8 +227,8 @@ _RENAMED = {"TopicNotFound": "TopicNotFoundError", "InvalidChannelName": "Invali
 
 
 def __getattr__(name: str) -> type[MsgStreamError]:
-    """A backend's own error (:attr:`~msgstream.plugins.BackendSpec.errors`), or a name of
-    0.1 (with a warning)."""
+    """A backend's own error (:attr:`~msgstream.configuration.plugins.BackendSpec.errors`), or a
+    name of 0.1 (with a warning)."""
     new = _RENAMED.get(name)
     if new is not None:
         warnings.warn(
@@ -250,6 +250,6 @@ _backend_error: BackendErrorLookup | None = None
 
 def find_backend_errors_with(lookup: BackendErrorLookup) -> None:
     """How :func:`__getattr__` finds a backend's own error by name: the plug-ins, which
-    need this module first, install :func:`msgstream.plugins.backend_error` here."""
+    need this module first, install :func:`msgstream.configuration.plugins.backend_error` here."""
     global _backend_error
     _backend_error = lookup

@@ -15,10 +15,10 @@ from msgstream import (
     StreamStateError,
     SubscriptionPosition,
     TopicNotFoundError,
-    cooperate,
 )
-from msgstream.backend import Consumer
-from msgstream.scope import concurrently
+from msgstream.contract.backend import Consumer
+from msgstream.runtime import cooperate
+from msgstream.runtime.scope import concurrently
 
 EARLIEST = SubscriptionPosition.EARLIEST
 LATEST = SubscriptionPosition.LATEST

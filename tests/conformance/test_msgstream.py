@@ -31,15 +31,15 @@ from msgstream import (
     TopicNotFoundError,
     TsMsg,
     UnknownMessageTypeError,
-    envelope,
     hash_primary_keys,
     positions_from_json,
     positions_to_json,
 )
-from msgstream.backend import ConsumedMessage
-from msgstream.codec import BUILTIN_TYPES, decode, encode
+from msgstream.contract.backend import ConsumedMessage
 from msgstream.errors import CodecError, DecodeError
-from msgstream.messages import MsgType
+from msgstream.wire import envelope
+from msgstream.wire.codec import BUILTIN_TYPES, decode, encode
+from msgstream.wire.messages import MsgType
 
 TIMEOUT = 10.0
 EARLIEST = SubscriptionPosition.EARLIEST

@@ -1,4 +1,4 @@
-"""A collection's schema as its channels declare it (:mod:`msgstream.schema_lookup`), on
+"""A collection's schema as its channels declare it (:mod:`msgstream.streams.schema_lookup`), on
 every backend: what ``msgstream produce`` checks its rows against and the Spark bridge
 builds its frames from."""
 
@@ -18,8 +18,8 @@ from msgstream import (
     TopicNotFoundError,
     encode,
 )
-from msgstream.backend import AdminClient, Client
-from msgstream.schema_lookup import DeclaredSchema, find_collection_schema
+from msgstream.contract.backend import AdminClient, Client
+from msgstream.streams.schema_lookup import DeclaredSchema, find_collection_schema
 
 TIMEOUT_S = 10.0
 

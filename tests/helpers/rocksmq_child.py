@@ -47,7 +47,7 @@ import threading
 from msgstream.backends.log_client.client import LogClient, LogMessageID
 from msgstream.backends.rocksmq import RocksOptions, open_client
 from msgstream.backends.rocksmq.store import RocksStore
-from msgstream.position import SubscriptionPosition
+from msgstream.wire.position import SubscriptionPosition
 
 TIMEOUT_S = 120.0
 """How long the child may take to print its next line or to exit: starting an interpreter

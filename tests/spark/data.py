@@ -17,7 +17,7 @@ from msgstream import (
     config_from_dict,
     new_msgstream,
 )
-from msgstream.bridge_spark.workload import Produced, SampleProducer
+from msgstream.bridge_spark.data.workload import Produced, SampleProducer
 
 
 def rocksmq_config(path: Path) -> Config:
@@ -41,8 +41,8 @@ async def produce_sample(
     create: bool = True,
     msgs_per_tick: int = 8,
 ) -> Produced:
-    """The sample collection (``msgstream.bridge_spark.workload``): about ``rows`` inserted rows
-    and some deletes, ticked every ``msgs_per_tick`` produce calls and at the end."""
+    """The sample collection (``msgstream.bridge_spark.data.workload``): about ``rows`` inserted
+    rows and some deletes, ticked every ``msgs_per_tick`` produce calls and at the end."""
     async with new_msgstream(config) as stream:
         await stream.as_producer(list(channels))
         producer = SampleProducer(stream, seed=seed, msgs_per_tick=msgs_per_tick)

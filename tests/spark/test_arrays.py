@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from helpers.gc_runs import collections_during
-from msgstream.bridge_spark.arrays import numeric_array
+from msgstream.bridge_spark.data.arrays import numeric_array
 
 TYPES = [
     (np.int8, pa.int8()),

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 
 from msgstream.bridge_spark import FrameBuilder, FrameKind, FrameSchema
-from msgstream.bridge_spark import arrow_frames as module
-from msgstream.bridge_spark.arrow_frames import (
+from msgstream.bridge_spark.data import arrow_frames as module
+from msgstream.bridge_spark.data.arrow_frames import (
     LARGE_VAR_TYPES,
     LOCAL_RELATION_THRESHOLD,
     MAX_RECORDS_PER_BATCH,

@@ -1,4 +1,4 @@
-"""The Arrow reader follows the body layout (``msgstream.bodies``) too: a field added to a
+"""The Arrow reader follows the body layout (``msgstream.wire.bodies``) too: a field added to a
 copy of the Insert layout, and a data type added to a copy of the data types, are read
 and checked by ``InsertColumns`` with no edit of its own (no Spark). The codec's side is
 ``tests/test_body_layout.py``."""
@@ -21,9 +21,9 @@ from msgstream import (
     encode,
 )
 from msgstream.bridge_spark import FrameBuilder, FrameKind, FrameSchema
-from msgstream.bridge_spark.columnar import BatchRefused, InsertColumns
-from msgstream.bridge_spark.frames import arrow_type
-from msgstream.codec import decode
+from msgstream.bridge_spark.data.columnar import BatchRefused, InsertColumns
+from msgstream.bridge_spark.data.frames import arrow_type
+from msgstream.wire.codec import decode
 from test_body_layout import REGISTRY, WIDER, WiderTypes, weighted
 from test_codec import rebuild, split_payload
 

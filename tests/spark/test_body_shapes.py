@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msgstream.bridge_spark.body_shapes import MAX_DIGITS, BodyShape, Path, shape_of
+from msgstream.bridge_spark.data.body_shapes import MAX_DIGITS, BodyShape, Path, shape_of
 
 _TEXT = st.text(alphabet="ab09_7", max_size=4)
 _LEAF = st.one_of(st.integers(0, 10**12), _TEXT, st.booleans(), st.none())

@@ -15,8 +15,8 @@ from msgstream.bridge_spark import (
     OptionError,
     SliceOffset,
 )
-from msgstream.bridge_spark.checkpoint import check_matches, load_checkpoint, save_checkpoint
-from msgstream.bridge_spark.offsets import parse_start
+from msgstream.bridge_spark.data.checkpoint import check_matches, load_checkpoint, save_checkpoint
+from msgstream.bridge_spark.data.offsets import parse_start
 
 CHANNELS = ("a", "b")
 

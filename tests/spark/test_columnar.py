@@ -28,15 +28,16 @@ from msgstream import (
     InsertMsg,
     decode,
     encode,
-    envelope,
 )
-from msgstream.bridge_spark import FrameBuilder, FrameKind, FrameSchema, columnar
-from msgstream.bridge_spark.body_shapes import BodyShape, shape_of
-from msgstream.bridge_spark.clients import open_reader
-from msgstream.bridge_spark.columnar import BatchRefused, InsertColumns
-from msgstream.bridge_spark.cursor import SkipStats
-from msgstream.bridge_spark.slices import ChannelSlice, read_slice
-from msgstream.codec import ENVELOPE_SIZE
+from msgstream.bridge_spark import FrameBuilder, FrameKind, FrameSchema
+from msgstream.bridge_spark.data import columnar
+from msgstream.bridge_spark.data.body_shapes import BodyShape, shape_of
+from msgstream.bridge_spark.data.clients import open_reader
+from msgstream.bridge_spark.data.columnar import BatchRefused, InsertColumns
+from msgstream.bridge_spark.data.cursor import SkipStats
+from msgstream.bridge_spark.data.slices import ChannelSlice, read_slice
+from msgstream.wire import envelope
+from msgstream.wire.codec import ENVELOPE_SIZE
 from spark.data import rocksmq_config
 
 from .test_convert import ALL_TYPES, all_types_insert

@@ -20,7 +20,7 @@ from msgstream import (
     encode,
 )
 from msgstream.bridge_spark import FrameBuilder, FrameKind, FrameSchema, SchemaMismatchError
-from msgstream.codec import peek_time_range
+from msgstream.wire.codec import peek_time_range
 
 ALL_TYPES = CollectionSchema(
     "all",

@@ -1,4 +1,4 @@
-"""The batcher's read-ahead of packs (bridge_spark.feed), on a scripted stream."""
+"""The batcher's read-ahead of packs (bridge_spark.data.feed), on a scripted stream."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from msgstream import MsgPack, TimeTickMsg
-from msgstream.bridge_spark.feed import PackFeed
+from msgstream.bridge_spark.data.feed import PackFeed
 
 
 def pack(ts: int, size: int) -> MsgPack:

@@ -1,5 +1,5 @@
 """Spark's Python workers import the installed PySpark, not the zip Spark puts first on
-their path, and do not have Spark's core jar on it (``bridge_spark.launcher``): the
+their path, and do not have Spark's core jar on it (``bridge_spark.process.launcher``): the
 launcher drops exactly those entries, keeps every other entry in order, and drops the zip
 only when it repeats the installed release, the jar only when it holds no Python."""
 
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from msgstream.bridge_spark import launcher as module
-from msgstream.bridge_spark.launcher import (
+from msgstream.bridge_spark.process import launcher as module
+from msgstream.bridge_spark.process.launcher import (
     installed_pyspark_zip,
     launcher_script,
     moduleless_spark_jar,

@@ -28,16 +28,16 @@ from msgstream import (
     encode,
     new_ttmsgstream,
 )
-from msgstream.backend import ConsumedBatch, ConsumedMessage
-from msgstream.bridge_spark.clients import open_reader
-from msgstream.bridge_spark.cursor import RawCursor, SkipStats
+from msgstream.bridge_spark.data.clients import open_reader
+from msgstream.bridge_spark.data.cursor import RawCursor, SkipStats
+from msgstream.bridge_spark.data.frames import FrameKind, FrameSchema
+from msgstream.bridge_spark.data.offsets import SliceOffset
+from msgstream.bridge_spark.data.planner import RowFilter, SlicePlanner, _ChannelScan
+from msgstream.bridge_spark.data.slices import ChannelSlice, read_slice
+from msgstream.bridge_spark.data.workload import sample_schema
 from msgstream.bridge_spark.errors import SchemaNotFoundError, SliceIncompleteError
-from msgstream.bridge_spark.frames import FrameKind, FrameSchema
-from msgstream.bridge_spark.offsets import SliceOffset
-from msgstream.bridge_spark.planner import RowFilter, SlicePlanner, _ChannelScan
-from msgstream.bridge_spark.slices import ChannelSlice, read_slice
-from msgstream.bridge_spark.workload import sample_schema
-from msgstream.codec import peek_envelopes
+from msgstream.contract.backend import ConsumedBatch, ConsumedMessage
+from msgstream.wire.codec import peek_envelopes
 from spark.data import Step, channel_names, produce_sample, produce_script, rocksmq_config
 
 DELETES = FrameSchema(sample_schema(), FrameKind.DELETES)

@@ -1,4 +1,4 @@
-"""The PySpark internals the bridge reads (through ``bridge_spark.pyspark_private``), read
+"""The PySpark internals the bridge reads (through ``bridge_spark.process.pyspark_private``), read
 from a running session: an upgrade that moves one fails here, naming PySpark's version and
 the attribute."""
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from msgstream.bridge_spark import pyspark_private
+from msgstream.bridge_spark.process import pyspark_private
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

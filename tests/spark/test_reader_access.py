@@ -15,18 +15,18 @@ import pytest
 from msgstream import Config, MessageID, SubscriptionPosition, config_from_dict, new_client
 from msgstream.backends.rocksmq.reader_access import StoreHold, read_only_store
 from msgstream.bridge_spark.cli.demo import demo_config
-from msgstream.bridge_spark.clients import (
+from msgstream.bridge_spark.data.clients import (
     READ_ELSEWHERE,
     READER_ACCESS,
     open_reader,
     resolved_config,
 )
+from msgstream.bridge_spark.data.offsets import SliceOffset
+from msgstream.bridge_spark.data.source import parse_source_options
+from msgstream.bridge_spark.data.subscription import drop_subscription, query_subscription
 from msgstream.bridge_spark.errors import BackendCapabilityError, OptionError
-from msgstream.bridge_spark.offsets import SliceOffset
-from msgstream.bridge_spark.source import parse_source_options
-from msgstream.bridge_spark.subscription import drop_subscription, query_subscription
 from msgstream.errors import BackendUnavailableError
-from msgstream.reader_access import SubscriptionHold
+from msgstream.streams.reader_access import SubscriptionHold
 from plugin_backend import SPEC, plugged_in
 from spark.data import rocksmq_config
 

@@ -1,5 +1,5 @@
 """SIGTERM in a streaming source's runner process unwinds it, so the source's ``stop``
-runs (:mod:`msgstream.bridge_spark.runner_exit`); anywhere else it changes nothing."""
+runs (:mod:`msgstream.bridge_spark.process.runner_exit`); anywhere else it changes nothing."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-from msgstream.bridge_spark.runner_exit import SIGTERM_STATUS
-from msgstream.bridge_spark.warm_client import SOURCE_RUNNER_MODULE
+from msgstream.bridge_spark.process.runner_exit import SIGTERM_STATUS
+from msgstream.bridge_spark.process.warm_client import SOURCE_RUNNER_MODULE
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
@@ -23,7 +23,7 @@ CHILD = textwrap.dedent(
         main.__spec__ = importlib.machinery.ModuleSpec(sys.argv[2], None)
     if sys.argv[3] == "own-handler":
         signal.signal(signal.SIGTERM, lambda *_: print("own handler", flush=True))
-    from msgstream.bridge_spark.runner_exit import closes, stop_on_sigterm
+    from msgstream.bridge_spark.process.runner_exit import closes, stop_on_sigterm
     # a short grace only where the test waits it out: elsewhere a slow machine would
     # end the child before the test's next step
     sigterm = stop_on_sigterm(grace_s=1.0 if sys.argv[3] == "second-sigterm" else 60.0)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
-import msgstream.bridge_spark.batcher as batcher_module
+import msgstream.bridge_spark.data.batcher as batcher_module
 from msgstream import (
     DataType,
     FieldData,
@@ -44,10 +44,10 @@ from msgstream.bridge_spark import (
     load_checkpoint,
     save_checkpoint,
 )
-from msgstream.bridge_spark.arrow_frames import LOCAL_RELATION_THRESHOLD
-from msgstream.bridge_spark.dml_rows import DmlRows
-from msgstream.bridge_spark.workload import Produced, SampleProducer, sample_schema
-from msgstream.metrics import PrometheusInstruments
+from msgstream.bridge_spark.data.arrow_frames import LOCAL_RELATION_THRESHOLD
+from msgstream.bridge_spark.data.dml_rows import DmlRows
+from msgstream.bridge_spark.data.workload import Produced, SampleProducer, sample_schema
+from msgstream.observability.metrics import PrometheusInstruments
 from spark.data import channel_names, memory_config, produce_sample, rocksmq_config
 
 from .test_columnar import edit_buffer

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 import orjson
 import pytest
 
-from msgstream.bridge_spark.batcher import BatcherProgress
 from msgstream.bridge_spark.cli.ingest import describe_progress
+from msgstream.bridge_spark.data.batcher import BatcherProgress
 from msgstream.cli.main import main
-from msgstream.tso import compose_ts
+from msgstream.wire.tso import compose_ts
 from spark.data import channel_names, produce_sample, rocksmq_config
 
 if TYPE_CHECKING:

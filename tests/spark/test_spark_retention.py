@@ -19,7 +19,7 @@ from msgstream.backends.log_client.client import RocksmqMessageID
 from msgstream.backends.rocksmq import RocksOptions, RocksStore
 from msgstream.backends.rocksmq.retention import RetentionPolicy
 from msgstream.bridge_spark import drop_subscription
-from msgstream.bridge_spark.workload import sample_schema
+from msgstream.bridge_spark.data.workload import sample_schema
 from spark.data import channel_names, produce_sample
 from spark.test_spark_source import committed_offsets
 

@@ -29,8 +29,8 @@ from msgstream.backends.log_client.client import RocksmqMessageID
 from msgstream.backends.rocksmq import RocksOptions, RocksStore
 from msgstream.backends.rocksmq.settings import RocksmqConfig
 from msgstream.bridge_spark import drop_subscription
-from msgstream.bridge_spark.workload import sample_schema
-from msgstream.factory import new_client
+from msgstream.bridge_spark.data.workload import sample_schema
+from msgstream.streams.factory import new_client
 from spark.data import channel_names, produce_sample, rocksmq_config
 
 if TYPE_CHECKING:
@@ -405,7 +405,7 @@ def test_schema_mismatch_fails_the_micro_batch_naming_the_field(
     from pyspark.errors import PySparkException
 
     from msgstream import DataType, FieldData, InsertMsg, MsgPack, new_msgstream
-    from msgstream.bridge_spark.workload import SampleProducer
+    from msgstream.bridge_spark.data.workload import SampleProducer
 
     store = tmp_path / "store"
     config = rocksmq_config(store)

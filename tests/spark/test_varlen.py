@@ -9,7 +9,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msgstream.bridge_spark.varlen import json_texts
+from msgstream.bridge_spark.data.varlen import json_texts
 
 TRICKY = st.sampled_from(['"', "\\", "\\\\", '\\"', ",", "[", "]", "{", "}", "é", "\n", "\x00"])
 TEXT = st.lists(st.one_of(TRICKY, st.text(max_size=4)), max_size=6).map("".join)

@@ -1,5 +1,5 @@
-"""A streaming query's runner forked from a warm interpreter (``bridge_spark.warm_client``
-and ``bridge_spark.warm_runner``): the child is the process Spark asked for -- its
+"""A streaming query's runner forked from a warm interpreter (``bridge_spark.process.warm_client``
+and ``bridge_spark.process.warm_runner``): the child is the process Spark asked for -- its
 arguments, environment, directory, streams and exit status -- and anything the runner
 cannot serve exactly runs cold, as ``python -m`` would.
 
@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from msgstream.bridge_spark import warm_client
-from msgstream.bridge_spark.launcher import launcher_script
-from msgstream.bridge_spark.launcher import warm_client as client_script
-from msgstream.bridge_spark.warm_runner import refusal
+from msgstream.bridge_spark.process import warm_client
+from msgstream.bridge_spark.process.launcher import launcher_script
+from msgstream.bridge_spark.process.launcher import warm_client as client_script
+from msgstream.bridge_spark.process.warm_runner import refusal
 from spark.probes import probe_query
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def main(mode):
         "cwd": os.getcwd(),
         "path0": sys.path[0],
         "marker": os.environ.get("WARM_TEST_MARKER"),
-        "preloaded": "msgstream.bridge_spark.source" in sys.modules,
+        "preloaded": "msgstream.bridge_spark.data.source" in sys.modules,
         "backends": [m for m in sys.modules if m.startswith("msgstream.backends.")],
         "stdin": sys.stdin.readline().strip() if mode == "stdin" else None,
         "draws": [random.getrandbits(60), int(numpy.random.randint(1 << 60))],
@@ -434,7 +434,7 @@ def test_a_bad_request_leaves_the_runner_serving(
 def test_a_backend_library_that_is_missing_or_broken_is_left_to_the_child(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from msgstream.bridge_spark.warm_runner import _import_if_installed
+    from msgstream.bridge_spark.process.warm_runner import _import_if_installed
 
     (tmp_path / "broken_backend_lib.py").write_text("raise RuntimeError('no licence')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -475,7 +475,7 @@ def test_without_pidfds_the_launcher_has_no_warm_path(
 ) -> None:
     """Where a runner could not watch its driver (no ``os.pidfd_open``: macOS, say), the
     launcher sends everything to the interpreter, as before the warm runner."""
-    from msgstream.bridge_spark import launcher
+    from msgstream.bridge_spark.process import launcher
 
     monkeypatch.delattr(os, "pidfd_open")
     assert launcher.warm_client() is None
@@ -502,9 +502,10 @@ def test_a_request_over_the_limit_is_refused_before_it_is_read(
 
 @pytest.mark.parametrize("arguments", [[], ["/tmp/x.sock"], ["/tmp/x.sock", "jvm"]])
 def test_the_runner_names_its_usage(arguments: list[str]) -> None:
-    from msgstream.bridge_spark.warm_runner import main
+    from msgstream.bridge_spark.process.warm_runner import main
 
-    with pytest.raises(SystemExit, match=r"usage: python -m msgstream\.bridge_spark\.warm_runner "
+    with pytest.raises(SystemExit, match=r"usage: python -m "
+                                         r"msgstream\.bridge_spark\.process\.warm_runner "
                        r"SOCKET PARENT_PID \[MODULE \.\.\.\]; got \["):  # fmt: skip
         main(arguments)
 

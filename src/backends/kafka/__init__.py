@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from msgstream.exports import lazy_exports
+from msgstream.runtime.exports import lazy_exports
 
 if TYPE_CHECKING:
     from .client import KafkaClient as KafkaClient

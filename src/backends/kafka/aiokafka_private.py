@@ -1,5 +1,5 @@
 """The aiokafka internals the Kafka backend reads, one function each (see
-:mod:`msgstream.library_internals`; ``tests/test_library_internals.py`` checks each
+:mod:`msgstream.runtime.library_internals`; ``tests/test_library_internals.py`` checks each
 against the installed aiokafka)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 
-from msgstream.library_internals import internal
+from msgstream.runtime.library_internals import internal
 
 __all__ = ["admin_request_sender", "metadata_client"]
 

@@ -22,10 +22,10 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from msgstream.bench.targets import BenchPlugin, Target, package_version, redacted
-from msgstream.codec import encode
-from msgstream.config import Config
-from msgstream.factory import new_client
-from msgstream.messages import TsMsg
+from msgstream.configuration.config import Config
+from msgstream.streams.factory import new_client
+from msgstream.wire.codec import encode
+from msgstream.wire.messages import TsMsg
 
 from .settings import KafkaConfig, librdkafka_producer, producer_kwargs
 

@@ -8,11 +8,11 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from msgstream.backend import MessageID, SubscriptionInfo
-from msgstream.channels import validate_channel_name, validate_subscription_name
-from msgstream.config import MsgStreamConfig
+from msgstream.configuration.config import MsgStreamConfig
+from msgstream.contract.backend import MessageID, SubscriptionInfo
+from msgstream.contract.channels import validate_channel_name, validate_subscription_name
 from msgstream.errors import TopicNotFoundError
-from msgstream.position import SubscriptionPosition
+from msgstream.wire.position import SubscriptionPosition
 
 from ..broker_client import BrokerClient
 from . import connect, engines

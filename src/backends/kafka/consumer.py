@@ -22,10 +22,10 @@ from typing import Any
 
 from aiokafka import errors as kafka_errors
 
-from msgstream.backend import ConsumedBatch, ConsumedMessage, MessageID
-from msgstream.consumer_base import ClientHooks
-from msgstream.cooperate import cooperate
+from msgstream.contract.backend import ConsumedBatch, ConsumedMessage, MessageID
+from msgstream.contract.consumer_base import ClientHooks
 from msgstream.errors import InvalidPositionError
+from msgstream.runtime.cooperate import cooperate
 
 from ..broker_client import BrokerConsumer
 from ..broker_errors import BrokerCalls
@@ -157,7 +157,7 @@ class KafkaConsumer(BrokerConsumer):
 
     def receive_batch_nowait(self, max_messages: int) -> ConsumedBatch:
         """What ``receive_nowait`` would return, as one columnar batch (see
-        :class:`msgstream.backend.BatchConsumer`): at most one fetch's records."""
+        :class:`msgstream.contract.backend.BatchConsumer`): at most one fetch's records."""
         self._check_open()
         if max_messages <= 0 or not self._buffered():
             return ConsumedBatch(self.channel, [], [], self._no_message)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from msgstream.tagged_id import TaggedMessageID
+from msgstream.contract.tagged_id import TaggedMessageID
 
 
 class KafkaMessageID(TaggedMessageID):
-    """An offset in a one-partition topic (see :class:`~msgstream.backend.MessageID` for
+    """An offset in a one-partition topic (see :class:`~msgstream.contract.backend.MessageID` for
     equality and order); serialised with the tag b"k"."""
 
     __slots__ = ()

@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 
 from aiokafka import errors as kafka_errors
 
-from msgstream.backend import MessageID
+from msgstream.contract.backend import MessageID
+from msgstream.contract.producer_base import ProducerBase
 from msgstream.errors import MessageTooLargeError
-from msgstream.producer_base import ProducerBase
 
 from ..broker_errors import BrokerCalls
 from .deadlines import SendDeadlines

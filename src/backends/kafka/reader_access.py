@@ -1,5 +1,5 @@
 """How processes that only read Kafka do it (Kafka's
-:class:`~msgstream.reader_access.ReaderAccess`): large fetches, and a query's position
+:class:`~msgstream.streams.reader_access.ReaderAccess`): large fetches, and a query's position
 held as its consumer group's committed offset.
 
 Kafka's retention is by time and size only, so the committed offsets keep nothing; they
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from msgstream.backend import Client, ConsumedMessage, Consumer
-from msgstream.config import Config
-from msgstream.reader_access import QueryHold, ReaderAccess, ReaderClient, SubscriptionHold
+from msgstream.configuration.config import Config
+from msgstream.contract.backend import Client, ConsumedMessage, Consumer
+from msgstream.streams.reader_access import QueryHold, ReaderAccess, ReaderClient, SubscriptionHold
 
 from .ids import KafkaMessageID
 from .settings import KafkaConfig

@@ -9,9 +9,9 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import Field, SecretStr, model_validator
 
-from msgstream.config_keys import Special, hidden, reveal, revealed, secrets_of
+from msgstream.configuration.config_keys import Special, hidden, reveal, revealed, secrets_of
+from msgstream.configuration.sections import Address, Count, PassThrough, Seconds, Section
 from msgstream.errors import ConfigError
-from msgstream.sections import Address, Count, PassThrough, Seconds, Section
 
 __all__ = [
     "KafkaConfig",
@@ -277,7 +277,7 @@ def _librdkafka_refusal(properties: dict[str, Any], secrets: list[str]) -> str |
 
 def librdkafka_refusal(exc: Exception, secrets: list[str]) -> str:
     """What librdkafka said refusing a client's properties, ``secrets`` (theirs: see
-    :func:`~msgstream.config_keys.secrets_of`) masked wherever it echoes a value."""
+    :func:`~msgstream.configuration.config_keys.secrets_of`) masked wherever it echoes a value."""
     from confluent_kafka import KafkaException
 
     text = str(exc.args[0].str() if isinstance(exc, KafkaException) else exc).strip()

@@ -12,28 +12,28 @@ from typing import Any
 
 import anyio
 
-from msgstream.backend import (
+from msgstream.configuration.limits import DEFAULT_MAX_MESSAGE_BYTES
+from msgstream.configuration.plugins import backend_specs
+from msgstream.contract.backend import (
     ConsumedBatch,
     ConsumedMessage,
     MessageID,
     SubscriptionInfo,
 )
-from msgstream.channels import validate_channel_name, validate_subscription_name
-from msgstream.consumer_base import ClientHooks, ClientState, ConsumerBase
-from msgstream.cooperate import cooperate, yielded
+from msgstream.contract.channels import validate_channel_name, validate_subscription_name
+from msgstream.contract.consumer_base import ClientHooks, ClientState, ConsumerBase
+from msgstream.contract.producer_base import ProducerBase
+from msgstream.contract.tagged_id import TaggedMessageID
 from msgstream.errors import (
     BackendUnavailableError,
     MsgStreamError,
     StreamStateError,
     TopicNotFoundError,
 )
-from msgstream.limits import DEFAULT_MAX_MESSAGE_BYTES
-from msgstream.logs import get_logger
-from msgstream.observe import StoreProbe
-from msgstream.plugins import backend_specs
-from msgstream.position import SubscriptionPosition
-from msgstream.producer_base import ProducerBase
-from msgstream.tagged_id import TaggedMessageID
+from msgstream.observability.logs import get_logger
+from msgstream.observability.observe import StoreProbe
+from msgstream.runtime.cooperate import cooperate, yielded
+from msgstream.wire.position import SubscriptionPosition
 
 from . import ops
 from .store import FIRST_ID, LogStore, StoredBatch, StoredSubscription
@@ -220,7 +220,7 @@ class LogConsumer(ConsumerBase):
 
     def receive_batch_nowait(self, max_messages: int) -> ConsumedBatch:
         """What ``receive_nowait`` returns, as one columnar batch (see
-        :class:`msgstream.backend.BatchConsumer`)."""
+        :class:`msgstream.contract.backend.BatchConsumer`)."""
         self._check_open()
         if self._buffer:  # prefetched by receive(): hand those over first
             count = min(max_messages, len(self._buffer))

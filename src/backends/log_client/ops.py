@@ -8,7 +8,7 @@ a seek or an acknowledgement means the same thing whichever process asks.
 from __future__ import annotations
 
 from msgstream.errors import InvalidPositionError, TopicNotFoundError
-from msgstream.position import SubscriptionPosition
+from msgstream.wire.position import SubscriptionPosition
 
 from .store import LogStore, StoredSubscription
 

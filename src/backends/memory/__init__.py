@@ -10,7 +10,7 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from msgstream.config import MsgStreamConfig
+from msgstream.configuration.config import MsgStreamConfig
 
 from ..log_client import LogClient, LogStore, Record, StoredSubscription
 from ..log_client.store import FIRST_ID, Properties, now_ms

@@ -3,7 +3,7 @@ channels live in the process that made them."""
 
 from __future__ import annotations
 
-from msgstream.plugins import BackendSpec
+from msgstream.configuration.plugins import BackendSpec
 
 from ..log_client.client import MemoryMessageID
 from .settings import MemoryConfig

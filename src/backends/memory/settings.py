@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from msgstream.sections import Section
+from msgstream.configuration.sections import Section
 
 __all__ = ["MemoryConfig"]
 

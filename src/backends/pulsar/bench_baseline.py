@@ -18,9 +18,9 @@ import pulsar
 import pulsar.asyncio
 
 from msgstream.bench.targets import BenchPlugin, Target, package_version, redacted
-from msgstream.codec import encode
-from msgstream.config import Config
-from msgstream.messages import TsMsg
+from msgstream.configuration.config import Config
+from msgstream.wire.codec import encode
+from msgstream.wire.messages import TsMsg
 
 from .client import close_library_client
 from .settings import (

@@ -12,10 +12,10 @@ import contextlib
 from collections.abc import Coroutine
 from typing import Any
 
-from msgstream.backend import MessageID, SubscriptionInfo
-from msgstream.channels import validate_channel_name, validate_subscription_name
-from msgstream.config import MsgStreamConfig
-from msgstream.position import SubscriptionPosition
+from msgstream.configuration.config import MsgStreamConfig
+from msgstream.contract.backend import MessageID, SubscriptionInfo
+from msgstream.contract.channels import validate_channel_name, validate_subscription_name
+from msgstream.wire.position import SubscriptionPosition
 
 from ..broker_client import BrokerClient
 from .admin import PulsarAdmin

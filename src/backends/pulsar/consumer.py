@@ -25,10 +25,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from msgstream.backend import ConsumedMessage, MessageID
-from msgstream.consumer_base import ClientHooks
-from msgstream.cooperate import cooperate
+from msgstream.contract.backend import ConsumedMessage, MessageID
+from msgstream.contract.consumer_base import ClientHooks
 from msgstream.errors import InvalidPositionError
+from msgstream.runtime.cooperate import cooperate
 
 from ..broker_client import BrokerConsumer
 from ..broker_errors import BrokerCalls

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Self
 
-from msgstream.backend import MessageID, tagged_id_owner
+from msgstream.contract.backend import MessageID, tagged_id_owner
 from msgstream.errors import ForeignMessageIdError, InvalidPositionError
 
 from .library import _pulsar
@@ -21,7 +21,7 @@ _LEDGER_FIELD_TAG = 0x08
 
 class PulsarMessageID(MessageID):
     """A message's place in a non-partitioned topic (see
-    :class:`~msgstream.backend.MessageID` for equality and order)."""
+    :class:`~msgstream.contract.backend.MessageID` for equality and order)."""
 
     __slots__ = ("_native", "batch", "entry", "ledger")
     backend = "pulsar"

@@ -24,7 +24,7 @@ import re
 import threading
 from typing import Any
 
-from msgstream.logs import fields, get_logger
+from msgstream.observability.logs import fields, get_logger
 
 from .library import pulsar
 

@@ -7,10 +7,10 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from msgstream.backend import MessageID
-from msgstream.consumer_base import ClientState
+from msgstream.contract.backend import MessageID
+from msgstream.contract.consumer_base import ClientState
+from msgstream.contract.producer_base import ProducerBase
 from msgstream.errors import BackendUnavailableError, MessageTooLargeError, StreamClosedError
-from msgstream.producer_base import ProducerBase
 
 from ..broker_errors import BrokerCalls
 from .ids import PulsarMessageID

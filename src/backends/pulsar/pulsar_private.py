@@ -1,13 +1,13 @@
 """The pulsar-client internals the Pulsar backend reads, one function each: the native
 (``_pulsar``) objects that ``pulsar.asyncio`` wraps (see
-:mod:`msgstream.library_internals`; ``tests/test_library_internals.py`` checks each
+:mod:`msgstream.runtime.library_internals`; ``tests/test_library_internals.py`` checks each
 against the installed pulsar-client)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from msgstream.library_internals import LibraryInternalError, internal
+from msgstream.runtime.library_internals import LibraryInternalError, internal
 
 from .library import pulsar_asyncio
 

@@ -10,10 +10,10 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, model_validator
 
-from msgstream.config import MsgStreamConfig
-from msgstream.config_keys import reveal
+from msgstream.configuration.config import MsgStreamConfig
+from msgstream.configuration.config_keys import reveal
+from msgstream.configuration.sections import Address, Count, Seconds, Section
 from msgstream.errors import ConfigError
-from msgstream.sections import Address, Count, Seconds, Section
 
 __all__ = [
     "MAX_PENDING_SENDS",

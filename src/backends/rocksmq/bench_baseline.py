@@ -18,9 +18,9 @@ from typing import Any
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 from msgstream.bench.targets import BenchPlugin, Target, package_version
-from msgstream.codec import encode
-from msgstream.config import Config
-from msgstream.messages import TsMsg
+from msgstream.configuration.config import Config
+from msgstream.wire.codec import encode
+from msgstream.wire.messages import TsMsg
 
 from .settings import RocksmqConfig
 

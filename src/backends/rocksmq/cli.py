@@ -19,7 +19,7 @@ from msgstream.cli.common import (
     stdout_console,
 )
 from msgstream.cli.output import dumps
-from msgstream.config import Config
+from msgstream.configuration.config import Config
 
 from . import doctor
 from .errors import StorePathError

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from msgstream import config
-from msgstream.config import MsgStreamConfig
+from msgstream.configuration import config
+from msgstream.configuration.config import MsgStreamConfig
 from msgstream.errors import BackendUnavailableError
-from msgstream.logs import fields, get_logger
-from msgstream.observe import StoreProbe
+from msgstream.observability.logs import fields, get_logger
+from msgstream.observability.observe import StoreProbe
 
 from ..log_client import LogClient
 from .errors import StoreLockedError

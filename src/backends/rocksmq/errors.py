@@ -1,7 +1,7 @@
 """The embedded store's errors: a store at a path that cannot be used as asked.
 
 They are rocksmq's own, so they live here, not in :mod:`msgstream.errors`; the backend's
-spec names this module (:attr:`~msgstream.plugins.BackendSpec.errors`), so each one is
+spec names this module (:attr:`~msgstream.configuration.plugins.BackendSpec.errors`), so each one is
 also importable from :mod:`msgstream.errors` and :mod:`msgstream`, as in 0.1.
 """
 

@@ -30,8 +30,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from msgstream.configuration.limits import DEFAULT_MAX_MESSAGE_BYTES, MiB
 from msgstream.errors import MsgStreamError
-from msgstream.limits import DEFAULT_MAX_MESSAGE_BYTES, MiB
 
 VERSION = 1
 """The protocol's version, exchanged in :attr:`Op.HELLO`: both sides must speak the same."""

@@ -39,7 +39,7 @@ from msgstream.errors import (
     SendOutcomeUnknownError,
     StreamClosedError,
 )
-from msgstream.logs import fields, get_logger
+from msgstream.observability.logs import fields, get_logger
 
 from .errors import StoreError, StoreLockedError, StorePathError
 from .frames import (

@@ -3,7 +3,7 @@ choice whenever ``rocksmq.path`` is set."""
 
 from __future__ import annotations
 
-from msgstream.plugins import BackendSpec
+from msgstream.configuration.plugins import BackendSpec
 
 from ..log_client.client import RocksmqMessageID
 from .settings import RocksmqConfig

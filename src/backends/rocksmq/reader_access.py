@@ -1,12 +1,12 @@
 """How processes that only read an embedded store do it (rocksmq's
-:class:`~msgstream.reader_access.ReaderAccess`).
+:class:`~msgstream.streams.reader_access.ReaderAccess`).
 
 They open the store read-only (a RocksDB secondary instance), also when other processes
 share it (``rocksmq.sharing: auto``): Spark's Python workers come and go (Spark kills them
 with SIGKILL), and one attached to a shared store could be the one to take it over when
 no service owns it, opening RocksDB and serving the others for the length of a task. A
 read-only store never owns, never writes, and sees what the owner wrote when it catches
-up, which :attr:`~msgstream.reader_access.ReaderClient.refresh` does. It keeps no
+up, which :attr:`~msgstream.streams.reader_access.ReaderClient.refresh` does. It keeps no
 subscription either: a query's data is held by a *hold* (:mod:`.holds`), a file the
 owner's retention honours, and a reader's private subscription leaves nothing to release.
 A client that is not on a read-only store is read as any backend is.
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from msgstream.backend import Client
-from msgstream.config import Config
-from msgstream.reader_access import Positions, QueryHold, ReaderAccess, ReaderClient
+from msgstream.configuration.config import Config
+from msgstream.contract.backend import Client
+from msgstream.streams.reader_access import Positions, QueryHold, ReaderAccess, ReaderClient
 
 from ..log_client.client import RocksmqMessageID
 from .client import new_client

@@ -28,20 +28,20 @@ from typing import Any
 
 import orjson
 
-from msgstream.backend import (
+from msgstream.contract.backend import (
     TAGGED_ID_SIZE,
     ConsumedBatch,
     ConsumedMessage,
     MessageID,
     SubscriptionInfo,
 )
-from msgstream.channels import validate_channel_name, validate_subscription_name
-from msgstream.consumer_base import ClientHooks, ClientState, ConsumerBase
-from msgstream.cooperate import cooperate
+from msgstream.contract.channels import validate_channel_name, validate_subscription_name
+from msgstream.contract.consumer_base import ClientHooks, ClientState, ConsumerBase
+from msgstream.contract.producer_base import ProducerBase
 from msgstream.errors import MessageTooLargeError, TopicNotFoundError
-from msgstream.observe import StoreProbe
-from msgstream.position import SubscriptionPosition
-from msgstream.producer_base import ProducerBase
+from msgstream.observability.observe import StoreProbe
+from msgstream.runtime.cooperate import cooperate
+from msgstream.wire.position import SubscriptionPosition
 
 from ..log_client.client import RocksmqMessageID, subscription_infos
 from ..log_client.store import FIRST_ID, StoredSubscription

@@ -39,10 +39,10 @@ from typing import Any, cast
 
 import orjson
 
-from msgstream.channels import validate_channel_name, validate_subscription_name
+from msgstream.contract.channels import validate_channel_name, validate_subscription_name
 from msgstream.errors import MsgStreamError, StreamStateError, TopicNotFoundError
-from msgstream.logs import fields, get_logger
-from msgstream.position import SubscriptionPosition
+from msgstream.observability.logs import fields, get_logger
+from msgstream.wire.position import SubscriptionPosition
 
 from ..log_client import ops
 from ..log_client.client import RocksmqMessageID

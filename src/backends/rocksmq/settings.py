@@ -9,9 +9,9 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
-from msgstream.config_keys import Special
-from msgstream.limits import MiB
-from msgstream.sections import Count, Seconds, Section
+from msgstream.configuration.config_keys import Special
+from msgstream.configuration.limits import MiB
+from msgstream.configuration.sections import Count, Seconds, Section
 
 __all__ = ["RocksmqConfig", "Sharing", "default_rocksmq_path"]
 

@@ -63,7 +63,7 @@ from rocksdict import (
 )
 
 from msgstream.errors import SendOutcomeUnknownError, StreamClosedError, TopicNotFoundError
-from msgstream.logs import fields, get_logger
+from msgstream.observability.logs import fields, get_logger
 
 from ..log_client.store import (
     FIRST_ID,

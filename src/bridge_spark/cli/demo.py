@@ -4,7 +4,7 @@ resume, read back and verify row by row.
 1. A sample collection (int64 key ``pk``, float vector ``vec``, string ``text``, JSON
    ``meta``; every value derived from the key) is created on 4 channels, and a backlog of
    inserts and deletes (11/12 of the rows) is produced with time ticks
-   (``msgstream.bridge_spark.workload``) while Spark starts in a thread, set up for a
+   (``msgstream.bridge_spark.data.workload``) while Spark starts in a thread, set up for a
    short run (:data:`~bridge_spark.session.SHORT_RUN_CONF`), its JVM's output in a log
    file (whose end is printed if the demo fails with an error or times out; ``-v`` lets
    that output through to stderr instead).
@@ -59,14 +59,14 @@ from msgstream.cli.common import (
     stderr_console,
     stdout_console,
 )
-from msgstream.config import Config, MqConfig
-from msgstream.factory import MsgStreamFactory
-from msgstream.plugins import fallback_backend
-from msgstream.scope import cancel_and_wait, finish_in_thread
+from msgstream.configuration.config import Config, MqConfig
+from msgstream.configuration.plugins import fallback_backend
+from msgstream.runtime.scope import cancel_and_wait, finish_in_thread
+from msgstream.streams.factory import MsgStreamFactory
 
-from ..batcher import BatcherProgress, BatchInfo, MicroBatcher, Until
+from ..data.batcher import BatcherProgress, BatchInfo, MicroBatcher, Until
+from ..data.workload import Produced, SampleProducer
 from ..session import SHORT_RUN_CONF
-from ..workload import Produced, SampleProducer
 from .commands import DEFAULT_MASTER, DEMO_BATCH_ROWS, DEMO_ROWS
 from .ingest import BatchProgress, spark_session, summary_table
 

@@ -27,7 +27,6 @@ from pyspark.sql import SparkSession
 from rich.progress import BarColumn, TaskID, TextColumn
 from rich.table import Table
 
-from msgstream.backend import AdminClient
 from msgstream.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -40,21 +39,22 @@ from msgstream.cli.common import (
     stdout_console,
 )
 from msgstream.cli.json_rows import read_schema_file
-from msgstream.config import Config
-from msgstream.schema import CollectionSchema
-from msgstream.scope import cancel_and_wait
-from msgstream.tso import parse_ts
+from msgstream.configuration.config import Config
+from msgstream.contract.backend import AdminClient
+from msgstream.runtime.scope import cancel_and_wait
+from msgstream.wire.schema import CollectionSchema
+from msgstream.wire.tso import parse_ts
 
-from ..batcher import BatcherProgress, MicroBatcher
-from ..checkpoint import check_matches, load_checkpoint
-from ..clients import open_reader
-from ..frames import FrameKind, FrameSchema
-from ..offsets import parse_start
-from ..options import parse_channels
-from ..schema_lookup import find_collection_schema
+from ..data.batcher import BatcherProgress, MicroBatcher
+from ..data.checkpoint import check_matches, load_checkpoint
+from ..data.clients import open_reader
+from ..data.frames import FrameKind, FrameSchema
+from ..data.offsets import parse_start
+from ..data.options import parse_channels
+from ..data.schema_lookup import find_collection_schema
+from ..data.sink import ParquetSink
+from ..data.source import register
 from ..session import active_spark, local_spark
-from ..sink import ParquetSink
-from ..source import register
 from .commands import CHECKPOINT_NAME, DEFAULT_MASTER
 
 

@@ -19,10 +19,10 @@ import orjson
 from msgstream.cli.common import CliError
 from msgstream.cli.json_rows import RowMismatch, infer_schema
 from msgstream.cli.row_lines import BadLines, RowLines, stdin_lines
-from msgstream.config import Config
-from msgstream.schema import CollectionSchema
+from msgstream.configuration.config import Config
+from msgstream.wire.schema import CollectionSchema
 
-from ..schema_lookup import find_collection_schema
+from ..data.schema_lookup import find_collection_schema
 from .ingest import default_channels
 
 

@@ -1,6 +1,6 @@
 """The ``msgstream bench`` handler: builds the run from the options, runs it, reports it.
 
-SIGINT and SIGTERM (:class:`~msgstream.shutdown.StopOnSignals`) stop a run the way they
+SIGINT and SIGTERM (:class:`~msgstream.runtime.shutdown.StopOnSignals`) stop a run the way they
 stop the other commands: the sends in flight complete, the summary is printed and the
 promised ``--json`` / ``--hdr-log`` files are written from what was measured, and the
 command exits 130 or 143.
@@ -22,8 +22,8 @@ from ..cli.common import (
     stderr_progress,
     stdout_console,
 )
-from ..config import Config, resolve_backend
-from ..shutdown import StopOnSignals
+from ..configuration.config import Config, resolve_backend
+from ..runtime.shutdown import StopOnSignals
 from .common import (
     announce,
     brokers_of,

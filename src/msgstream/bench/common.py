@@ -14,11 +14,11 @@ from typing import Any
 import orjson
 
 from ..cli.common import CliError
-from ..config import Config, resolve_backend, split_key
+from ..configuration.config import Config, resolve_backend, split_key
+from ..configuration.plugins import backend_names, backend_spec
 from ..errors import ConfigError
-from ..factory import new_client
-from ..plugins import backend_names, backend_spec
-from ..shutdown import StopOnSignals
+from ..runtime.shutdown import StopOnSignals
+from ..streams.factory import new_client
 from .recorder import write_interval_log
 from .report import document
 from .runner import Side

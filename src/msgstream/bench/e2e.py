@@ -1,8 +1,8 @@
 """``msgstream bench e2e``: produce-to-consume latency through a TtMsgStream.
 
 For each channel count, one process produces the workload (open loop at ``--rate``,
-messages stamped by a :class:`~msgstream.emitter.TimeTickEmitter` that ticks every
-``--tick-interval``) while a :class:`~msgstream.ttstream.TtMsgStream` consumes the
+messages stamped by a :class:`~msgstream.streams.emitter.TimeTickEmitter` that ticks every
+``--tick-interval``) while a :class:`~msgstream.streams.ttstream.TtMsgStream` consumes the
 channels. Three figures:
 
 - **produce → consume**: from each message's intended send time to the delivery of the
@@ -24,15 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cli.common import EXIT_FAILED, EXIT_OK, CliError, new_table, stdout_console
-from ..config import Config, resolve_backend
-from ..emitter import TimeTickEmitter
-from ..factory import MsgStreamFactory
-from ..messages import TsMsg
-from ..pack import MsgPack
-from ..position import SubscriptionPosition
-from ..shutdown import StopOnSignals
-from ..stream import MsgStream
-from ..ttstream import TtMsgStream
+from ..configuration.config import Config, resolve_backend
+from ..runtime.shutdown import StopOnSignals
+from ..streams.emitter import TimeTickEmitter
+from ..streams.factory import MsgStreamFactory
+from ..streams.stream import MsgStream
+from ..streams.ttstream import TtMsgStream
+from ..wire.messages import TsMsg
+from ..wire.pack import MsgPack
+from ..wire.position import SubscriptionPosition
 from .common import (
     announce,
     channel_names,

@@ -11,9 +11,10 @@ backend name::
     [project.entry-points."msgstream.bench_baselines"]
     mybroker = "mybroker_msgstream.bench_baseline:BENCH"
 
-naming a :class:`BenchPlugin`: its ``raw_target`` takes the :class:`~msgstream.config.Config`
-and returns a :class:`Target` that uses the broker library directly, with the settings
-msgstream's own client would use; its ``broker_info`` says what it knows of the broker.
+naming a :class:`BenchPlugin`: its ``raw_target`` takes the
+:class:`~msgstream.configuration.config.Config` and returns a :class:`Target` that uses the broker
+library directly, with the settings msgstream's own client would use; its ``broker_info`` says what
+it knows of the broker.
 """
 
 from __future__ import annotations
@@ -26,13 +27,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..config import Config, resolve_backend
-from ..config_keys import MASK, secrets_of
+from ..configuration.config import Config, resolve_backend
+from ..configuration.config_keys import MASK, secrets_of
 from ..errors import MsgStreamError
-from ..factory import MsgStreamFactory
-from ..messages import TsMsg
-from ..pack import MsgPack
-from ..stream import MsgStream
+from ..streams.factory import MsgStreamFactory
+from ..streams.stream import MsgStream
+from ..wire.messages import TsMsg
+from ..wire.pack import MsgPack
 
 BASELINE_GROUP = "msgstream.bench_baselines"
 
@@ -95,7 +96,7 @@ def redacted(settings: Mapping[str, Any], section: BaseModel) -> dict[str, Any]:
 
 
 class MsgStreamTarget(Target):
-    """Sends through :class:`~msgstream.stream.MsgStream` on the configured backend."""
+    """Sends through :class:`~msgstream.streams.stream.MsgStream` on the configured backend."""
 
     label = "msgstream"
 

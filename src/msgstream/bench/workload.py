@@ -7,10 +7,10 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..codec import encode
-from ..messages import InsertMsg, TsMsg
-from ..schema import DataType, FieldData
-from ..tso import TsoAllocator
+from ..wire.codec import encode
+from ..wire.messages import InsertMsg, TsMsg
+from ..wire.schema import DataType, FieldData
+from ..wire.tso import TsoAllocator
 
 COLLECTION = "msgstream_bench"
 FIELD = "payload"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from ..config import Config
+from ..configuration.config import Config
 from .common import CliError, Subparsers, one_line
 
 ENTRY_POINT_GROUP = "msgstream.commands"

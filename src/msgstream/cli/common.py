@@ -15,7 +15,7 @@ from rich.logging import RichHandler
 from rich.progress import Progress, ProgressColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..channels import validate_channel_name
+from ..contract.channels import validate_channel_name
 from ..errors import InvalidChannelNameError
 
 EXIT_OK = 0

@@ -11,14 +11,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ..config import Config
+from ..configuration.config import Config
 from ..errors import InvalidPositionError, TopicNotFoundError
-from ..factory import MsgStreamFactory
-from ..messages import TimeTickMsg
-from ..pack import MsgPack
-from ..position import MsgPosition, SubscriptionPosition, positions_from_json, positions_to_json
-from ..stream import MissingChannels, MsgStream
-from ..ttstream import TtMsgStream
+from ..streams.factory import MsgStreamFactory
+from ..streams.stream import MissingChannels, MsgStream
+from ..streams.ttstream import TtMsgStream
+from ..wire.messages import TimeTickMsg
+from ..wire.pack import MsgPack
+from ..wire.position import (
+    MsgPosition,
+    SubscriptionPosition,
+    positions_from_json,
+    positions_to_json,
+)
 from .command import Command
 from .common import (
     CliError,

@@ -13,7 +13,8 @@ from typing import Any
 
 from rich.table import Table
 
-from ..backend import (
+from ..configuration.config import Config
+from ..contract.backend import (
     AdminClient,
     Client,
     MessageID,
@@ -21,10 +22,9 @@ from ..backend import (
     RetainedMessagesClient,
     SubscriptionInfo,
 )
-from ..codec import peek_header
-from ..config import Config
 from ..errors import CodecError
-from ..factory import new_inspection_client
+from ..streams.factory import new_inspection_client
+from ..wire.codec import peek_header
 from .command import Command
 from .common import CliError, add_channel_option, add_json_option, new_table, stdout_console
 from .output import dumps, format_message_id
@@ -83,7 +83,7 @@ class ChannelView:
 
 async def open_client(config: Config) -> Client:
     """A client of the configured backend for looking only (the backend decides what that
-    takes: :func:`msgstream.factory.new_inspection_client`)."""
+    takes: :func:`msgstream.streams.factory.new_inspection_client`)."""
     return new_inspection_client(config)
 
 

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ..routing import INT64_MAX, INT64_MIN
-from ..schema import PRIMARY_KEY_TYPES, CollectionSchema, DataType, FieldData, FieldSchema
+from ..streams.routing import INT64_MAX, INT64_MIN
+from ..wire.schema import PRIMARY_KEY_TYPES, CollectionSchema, DataType, FieldData, FieldSchema
 from .common import CliError
 
 

@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Sequence
 
 from .. import __version__
-from ..config import Config, load_config
+from ..configuration.config import Config, load_config
 from ..errors import BackendUnavailableError, MsgStreamError
 from . import consume, inspection, produce
 from .command import Command, Handler, plugin_commands

@@ -9,12 +9,12 @@ from typing import Any
 
 import orjson
 
-from ..backend import Client, MessageID
-from ..codec import to_jsonable
+from ..contract.backend import Client, MessageID
 from ..errors import MsgStreamError
-from ..messages import DeleteMsg, InsertMsg, TsMsg
-from ..pack import MsgPack
-from ..schema import DataType
+from ..wire.codec import to_jsonable
+from ..wire.messages import DeleteMsg, InsertMsg, TsMsg
+from ..wire.pack import MsgPack
+from ..wire.schema import DataType
 
 _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 

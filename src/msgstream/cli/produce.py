@@ -17,16 +17,16 @@ import numpy as np
 import orjson
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 
-from ..backend import Client
-from ..config import Config
-from ..emitter import TimeTickEmitter
-from ..factory import MsgStreamFactory
-from ..messages import CreateCollectionMsg, InsertMsg, TsMsg
-from ..pack import MsgPack
-from ..routing import hash_int64, hash_primary_keys, hash_str
-from ..schema import CollectionSchema, DataType, FieldData, FieldSchema
-from ..schema_lookup import find_collection_schema, schema_difference
-from ..stream import MsgStream
+from ..configuration.config import Config
+from ..contract.backend import Client
+from ..streams.emitter import TimeTickEmitter
+from ..streams.factory import MsgStreamFactory
+from ..streams.routing import hash_int64, hash_primary_keys, hash_str
+from ..streams.schema_lookup import find_collection_schema, schema_difference
+from ..streams.stream import MsgStream
+from ..wire.messages import CreateCollectionMsg, InsertMsg, TsMsg
+from ..wire.pack import MsgPack
+from ..wire.schema import CollectionSchema, DataType, FieldData, FieldSchema
 from .command import Command
 from .common import (
     CliError,

@@ -47,7 +47,7 @@ from typing import Any, Protocol
 from aiokafka import errors as kafka_errors
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from msgstream.config_keys import secrets_of
+from msgstream.configuration.config_keys import secrets_of
 from msgstream.errors import ConfigError
 
 from ...broker_errors import BrokerCalls

@@ -1,0 +1,2 @@
+"""Observability: the instrumentation hooks, structured logging, Prometheus metrics and
+OpenTelemetry traces."""

@@ -1,0 +1,330 @@
+"""Many messages encoded at once: :func:`encode_batch`, the producer's path for a pack.
+
+A one-row Insert (an event, a log line, a sensor reading) is the message a stream sends
+most of, and the one whose encoding costs most per row: :func:`msgstream.wire.codec.encode`
+builds its JSON body from dicts, one small buffer at a time, for every message. Yet
+one-row Inserts of one collection, partition and columns have the same JSON body
+whenever their variable-length values have the same byte lengths, and their numeric
+columns are fixed-width. So :func:`encode_batch` groups them by that shape, writes each
+distinct body once (through ``encode_body`` itself), reads and checks each column
+across the group at once, fills the envelopes as one numpy record array, and joins every
+payload from those pieces, in the order the body layout (:mod:`msgstream.wire.bodies`) gives
+its buffers: about half the cost of encoding the messages one by one.
+
+The bytes are exactly :func:`~msgstream.wire.codec.encode`'s, and so are the errors. What the
+fast path does not take is encoded message by message: other types, more rows, validity
+masks, JSON columns, nulls, values of another type than their column's, groups whose
+bodies mostly differ. A pack in which anything fails on the fast path is encoded again
+message by message, which raises the error :func:`encode` would.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+from functools import partial
+from itertools import repeat
+from operator import attrgetter, itemgetter, methodcaller
+from typing import Any
+
+import numpy as np
+import orjson
+
+from . import bodies, envelope
+from .buffers import BodyWriter
+from .codec import MAGIC, VERSION, MessageRegistry, default_registry, encode
+from .messages import InsertMsg, TsMsg
+from .packed import ONE_VALUE_OFFSETS, PackedKind
+
+MIN_BATCH = 8
+"""Below this many one-row Inserts, grouping costs more than it saves."""
+SAMPLE = 64
+"""How many Inserts of a group :func:`_bodies_repeat` looks at."""
+MIN_BODY_REUSE = 4
+"""How many messages of a group must share each distinct body, on average, for the
+group to be encoded column by column. Writing a body costs about what encoding its
+message does, so a group of mostly distinct bodies (several varchar columns of varied
+lengths) is encoded message by message instead."""
+
+_JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
+_ONE_VALUE_TYPES = {PackedKind.TEXT: str, PackedKind.BINARY: bytes}
+"""Variable-length columns the fast path takes, with the one value type it accepts."""
+_BODY = InsertMsg.BODY
+_FAILURES = (ValueError, TypeError, OverflowError, AttributeError, IndexError, struct.error)
+"""What bad input raises on the fast path; the batch is then encoded message by message."""
+_values = attrgetter("values")
+_dtype = attrgetter("dtype")
+_row_ids = attrgetter("row_ids")
+_fields = attrgetter("fields")
+_place = attrgetter(*_BODY.names)
+_name_and_dim = attrgetter("name", "dim")
+_masks = [attrgetter(mask.name) for mask in bodies.COLUMN.masks]
+_NONE_ID = {id(None)}
+_PLAIN = {list, tuple}
+_ARRAY_TYPES = {np.ndarray}
+_msg_id = attrgetter("msg_id")
+_timestamp = attrgetter("timestamp")
+_source_id = attrgetter("source_id")
+_time_range = methodcaller("time_range")
+_first = itemgetter(0)
+_second = itemgetter(1)
+_lengths = partial(map, len)
+_SIZE = envelope.SIZE
+_CRC_AT = envelope.CRC_OFFSET
+
+
+def encode_batch(
+    msgs: Sequence[TsMsg], registry: MessageRegistry = default_registry
+) -> list[bytes]:
+    """``[encode(m, registry) for m in msgs]``, the same bytes and errors, faster for
+    one-row Inserts (see the module doc). Sets each message's ``size`` as ``encode``
+    does."""
+    try:
+        # One pass that costs a multi-row pack (which gains nothing) little.
+        singles = [
+            i for i, msg in enumerate(msgs) if type(msg) is InsertMsg and len(msg.row_ids) == 1
+        ]
+        if len(singles) >= MIN_BATCH and registry.knows(InsertMsg):
+            return _encode_grouped(msgs, singles, registry)
+    except _FAILURES:
+        pass  # encoded again below, which raises the first bad message's error
+    return [encode(msg, registry) for msg in msgs]
+
+
+def _encode_grouped(
+    msgs: Sequence[TsMsg], singles: list[int], registry: MessageRegistry
+) -> list[bytes]:
+    """Encode ``msgs``, the one-row Inserts at ``singles`` column by column where they
+    qualify, by collection and partition."""
+    payloads: list[bytes | None] = [None] * len(msgs)
+    places = list(map(_place, [msgs[i] for i in singles]))
+    groups: dict[tuple[str, str], list[int]]
+    if len(set(places)) == 1:  # the usual pack: one collection and partition
+        groups = {places[0]: singles}
+    else:
+        groups = {}
+        for index, place in zip(singles, places, strict=True):
+            groups.setdefault(place, []).append(index)
+    for members in groups.values():
+        if _bodies_repeat([msgs[i] for i in members[:SAMPLE]]):
+            for shaped, columns in _by_columns(msgs, members):
+                encoded = _encode_group([msgs[i] for i in shaped], columns)
+                for index, payload in zip(shaped, encoded or (), strict=True):
+                    payloads[index] = payload
+    for index, msg in enumerate(msgs):
+        if payloads[index] is None:
+            payloads[index] = encode(msg, registry)
+    return payloads  # type: ignore[return-value]  # every slot was filled above
+
+
+def _bodies_repeat(sample: list[Any]) -> bool:
+    """Whether one-row Inserts like ``sample`` (the first of a group) may share their
+    bodies often enough for the fast path: False when most of the sample's bodies differ
+    (a look at the lengths of their variable-length values, in characters: an estimate),
+    so that a pack of mostly distinct bodies costs little more than encoding it message
+    by message. :func:`_encode_group` checks the whole group."""
+    keys = set()
+    for msg in sample:
+        lengths = [
+            _first_length(c.values) for c in msg.fields if c.dtype.packed in _ONE_VALUE_TYPES
+        ]
+        keys.add(tuple(lengths))
+    return len(keys) <= len(sample) * 3 // 4
+
+
+def _first_length(values: Any) -> int:
+    first = values[0] if len(values) == 1 else None
+    return len(first) if isinstance(first, str | bytes) else -1
+
+
+_Columns = list[tuple[list[bytes], bodies.Storage]]
+"""A group's columns in order: each row's value as bytes, and the column's storage (which
+says the buffers its value goes to)."""
+
+
+def _by_columns(msgs: Sequence[TsMsg], members: list[int]) -> list[tuple[list[int], _Columns]]:
+    """``members`` (one-row Inserts of one collection and partition) split by their
+    columns, with the columns' bytes, keeping only the groups the fast path takes.
+    Usually all have the same columns, checked a column at a time across the messages;
+    else they are sorted out one by one."""
+    columns = _columns([msgs[i] for i in members])
+    if columns is not None:
+        return [(members, columns)]
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for index in members:
+        groups.setdefault(_columns_of(msgs[index]), []).append(index)
+    found = []
+    for shaped in groups.values():
+        columns = _columns([msgs[i] for i in shaped])
+        if columns is not None:
+            found.append((shaped, columns))
+    return found
+
+
+def _columns_of(msg: Any) -> tuple[Any, ...]:
+    """What of an Insert's columns decides whether and how the fast path takes them."""
+    return tuple(
+        [(c.name, id(c.dtype), c.dim, c.valid is None, _cell_kind(c.values)) for c in msg.fields]
+    )
+
+
+def _cell_kind(values: Any) -> Any:
+    if type(values) in (list, tuple):
+        return type(values[0]) if len(values) == 1 else -len(values)
+    return getattr(values, "dtype", type(values))
+
+
+def _columns(group: list[Any]) -> _Columns | None:
+    """The columns of ``group``'s Inserts, row by row as bytes, if they have the same
+    columns (names, types, dims) and all are of a kind the fast path takes: numeric or
+    vector arrays of the column's type, or one str (varchar) or bytes (binary) value, and
+    no mask (a validity mask); else None."""
+    fields = list(map(_fields, group))
+    if len(set(map(len, fields))) != 1:
+        return None
+    columns: _Columns = []
+    for cells in zip(*fields, strict=True):
+        # By identity where it can: hashing an enum member runs Python code.
+        if (
+            len(set(map(id, map(_dtype, cells)))) != 1
+            or any(set(map(id, map(mask, cells))) != _NONE_ID for mask in _masks)
+            or len(set(map(_name_and_dim, cells))) != 1
+        ):
+            return None
+        dtype = cells[0].dtype
+        if dtype.numpy_dtype is not None:
+            data = _row_bytes(list(map(_values, cells)), np.dtype(dtype.numpy_dtype))
+        else:
+            kind = _ONE_VALUE_TYPES.get(dtype.packed)
+            data = None if kind is None else _one_value_each(list(map(_values, cells)), kind)
+        if data is None:
+            return None
+        columns.append((data, dtype.storage))
+    return columns
+
+
+def _encode_group(group: list[Any], columns: _Columns) -> list[bytes] | None:
+    """Payloads of one-row Inserts of one collection, partition and ``columns``; None if
+    their variable-length values make most bodies differ."""
+    count = len(group)
+    packed = [data for data, storage in columns if storage.sized_by_values]
+    # The JSON body of each distinct combination of value lengths, from the first
+    # message that has it.
+    keys: list[Any] = list(zip(*map(_lengths, packed), strict=True)) if packed else [()] * count
+    if len(set(keys)) * MIN_BODY_REUSE > count:
+        return None
+    bodies_of: dict[Any, bytes] = {}
+    for key, msg in zip(keys, group, strict=True):
+        if key not in bodies_of:
+            bodies_of[key] = orjson.dumps(msg.encode_body(BodyWriter()), option=_JSON_OPTIONS)
+    body_of = list(map(bodies_of.__getitem__, keys))
+    heads = _envelopes(group, list(map(len, body_of)))
+    parts = _row_parts(group, heads)
+    if parts is None:
+        return None
+    for data, storage in columns:
+        found = _column_parts(data, storage)
+        if found is None:
+            return None
+        parts += found
+    prefixes = heads.tobytes()
+    payloads = []
+    # Each payload's tail: its body, then its buffers in wire order.
+    tails = map(b"".join, zip(body_of, *parts, strict=True))
+    for row, (msg, tail) in enumerate(zip(group, tails, strict=True)):
+        at = row * _SIZE
+        prefix = prefixes[at : at + _CRC_AT]
+        crc = zlib.crc32(tail, zlib.crc32(prefix))
+        payload = b"".join((prefix, crc.to_bytes(4, "little"), tail))
+        msg.size = len(payload)
+        payloads.append(payload)
+    return payloads
+
+
+_OFFSETS = bodies.Count.OFFSETS
+_STAMPS = bodies.ROW_TIMESTAMPS
+
+
+def _row_parts(group: list[Any], heads: Any) -> list[list[bytes]] | None:
+    """The bytes of each one-row Insert's per-row buffers (row ids, row timestamps), a
+    list per buffer in wire order; None unless each is an array of the buffer's type.
+    The row timestamps are the envelopes' (a one-row message's range is its row's)."""
+    parts = []
+    for buffer in _BODY.buffers:
+        if buffer is _STAMPS:
+            stamps = heads["end_ts"].astype(buffer.dtype).tobytes()
+            size = buffer.itemsize()
+            found: list[bytes] | None = [stamps[i : i + size] for i in range(0, len(stamps), size)]
+        else:
+            found = _row_bytes(list(map(attrgetter(buffer.name), group)), np.dtype(buffer.dtype))
+        if found is None:
+            return None
+        parts.append(found)
+    return parts
+
+
+def _column_parts(values: list[bytes], storage: bodies.Storage) -> list[list[bytes]] | None:
+    """The bytes of a one-row column's buffers, given its value's bytes in each message,
+    a list per buffer in wire order: the value itself, and before it its offsets where
+    the storage has them; a mask is absent. None for a buffer that is neither."""
+    parts = []
+    for buffer in storage.buffers:
+        if buffer.optional:
+            continue
+        if buffer.count is _OFFSETS:
+            parts.append(list(map(ONE_VALUE_OFFSETS.pack, repeat(0), map(len, values))))
+        elif buffer.count in (bodies.Count.VALUES, bodies.Count.ANY):
+            parts.append(values)
+        else:
+            return None
+    return parts
+
+
+def _envelopes(group: list[Any], body_sizes: list[int]) -> Any:
+    """The envelopes of ``group`` (crc left 0) as one record array, each field checked
+    as ``struct`` would check it: ints only (numpy would truncate a float), in range
+    (numpy raises OverflowError)."""
+    heads = np.zeros(len(group), envelope.DTYPE)
+    heads["magic"] = MAGIC
+    heads["version"] = VERSION
+    heads["msg_type"] = InsertMsg.MSG_TYPE
+    ranges = list(map(_time_range, group))
+    for name, values in (
+        ("msg_id", list(map(_msg_id, group))),
+        ("timestamp", list(map(_timestamp, group))),
+        ("source_id", list(map(_source_id, group))),
+        ("begin_ts", list(map(_first, ranges))),
+        ("end_ts", list(map(_second, ranges))),
+    ):
+        if set(map(type, values)) != {int}:
+            raise TypeError(f"{name} not int")
+        heads[name] = values
+    if not (heads["begin_ts"] == heads["end_ts"]).all():
+        raise ValueError("a one-row message's time range is its row's timestamp")
+    heads["json_len"] = body_sizes
+    return heads
+
+
+def _row_bytes(arrays: list[Any], dtype: np.dtype[Any]) -> list[bytes] | None:
+    """The bytes of each one-row array, as ``BodyWriter.add_array`` writes them; None
+    unless every one is an array of ``dtype`` (a converted value could differ from one
+    converted on its own, as the per-message path does)."""
+    if (
+        not set(map(type, arrays)) <= _ARRAY_TYPES
+        or set(map(_dtype, arrays)) != {dtype}
+        or set(map(len, arrays)) != {1}
+    ):
+        return None
+    return list(map(np.ndarray.tobytes, arrays))
+
+
+def _one_value_each(values: list[Any], kind: type) -> list[bytes] | None:
+    """The bytes of the one value of each varchar (``kind`` str, UTF-8) or binary (bytes)
+    cell, given the cells' values; None unless each is a list or tuple of one ``kind``."""
+    if not set(map(type, values)) <= _PLAIN or set(map(len, values)) != {1}:
+        return None
+    firsts = list(map(_first, values))
+    if set(map(type, firsts)) != {kind}:
+        return None
+    return list(map(str.encode, firsts)) if kind is str else firsts
