@@ -1,5 +1,6 @@
-"""No import circles in ``src/``: a part never imports its parent back. And the core and
-the Spark bridge import no specific backend, nor compare a backend's name.
+"""No import circles in ``src/``: a part never imports its parent back. Folders are layers:
+a lower layer never imports a higher one (:data:`LAYERS`). And the core and the Spark
+bridge import no specific backend, nor compare a backend's name.
 
 The graph is built from the source (``ast``), not by importing it: every ``import`` and
 ``from ... import`` statement of every module counts, wherever it stands (under
@@ -11,7 +12,13 @@ else to the package itself.
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from msgstream.bridge_spark.process import launcher
+from msgstream.layers import LAYER_FOLDERS
+from msgstream.observability.logs import get_logger
+from msgstream.timetick import stall
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 INSTALLED_AS = {
@@ -195,3 +202,133 @@ def test_the_core_and_the_bridge_name_no_backend() -> None:
         checked += 1
     assert checked > 50  # both folders, their subpackages included
     assert found == []
+
+
+# ------------------------------------------------------------------- folders are layers
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("msgstream.errors", "msgstream.brief", "msgstream.layers"),
+    ("msgstream.runtime.*",),
+    ("msgstream.configuration.*",),
+    ("msgstream.wire.*",),
+    ("msgstream.observability.*",),
+    ("msgstream.contract.*",),
+    ("msgstream.timetick.*",),
+    ("msgstream.streams.*",),
+    ("msgstream",),
+    ("msgstream.cli.*",),
+    ("msgstream.bench.*",),
+    ("msgstream.backends.*",),
+    ("msgstream.bridge_spark.errors",),
+    ("msgstream.bridge_spark.process.*",),
+    ("msgstream.bridge_spark.data.*",),
+    ("msgstream.bridge_spark", "msgstream.bridge_spark.session"),
+    ("msgstream.bridge_spark.cli.*",),
+)
+"""The layers of ``src/``, lowest first: a module imports only from its own layer and the
+layers before it. Each layer is its modules: a name, or ``package.*`` for a package and
+everything in it (the most specific entry wins). From the bottom: msgstream's root (its
+errors, which every layer raises), its layer folders (``msgstream.layers``), the public
+API (the package's ``__init__``), the CLI, the benchmark harness, the backends, then the
+Spark bridge's root, its layer folders, what it assembles from them, and its commands."""
+
+
+def layer_of(module: str, layers: Sequence[Sequence[str]] = LAYERS) -> int | None:
+    """The index in ``layers`` of ``module``'s layer (None: in none)."""
+    best: tuple[int, int] | None = None  # (length of the entry, layer)
+    for index, entries in enumerate(layers):
+        for entry in entries:
+            package = entry.removesuffix(".*")
+            covers = module == package or (
+                entry.endswith(".*") and module.startswith(f"{package}.")
+            )
+            if covers and (best is None or len(package) > best[0]):
+                best = (len(package), index)
+    return None if best is None else best[1]
+
+
+def upward_imports(
+    graph: Mapping[str, set[str]], layers: Sequence[Sequence[str]] = LAYERS
+) -> list[str]:
+    """Each import of ``graph`` from a lower layer into a higher one, or of a module in no
+    layer, as a sentence naming both modules and their layers."""
+    found = []
+    for module in sorted(graph):
+        here = layer_of(module, layers)
+        if here is None:
+            found.append(f"{module} is in no layer")
+            continue
+        for target in sorted(graph[module]):
+            there = layer_of(target, layers)
+            if there is not None and there > here:
+                found.append(
+                    f"{module} (layer {layers[here][0]}) imports {target}, "
+                    f"of the higher layer {layers[there][0]}"
+                )
+    return found
+
+
+def test_a_lower_layer_never_imports_a_higher_one() -> None:
+    assert upward_imports(import_graph(SRC)) == []
+
+
+def test_an_upward_import_and_a_module_in_no_layer_are_found() -> None:
+    graph = {
+        "msgstream.wire.codec": {"msgstream.errors", "msgstream.streams.stream"},
+        "msgstream.streams.stream": {"msgstream.wire.codec"},
+        "msgstream.bridge_spark.process.launcher": {"msgstream.bridge_spark.data.source"},
+        "msgstream.bridge_spark.data.source": {"msgstream.bridge_spark.process.runner_exit"},
+        "msgstream.stray": set(),
+    }
+    assert upward_imports(graph) == [
+        "msgstream.bridge_spark.process.launcher (layer msgstream.bridge_spark.process.*) "
+        "imports msgstream.bridge_spark.data.source, of the higher layer "
+        "msgstream.bridge_spark.data.*",
+        "msgstream.stray is in no layer",
+        "msgstream.wire.codec (layer msgstream.wire.*) imports msgstream.streams.stream, "
+        "of the higher layer msgstream.streams.*",
+    ]
+
+
+def test_the_most_specific_entry_places_a_module() -> None:
+    api, root = layer_of("msgstream"), layer_of("msgstream.layers")
+    assert root == 0
+    assert layer_of("msgstream.streams.stream") < api < layer_of("msgstream.cli.main")  # type: ignore[operator]
+    assert layer_of("msgstream.bridge_spark.session") == layer_of("msgstream.bridge_spark")
+    assert layer_of("msgstream.bridge_spark.cli.demo") == len(LAYERS) - 1
+    assert layer_of("msgstream.stray") is None
+
+
+def test_the_layer_folders_are_the_listed_ones_in_order() -> None:
+    """Every sub-package of msgstream and of the bridge is a layer folder of
+    ``msgstream.layers`` or an area of its own (CLI, bench, backends, the bridge's CLI),
+    and the folders come in the same order here and there."""
+    folders = [
+        entry.removesuffix(".*")
+        for entries in LAYERS
+        for entry in entries
+        if entry.removesuffix(".*") in LAYER_FOLDERS
+    ]
+    assert folders == list(LAYER_FOLDERS)
+    areas = {"msgstream.cli", "msgstream.bench", "msgstream.backends", "msgstream.bridge_spark"}
+    packages = {
+        name
+        for name, path in module_names(SRC).items()
+        if path.name == "__init__.py" and name.count(".") == 1
+    } | {
+        name
+        for name, path in module_names(SRC).items()
+        if path.name == "__init__.py" and name.startswith("msgstream.bridge_spark.")
+    }
+    assert packages - {"msgstream.bridge_spark.cli"} == set(LAYER_FOLDERS) | areas
+
+
+def test_loggers_leave_the_layer_folder_out() -> None:
+    """The logger names users configure are the package's areas and module names, not the
+    folders the modules sit in."""
+    assert get_logger("msgstream.streams.stream").name == "msgstream.stream"
+    assert get_logger("msgstream.bridge_spark.data.source").name == "msgstream.bridge_spark.source"
+    assert get_logger("msgstream.backends.kafka.client").name == "msgstream.backends.kafka.client"
+    assert get_logger("msgstream.cli.main").name == "msgstream.cli.main"
+    assert stall.log.name == "msgstream.stall"
+    assert launcher.log.name == "msgstream.bridge_spark.launcher"
