@@ -1,7 +1,8 @@
 """Figures of one rocksmq store shared by several processes, each beside its baseline
 from the same run (sides alternate slice by slice).
 
-    python benchmarks/bench_shared.py [--quick] [--json FILE] [--kafka-p50 US] [--uvloop]
+    python benchmarks/bench_shared.py [--quick] [--json FILE] [--uvloop]
+                                      [--kafka [HOST:PORT] | --kafka-p50 US]
 
 This process owns store A (the in-process side) and is attached to store B, which an
 idle process owns (the attached side: a service owns the store, this process uses it),
@@ -11,8 +12,10 @@ so both sides run the same code in the same event loop. Other processes are
      in another process, p50/p99 (in the latency slices)
   2. produce latency, ``producer.send`` of 320 B, attached beside in-process, p50/p99
      (p50 <= 100 us, p99 <= 1 ms); the attached p50 against the floor, and against
-     Kafka's produce p50 when ``--kafka-p50`` gives it (bench_kafka.py measures it;
-     <= 0.2x); ``MsgStream.produce`` the same way
+     Kafka's: ``--kafka`` measures a Kafka ``producer.send`` (msgstream's aiokafka
+     engine, acks=all) as one more side of the same slices, against the tests' local
+     broker or the one named (``--kafka-p50`` takes a figure measured elsewhere);
+     <= 0.2x; ``MsgStream.produce`` the same way
   3. hand-off latency, send to delivery, from a producer process to a consumer process
      (this one), a third process owning the store, p50/p99 (p50 <= 250 us, p99 <= 2 ms);
      and with the consumer owning the store (the two-terminal case); each against its
@@ -39,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +55,7 @@ from msgstream import (
     MsgStream,
     SubscriptionPosition,
     TimeTickMsg,
+    new_client,
     repack_by_first_key,
 )
 from msgstream.backends.rocksmq import open_client
@@ -192,10 +197,17 @@ Sides = dict[str, list[float]]
 
 
 async def latency_sides(
-    local: Any, attached: Any, floor: Floor | None, rounds: int, count: int, what: str
+    local: Any,
+    attached: Any,
+    floor: Floor | None,
+    rounds: int,
+    count: int,
+    what: str,
+    kafka: Any = None,
 ) -> Sides:
-    """Samples of each side (in-process, attached, the floor), in slices whose order
-    rotates every round; each slice's first tenth is a warm-up, dropped."""
+    """Samples of each side (in-process, attached, the floor, a Kafka client when given),
+    in slices whose order rotates every round; each slice's first tenth is a warm-up,
+    dropped."""
     measure = send_latency if what == "send" else produce_latency
     runs = {
         "in": lambda r: measure(local, count, f"{what}-{r}"),
@@ -203,6 +215,9 @@ async def latency_sides(
     }
     if floor is not None:
         runs["floor"] = lambda r: floor.measure(count)
+    if kafka is not None:
+        channel = f"bench-shared-{time.time_ns()}"  # one topic: created once, then warm
+        runs["kafka"] = lambda r: measure(kafka, count, channel)
     sides: Sides = {name: [] for name in runs}
     names = list(runs)
     for r in range(rounds):
@@ -361,7 +376,7 @@ def handovers(tmp: str, times: int) -> list[float]:
     return measured
 
 
-async def run(tmp: str, scale: float, kafka_p50: float | None) -> list[Row]:
+async def run(tmp: str, scale: float, kafka_p50: float | None, kafka: str | None) -> list[Row]:
     rows: list[Row] = []
     here, there = os.path.join(tmp, "here"), os.path.join(tmp, "there")
     floor = Floor(tmp)
@@ -375,7 +390,17 @@ async def run(tmp: str, scale: float, kafka_p50: float | None) -> list[Row]:
         await floor.open()
         await paced_floor.open()
         count, rounds = int(2000 * scale) or 200, 6
-        sides = await latency_sides(local, attached, floor, rounds, count, "send")
+        kafka_client = None
+        if kafka is not None:
+            from bench_kafka import engine_config  # Kafka's extras only when asked for
+
+            kafka_client = new_client(engine_config(kafka, "aiokafka"))
+        sides = await latency_sides(local, attached, floor, rounds, count, "send", kafka_client)
+        if kafka_client is not None:
+            await kafka_client.close()
+            kafka_p50 = percentile(sides["kafka"], 50)
+            rows.append(Row("Kafka producer.send p50 (aiokafka, acks=all), same run",
+                            kafka_p50, None, "us", ""))  # fmt: skip
         floor50, floor99 = percentile(sides["floor"], 50), percentile(sides["floor"], 99)
         rows.append(Row("floor: asyncio UDS round trip p50", floor50, None, "us", ""))
         rows.append(Row("floor: asyncio UDS round trip p99", floor99, None, "us", ""))
@@ -388,6 +413,7 @@ async def run(tmp: str, scale: float, kafka_p50: float | None) -> list[Row]:
         if kafka_p50 is not None:
             rows.append(Row("attached producer.send p50 vs Kafka p50", attached50, kafka_p50,
                             "us", "<= 0.2x Kafka"))  # fmt: skip
+            rows.append(Row("the floor p50 vs Kafka p50", floor50, kafka_p50, "us", ""))
         sides = await latency_sides(local, attached, None, rounds, count, "produce")
         rows.append(Row("attached MsgStream.produce p50 vs in-process",
                         percentile(sides["attached"], 50), percentile(sides["in"], 50), "us",
@@ -450,6 +476,14 @@ def main() -> int:
     parser.add_argument("--json", help="also write the figures to this JSON file")
     parser.add_argument("--kafka-p50", type=float, help="Kafka's produce p50 in µs")
     parser.add_argument(
+        "--kafka",
+        nargs="?",
+        const="local",
+        metavar="HOST:PORT",
+        help="also measure a Kafka producer.send beside the others (no address: start the "
+        "tests' local broker)",
+    )
+    parser.add_argument(
         "--uvloop", action="store_true", help="run this process and its children on uvloop"
     )
     args = parser.parse_args()
@@ -462,7 +496,13 @@ def main() -> int:
             import uvloop
 
             runner = uvloop.run
-        rows = timed("shared store", lambda: runner(run(tmp, scale, args.kafka_p50)))
+        with ExitStack() as stack:
+            kafka = args.kafka
+            if kafka == "local":
+                from bench_kafka import start_local_broker
+
+                kafka = start_local_broker(stack)
+            rows = timed("shared store", lambda: runner(run(tmp, scale, args.kafka_p50, kafka)))
         seconds = timed("hand-over", lambda: handovers(tmp, 5 if args.quick else 10))
         print(f"    hand-overs (ms): {', '.join(f'{s * 1000:.0f}' for s in seconds)}",
               file=sys.stderr)  # fmt: skip
