@@ -182,11 +182,13 @@ class OwnerServer:
         self._loop = loop
         self._stopping = asyncio.Event()
         # The socket file is this module's to replace and remove (ownership.bind_listener,
-        # remove_socket). Python 3.13's server would also look the bound name up (the
-        # temporary name, renamed since, or a /proc/self/fd path closed since) to remove it
-        # at close: an error, or someone else's file.
-        asyncio_313 = sys.version_info >= (3, 13) and isinstance(loop, asyncio.BaseEventLoop)
-        own_file: dict[str, Any] = {"cleanup_socket": False} if asyncio_313 else {}
+        # remove_socket). Python 3.13's server, and uvloop's under 3.13, would also look the
+        # bound name up (the temporary name, renamed since, or a /proc/self/fd path closed
+        # since) to remove it at close: an error, or someone else's file. uvloop takes the
+        # argument under every Python; asyncio's only from 3.13.
+        on_uvloop = not isinstance(loop, asyncio.BaseEventLoop)
+        keeps_file = on_uvloop or sys.version_info >= (3, 13)
+        own_file: dict[str, Any] = {"cleanup_socket": False} if keeps_file else {}
         server = await loop.create_unix_server(lambda: _Connection(self), sock=listener, **own_file)
         self._expiry = loop.call_later(PRODUCER_EXPIRY_EVERY_S, self._expire_producers)
         self._ready.set()
