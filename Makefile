@@ -16,6 +16,7 @@ STAMP  := $(VENV)/.installed
 # again, so the stamp also depends on the list of installed files under src/, rewritten
 # here only when it changes.
 EDITABLE := --config-settings editable_mode=strict
+EXTRAS   := dev,kafka,pulsar,spark
 MODULES  := $(VENV)/.modules
 $(shell mkdir -p $(VENV) && find src -name '*.py' -o -name py.typed -o -name '*.json' | LC_ALL=C sort > $(MODULES).new && \
 	{ cmp -s $(MODULES).new $(MODULES) || mv $(MODULES).new $(MODULES); }; rm -f $(MODULES).new)
@@ -23,7 +24,7 @@ $(shell mkdir -p $(VENV) && find src -name '*.py' -o -name py.typed -o -name '*.
 $(STAMP): pyproject.toml $(MODULES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet $(EDITABLE) -e '.[dev,kafka,pulsar,spark]'
+	$(BIN)/python -m pip install --quiet $(EDITABLE) -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -50,9 +51,13 @@ docs: $(STAMP)
 # build/test-jvm.log; in front, lint, docs and the other tests, on Python 3.11 and then
 # on 3.13. The background leg's output is printed whole at the end; `make test` fails if
 # either leg failed. Both virtualenvs are installed before either leg starts: an install
-# rewrites the shared build/__editable__ link tree that running tests import from.
+# rewrites the shared build/__editable__ link tree that running tests import from. The
+# 3.13 virtualenv's dependencies install beside the 3.11 install (-j2), the project into
+# it once that is done (see $(DEPS313)).
 JVM_TESTS := kafka or pulsar or spark
-test: $(STAMP) py313-install
+test:
+	@$(MAKE) --no-print-directory -j2 -Otarget $(STAMP) py313-deps
+	@$(MAKE) --no-print-directory py313-install
 	@mkdir -p build
 	@$(MAKE) --no-print-directory test-jvm >build/test-jvm.log 2>&1 & jvm=$$!; \
 	status=0; \
@@ -82,18 +87,29 @@ VENV313   ?= .venv313
 STAMP313  := $(VENV313)/.installed
 HAVE313   := $(shell [ -n "$(PYTHON313)" ] && "$(PYTHON313)" --version >/dev/null 2>&1 && echo yes)
 
-$(STAMP313): pyproject.toml $(MODULES)
+# In two steps: the dependencies (tools/requirements.py lists them), which may install
+# while the 3.11 virtualenv does, then the project alone, never beside another install
+# (the order-only $(STAMP)): both editable installs write the build/__editable__ link tree.
+DEPS313   := $(VENV313)/.dependencies
+$(DEPS313): pyproject.toml tools/requirements.py
 	"$(PYTHON313)" -m venv $(VENV313)
 	$(VENV313)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV313)/bin/python -m pip install --quiet $(EDITABLE) -e '.[dev,kafka,pulsar,spark]'
+	$(VENV313)/bin/python tools/requirements.py $(EXTRAS) > $(VENV313)/requirements.txt
+	$(VENV313)/bin/python -m pip install --quiet -r $(VENV313)/requirements.txt
+	touch $(DEPS313)
+
+$(STAMP313): $(DEPS313) $(MODULES) | $(STAMP)
+	$(VENV313)/bin/python -m pip install --quiet --no-deps $(EDITABLE) -e '.[$(EXTRAS)]'
 	touch $(STAMP313)
 
-.PHONY: py313-install test-py313
+.PHONY: py313-deps py313-install test-py313
 ifeq ($(HAVE313),yes)
+py313-deps: $(DEPS313)
 py313-install: $(STAMP313)
 test-py313: $(STAMP313)
 	$(VENV313)/bin/python -m pytest -q -p no:cacheprovider -m "not ($(JVM_TESTS)) and not slow"
 else
+py313-deps:
 py313-install:
 test-py313:
 	@echo "test-py313: no Python 3.13 found (set PYTHON313)"
