@@ -14,12 +14,15 @@ STAMP  := $(VENV)/.installed
 # user's `mypy --strict` can read, where the default editable install's import hook is
 # invisible to them. Edits show at once; a module added or removed needs the install
 # again, so the stamp also depends on the list of installed files under src/, rewritten
-# here only when it changes.
+# here only when it changes. Each make writes the list to a file of its own first
+# (.new.<pid>): `make test` runs makes side by side, and one comparing a list another
+# was still writing would take it for a change and install again under running tests.
 EDITABLE := --config-settings editable_mode=strict
 EXTRAS   := dev,kafka,pulsar,spark
 MODULES  := $(VENV)/.modules
-$(shell mkdir -p $(VENV) && find src -name '*.py' -o -name py.typed -o -name '*.json' | LC_ALL=C sort > $(MODULES).new && \
-	{ cmp -s $(MODULES).new $(MODULES) || mv $(MODULES).new $(MODULES); }; rm -f $(MODULES).new)
+$(shell mkdir -p $(VENV) && new=$(MODULES).new.$$$$ && \
+	find src -name '*.py' -o -name py.typed -o -name '*.json' | LC_ALL=C sort > $$new && \
+	{ cmp -s $$new $(MODULES) || mv $$new $(MODULES); }; rm -f $$new)
 
 $(STAMP): pyproject.toml $(MODULES)
 	$(PYTHON) -m venv $(VENV)
