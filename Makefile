@@ -49,24 +49,29 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet
 
-# Two legs at once, one per core: the tests that need a JVM (Kafka, Pulsar, Spark: much
-# of their time is spent waiting on brokers and Spark jobs) in the background, into
-# build/test-jvm.log; in front, lint, docs and the other tests, on Python 3.11 and then
-# on 3.13. The background leg's output is printed whole at the end; `make test` fails if
-# either leg failed. Both virtualenvs are installed before either leg starts: an install
-# rewrites the shared build/__editable__ link tree that running tests import from. The
-# 3.13 virtualenv's dependencies install beside the 3.11 install (-j2), the project into
-# it once that is done (see $(DEPS313)).
+# Three legs at once on two cores, each printed whole at the end: the tests that need a
+# JVM (Kafka, Pulsar, Spark: much of their time is spent waiting on brokers and Spark
+# jobs) into build/test-jvm.log; lint and the other tests on Python 3.13 into
+# build/test-py313.log; in front, docs and the other tests on Python 3.11. Each leg
+# alone leaves a core idle much of the time (waiting on brokers, child processes and
+# timers), so the three share the two cores. `make test` fails if any leg failed. Both
+# virtualenvs are installed before any leg starts: an install rewrites the shared
+# build/__editable__ link tree that running tests import from. The 3.13 virtualenv's
+# dependencies install beside the 3.11 install (-j2), the project into it once that is
+# done (see $(DEPS313)).
 JVM_TESTS := kafka or pulsar or spark
 test:
 	@$(MAKE) --no-print-directory -j2 -Otarget $(STAMP) py313-deps
 	@$(MAKE) --no-print-directory py313-install
 	@mkdir -p build
 	@$(MAKE) --no-print-directory test-jvm >build/test-jvm.log 2>&1 & jvm=$$!; \
+	$(MAKE) --no-print-directory lint test-py313 >build/test-py313.log 2>&1 & py313=$$!; \
 	status=0; \
-	$(MAKE) --no-print-directory lint docs test-local test-py313 BUILT_SITE=build/site \
-		|| status=$$?; \
+	$(MAKE) --no-print-directory docs test-local BUILT_SITE=build/site || status=$$?; \
+	wait $$py313 || status=$$?; \
 	wait $$jvm || status=$$?; \
+	echo "===== lint and the tests on Python 3.13 (build/test-py313.log)"; \
+	cat build/test-py313.log; \
 	echo "===== the tests that need a JVM (build/test-jvm.log)"; cat build/test-jvm.log; \
 	exit $$status
 
@@ -110,7 +115,7 @@ ifeq ($(HAVE313),yes)
 py313-deps: $(DEPS313)
 py313-install: $(STAMP313)
 test-py313: $(STAMP313)
-	$(VENV313)/bin/python -m pytest -q -p no:cacheprovider -m "not ($(JVM_TESTS)) and not slow"
+	$(VENV313)/bin/python -m pytest -q -p no:cacheprovider --durations=10 -m "not ($(JVM_TESTS)) and not slow"
 else
 py313-deps:
 py313-install:
