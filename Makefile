@@ -49,35 +49,47 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet
 
-# Three legs at once on two cores, each printed whole at the end: the tests that need a
-# JVM (Kafka, Pulsar, Spark: much of their time is spent waiting on brokers and Spark
-# jobs) into build/test-jvm.log; lint and the other tests on Python 3.13 into
-# build/test-py313.log; in front, docs and the other tests on Python 3.11. Each leg
-# alone leaves a core idle much of the time (waiting on brokers, child processes and
-# timers), so the three share the two cores. `make test` fails if any leg failed. Both
-# virtualenvs are installed before any leg starts: an install rewrites the shared
-# build/__editable__ link tree that running tests import from. The 3.13 virtualenv's
-# dependencies install beside the 3.11 install (-j2), the project into it once that is
-# done (see $(DEPS313)).
-JVM_TESTS := kafka or pulsar or spark
+# Three lanes at once on two cores, each printed whole at the end: the tests that need a
+# broker (Kafka, Pulsar; with Spark too where a test needs both: much of their time is
+# spent waiting on brokers and Spark jobs) into build/test-brokers.log; lint, the other
+# tests on Python 3.13 and then the Spark tests that need no broker into
+# build/test-py313-spark.log; in front, docs and the other tests on Python 3.11. Each
+# lane alone leaves a core idle much of the time (waiting on brokers, child processes
+# and timers), so the three share the two cores; the broker lane is the longest, so the
+# Spark tests that can run apart from it do (their own Spark session, its start a few
+# seconds of CPU). `make test` fails if any lane failed. Both virtualenvs are installed
+# before any lane starts: an install rewrites the shared build/__editable__ link tree
+# that running tests import from. The 3.13 virtualenv's dependencies install beside the
+# 3.11 install (-j2), the project into it once that is done (see $(DEPS313)).
+JVM_TESTS    := kafka or pulsar or spark
+BROKER_TESTS := kafka or pulsar
 test:
 	@$(MAKE) --no-print-directory -j2 -Otarget $(STAMP) py313-deps
 	@$(MAKE) --no-print-directory py313-install
 	@mkdir -p build
-	@$(MAKE) --no-print-directory test-jvm >build/test-jvm.log 2>&1 & jvm=$$!; \
-	$(MAKE) --no-print-directory lint test-py313 >build/test-py313.log 2>&1 & py313=$$!; \
+	@$(MAKE) --no-print-directory test-brokers >build/test-brokers.log 2>&1 & brokers=$$!; \
+	$(MAKE) --no-print-directory lint test-py313 test-spark-alone \
+		>build/test-py313-spark.log 2>&1 & side=$$!; \
 	status=0; \
 	$(MAKE) --no-print-directory docs test-local BUILT_SITE=build/site || status=$$?; \
-	wait $$py313 || status=$$?; \
-	wait $$jvm || status=$$?; \
-	echo "===== lint and the tests on Python 3.13 (build/test-py313.log)"; \
-	cat build/test-py313.log; \
-	echo "===== the tests that need a JVM (build/test-jvm.log)"; cat build/test-jvm.log; \
+	wait $$side || status=$$?; \
+	wait $$brokers || status=$$?; \
+	echo "===== lint, the tests on Python 3.13, Spark alone (build/test-py313-spark.log)"; \
+	cat build/test-py313-spark.log; \
+	echo "===== the tests that need a broker (build/test-brokers.log)"; \
+	cat build/test-brokers.log; \
 	exit $$status
 
-.PHONY: test-jvm test-local
+# Every test that needs a JVM, in one run; `make test` runs them as the two parts below.
+.PHONY: test-jvm test-brokers test-spark-alone test-local
 test-jvm: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m "$(JVM_TESTS)"
+
+test-brokers: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m "$(BROKER_TESTS)"
+
+test-spark-alone: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m "spark and not ($(BROKER_TESTS))"
 
 # BUILT_SITE: a site `make docs` has just built, which the docs test checks instead of
 # building its own (`make test` sets it).
