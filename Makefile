@@ -14,16 +14,20 @@ STAMP  := $(VENV)/.installed
 # user's `mypy --strict` can read, where the default editable install's import hook is
 # invisible to them. Edits show at once; a module added or removed needs the install
 # again, so the stamp also depends on the list of installed files under src/, rewritten
-# here only when it changes.
+# here only when it changes. Each make writes the list to a file of its own first
+# (.new.<pid>): `make test` runs makes side by side, and one comparing a list another
+# was still writing would take it for a change and install again under running tests.
 EDITABLE := --config-settings editable_mode=strict
+EXTRAS   := dev,kafka,pulsar,spark
 MODULES  := $(VENV)/.modules
-$(shell mkdir -p $(VENV) && find src -name '*.py' -o -name py.typed -o -name '*.json' | LC_ALL=C sort > $(MODULES).new && \
-	{ cmp -s $(MODULES).new $(MODULES) || mv $(MODULES).new $(MODULES); }; rm -f $(MODULES).new)
+$(shell mkdir -p $(VENV) && new=$(MODULES).new.$$$$ && \
+	find src -name '*.py' -o -name py.typed -o -name '*.json' | LC_ALL=C sort > $$new && \
+	{ cmp -s $$new $(MODULES) || mv $$new $(MODULES); }; rm -f $$new)
 
 $(STAMP): pyproject.toml $(MODULES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet $(EDITABLE) -e '.[dev,kafka,pulsar,spark]'
+	$(BIN)/python -m pip install --quiet $(EDITABLE) -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -45,26 +49,47 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet
 
-# Two legs at once, one per core: the tests that need a JVM (Kafka, Pulsar, Spark: much
-# of their time is spent waiting on brokers and Spark jobs) in the background, into
-# build/test-jvm.log; in front, lint, docs and the other tests, on Python 3.11 and then
-# on 3.13. The background leg's output is printed whole at the end; `make test` fails if
-# either leg failed. Both virtualenvs are installed before either leg starts: an install
-# rewrites the shared build/__editable__ link tree that running tests import from.
-JVM_TESTS := kafka or pulsar or spark
-test: $(STAMP) py313-install
+# Three lanes at once on two cores, each printed whole at the end: the tests that need a
+# broker (Kafka, Pulsar; with Spark too where a test needs both: much of their time is
+# spent waiting on brokers and Spark jobs) into build/test-brokers.log; lint, the other
+# tests on Python 3.13 and then the Spark tests that need no broker into
+# build/test-py313-spark.log; in front, docs and the other tests on Python 3.11. Each
+# lane alone leaves a core idle much of the time (waiting on brokers, child processes
+# and timers), so the three share the two cores; the broker lane is the longest, so the
+# Spark tests that can run apart from it do (their own Spark session, its start a few
+# seconds of CPU). `make test` fails if any lane failed. Both virtualenvs are installed
+# before any lane starts: an install rewrites the shared build/__editable__ link tree
+# that running tests import from. The 3.13 virtualenv's dependencies install beside the
+# 3.11 install (-j2), the project into it once that is done (see $(DEPS313)).
+JVM_TESTS    := kafka or pulsar or spark
+BROKER_TESTS := kafka or pulsar
+test:
+	@$(MAKE) --no-print-directory -j2 -Otarget $(STAMP) py313-deps
+	@$(MAKE) --no-print-directory py313-install
 	@mkdir -p build
-	@$(MAKE) --no-print-directory test-jvm >build/test-jvm.log 2>&1 & jvm=$$!; \
+	@$(MAKE) --no-print-directory test-brokers >build/test-brokers.log 2>&1 & brokers=$$!; \
+	$(MAKE) --no-print-directory lint test-py313 test-spark-alone \
+		>build/test-py313-spark.log 2>&1 & side=$$!; \
 	status=0; \
-	$(MAKE) --no-print-directory lint docs test-local test-py313 BUILT_SITE=build/site \
-		|| status=$$?; \
-	wait $$jvm || status=$$?; \
-	echo "===== the tests that need a JVM (build/test-jvm.log)"; cat build/test-jvm.log; \
+	$(MAKE) --no-print-directory docs test-local BUILT_SITE=build/site || status=$$?; \
+	wait $$side || status=$$?; \
+	wait $$brokers || status=$$?; \
+	echo "===== lint, the tests on Python 3.13, Spark alone (build/test-py313-spark.log)"; \
+	cat build/test-py313-spark.log; \
+	echo "===== the tests that need a broker (build/test-brokers.log)"; \
+	cat build/test-brokers.log; \
 	exit $$status
 
-.PHONY: test-jvm test-local
+# Every test that needs a JVM, in one run; `make test` runs them as the two parts below.
+.PHONY: test-jvm test-brokers test-spark-alone test-local
 test-jvm: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m "$(JVM_TESTS)"
+
+test-brokers: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m "$(BROKER_TESTS)"
+
+test-spark-alone: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m "spark and not ($(BROKER_TESTS))"
 
 # BUILT_SITE: a site `make docs` has just built, which the docs test checks instead of
 # building its own (`make test` sets it).
@@ -82,18 +107,29 @@ VENV313   ?= .venv313
 STAMP313  := $(VENV313)/.installed
 HAVE313   := $(shell [ -n "$(PYTHON313)" ] && "$(PYTHON313)" --version >/dev/null 2>&1 && echo yes)
 
-$(STAMP313): pyproject.toml $(MODULES)
+# In two steps: the dependencies (tools/requirements.py lists them), which may install
+# while the 3.11 virtualenv does, then the project alone, never beside another install
+# (the order-only $(STAMP)): both editable installs write the build/__editable__ link tree.
+DEPS313   := $(VENV313)/.dependencies
+$(DEPS313): pyproject.toml tools/requirements.py
 	"$(PYTHON313)" -m venv $(VENV313)
 	$(VENV313)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV313)/bin/python -m pip install --quiet $(EDITABLE) -e '.[dev,kafka,pulsar,spark]'
+	$(VENV313)/bin/python tools/requirements.py $(EXTRAS) > $(VENV313)/requirements.txt
+	$(VENV313)/bin/python -m pip install --quiet -r $(VENV313)/requirements.txt
+	touch $(DEPS313)
+
+$(STAMP313): $(DEPS313) $(MODULES) | $(STAMP)
+	$(VENV313)/bin/python -m pip install --quiet --no-deps $(EDITABLE) -e '.[$(EXTRAS)]'
 	touch $(STAMP313)
 
-.PHONY: py313-install test-py313
+.PHONY: py313-deps py313-install test-py313
 ifeq ($(HAVE313),yes)
+py313-deps: $(DEPS313)
 py313-install: $(STAMP313)
 test-py313: $(STAMP313)
-	$(VENV313)/bin/python -m pytest -q -p no:cacheprovider -m "not ($(JVM_TESTS)) and not slow"
+	$(VENV313)/bin/python -m pytest -q -p no:cacheprovider --durations=10 -m "not ($(JVM_TESTS)) and not slow"
 else
+py313-deps:
 py313-install:
 test-py313:
 	@echo "test-py313: no Python 3.13 found (set PYTHON313)"

@@ -138,3 +138,12 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         harness = BackendHarness(request.param, BACKENDS[request.param](request, tmp_path))
         yield harness
         await harness.close()
+
+
+@pytest.fixture(scope="session")
+def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One mypy cache for the tests that type-check a program against the installed
+    package (``test_typed_api.strict_mypy``): the first analyses the library and what it
+    imports (numpy, pydantic, PySpark's stubs), about 10 s of CPU; the others read that
+    analysis from the cache and check only their own program."""
+    return tmp_path_factory.mktemp("mypy-cache")

@@ -171,7 +171,14 @@ def test_the_local_brokers_the_examples_readme_names_exist() -> None:
 @pytest.mark.spark
 @pytest.mark.slow
 def test_spark_ingest_writes_every_order_once_across_runs(tmp_path: Path) -> None:
-    env = environment(MSGSTREAM_ROCKSMQ_PATH=str(tmp_path / "store"))
+    """Each run of the job starts a Spark JVM of its own, set up for a short life as the
+    demo's is (``SPARK_SUBMIT_OPTS``: JIT settings only, nothing the job sees)."""
+    from msgstream.bridge_spark.session import SHORT_RUN_CONF
+
+    env = environment(
+        MSGSTREAM_ROCKSMQ_PATH=str(tmp_path / "store"),
+        SPARK_SUBMIT_OPTS=SHORT_RUN_CONF["spark.driver.extraJavaOptions"],
+    )
     run("producer_service.py", "--count", "20", env=env)
     job = ["--out", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "job.json")]
     assert "ingested batches=1 rows=100 parquet_rows=100" in run("spark_ingest.py", *job, env=env)

@@ -2,8 +2,9 @@
 
 These pin what the Kafka backend's tests rely on: topics are created explicitly and carry
 data, the broker's limits are the ones the endpoint advertises, SASL/PLAIN accepts the
-advertised users and rejects a wrong password promptly, and a restart (clean or crash)
-keeps every acknowledged message.
+advertised users and rejects a wrong password promptly, and a restart after a crash keeps
+every acknowledged message (after a clean stop, ``test_kafka_backend``'s restart test
+shows it, on both engines).
 """
 
 from __future__ import annotations
@@ -147,11 +148,10 @@ async def test_sasl_plain_with_a_wrong_password_is_rejected_promptly(kafka_broke
     assert time.monotonic() - started < 10
 
 
-@pytest.mark.parametrize("how", ["stop", "kill"])
-async def test_restart_keeps_every_acknowledged_message(kafka_broker: Any, how: str) -> None:
+async def test_a_restart_after_a_crash_keeps_every_acknowledged_message(kafka_broker: Any) -> None:
     if not kafka_broker.restartable:
         pytest.skip("this Kafka endpoint cannot be restarted by the tests")
-    topic = _topic(f"restart-{how}")
+    topic = _topic("restart-kill")
     await _create_topic(kafka_broker.bootstrap, topic)
     producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
     await producer.start()
@@ -161,7 +161,7 @@ async def test_restart_keeps_every_acknowledged_message(kafka_broker: Any, how: 
         await producer.stop()
     assert offsets == [0, 1, 2]
 
-    getattr(kafka_broker, how)()
+    kafka_broker.kill()
     kafka_broker.start()
 
     producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")

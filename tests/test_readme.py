@@ -23,10 +23,12 @@ def quick_start() -> str:
 
 
 @pytest.mark.slow  # runs mypy over the installed package: once, on 3.11
-def test_the_quick_start_type_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_quick_start_type_checks(
+    tmp_path: Path, mypy_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     program = tmp_path / "quick_start.py"
     program.write_text(quick_start(), encoding="utf-8")
-    out, status = strict_mypy(program, tmp_path, monkeypatch)
+    out, status = strict_mypy(program, mypy_cache, monkeypatch)
     assert status == 0, out
 
 

@@ -14,20 +14,21 @@ from mypy import api as mypy_api
 from msgstream import config_from_dict, new_msgstream, new_ttmsgstream
 
 
-def strict_mypy(program: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, int]:
+def strict_mypy(program: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, int]:
     """``mypy --strict`` on ``program`` as a user runs it on a script of theirs: against
     the library as installed (the dev install is one mypy can read, see the Makefile), with
-    no path pointing into the repository. Its report and exit status. mypy raises the
+    no path pointing into the repository, and ``cache`` as its cache (the ``mypy_cache``
+    fixture's, shared). Its report and exit status. mypy raises the
     interpreter's recursion limit for the whole process and leaves it raised; it is put
     back, so later tests see Python's own limit."""
     monkeypatch.delenv("MYPYPATH", raising=False)
-    monkeypatch.chdir(tmp_path)  # no src/ or pyproject.toml of the repository around
+    monkeypatch.chdir(program.parent)  # no src/ or pyproject.toml of the repository around
     limit = sys.getrecursionlimit()
     try:
         out, _, status = mypy_api.run(
             [
                 "--strict",
-                "--cache-dir", str(tmp_path / "cache"),
+                "--cache-dir", str(cache),
                 "--config-file", "",
                 "--python-version", "3.11",
                 "--follow-imports", "silent",  # report the program, not the library's own code
@@ -41,7 +42,7 @@ def strict_mypy(program: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 @pytest.mark.slow  # runs mypy over the installed package: once, on 3.11
 def test_a_user_script_is_checked_against_the_installed_package(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, mypy_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``mypy --strict`` on a script outside the repository finds msgstream, its backends
     and the Spark bridge (no ``import-not-found``) and checks the calls against them."""
@@ -62,7 +63,7 @@ def test_a_user_script_is_checked_against_the_installed_package(
             """
         )
     )
-    out, status = strict_mypy(program, tmp_path, monkeypatch)
+    out, status = strict_mypy(program, mypy_cache, monkeypatch)
     errors = [line for line in out.splitlines() if ": error:" in line]
     assert status == 1, out
     assert errors == [
@@ -72,7 +73,9 @@ def test_a_user_script_is_checked_against_the_installed_package(
 
 
 @pytest.mark.slow  # runs mypy over the installed package: once, on 3.11
-def test_a_misspelt_option_is_a_type_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_misspelt_option_is_a_type_error(
+    tmp_path: Path, mypy_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     program = tmp_path / "program.py"
     program.write_text(
         textwrap.dedent(
@@ -85,7 +88,7 @@ def test_a_misspelt_option_is_a_type_error(tmp_path: Path, monkeypatch: pytest.M
             """
         )
     )
-    out, status = strict_mypy(program, tmp_path, monkeypatch)
+    out, status = strict_mypy(program, mypy_cache, monkeypatch)
     errors = [line for line in out.splitlines() if ": error:" in line]
     assert status == 1, out
     assert len(errors) == 1, out

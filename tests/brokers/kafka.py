@@ -75,13 +75,8 @@ LOG4J_CONFIG = Path(__file__).with_name("log4j2-kafka.xml")
 BROKER_HEAP = "-Xmx512m"
 TOOL_HEAP = "-Xmx256m"
 
-JVM_OPTIONS = (
-    "-Xms128m",
-    "-XX:+UseG1GC",
-    "-XX:MaxGCPauseMillis=20",
-    "-XX:+ExplicitGCInvokesConcurrent",
-    "-Djava.awt.headless=true",
-)
+JVM_OPTIONS = ("-Xms128m", "-Djava.awt.headless=true")
+"""With :data:`~brokers.jvm.SHORT_LIVED_JVM_OPTIONS`, which every broker JVM gets."""
 
 ENV_BOOTSTRAP = "MSGSTREAM_TEST_KAFKA"
 ENV_SASL_BOOTSTRAP = "MSGSTREAM_TEST_KAFKA_SASL"

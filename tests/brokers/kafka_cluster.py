@@ -16,7 +16,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,12 +33,6 @@ NODE_COUNT = 3
 
 NODE_HEAP = "-Xmx384m"
 """Per node: three of them share two cores and the memory of other helpers' JVMs."""
-
-NODE_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData")
-"""Replace G1 in :data:`~brokers.kafka.JVM_OPTIONS` (a JVM takes one collector) and add
-the client JIT only: a single-threaded collector and compiler. Three JVMs booting at once
-on two cores are CPU-bound; these halve the cluster's start (40 s to 17-19 s measured),
-and a test cluster never runs long enough to need C2."""
 
 CLUSTER_SETTINGS: dict[str, str] = {
     "default.replication.factor": "3",
@@ -118,19 +112,6 @@ class ClusterNode(LocalKafka):
         if main_class == "kafka.tools.StorageTool":
             args = tuple(arg for arg in args if arg != "--standalone")
         return super()._spawn(main_class, *args, heap=heap, log=log)
-
-    def _launch_java(
-        self,
-        classpath: Sequence[Path],
-        jvm_options: Sequence[str],
-        main_class: str,
-        args: Sequence[str],
-        *,
-        log: str = "stdout.log",
-        env: Mapping[str, str] | None = None,
-    ) -> subprocess.Popen[bytes]:
-        options = [*(o for o in jvm_options if o != "-XX:+UseG1GC"), *NODE_JVM_OPTIONS]
-        return super()._launch_java(classpath, options, main_class, args, log=log, env=env)
 
 
 class LocalKafkaCluster:

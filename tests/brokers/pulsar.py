@@ -67,8 +67,6 @@ JVM_OPTIONS = (
     "-Xms128m",
     "-Xmx640m",
     "-XX:MaxDirectMemorySize=256m",
-    "-XX:+UseG1GC",
-    "-XX:MaxGCPauseMillis=20",
     "-XX:+ExitOnOutOfMemoryError",
     "-Djava.awt.headless=true",
     "-Dio.netty.tryReflectionSetAccessible=true",

@@ -1,6 +1,7 @@
 """A streaming query on Spark's ``local-cluster`` master, run as its own process by
 ``test_spark_cluster.py`` (a JVM holds one Spark context, and the tests' session is
-``local[2]``): two executor JVMs, so the source's readers are pickled and run there."""
+``local[2]``): two executor JVMs, so the source's readers are pickled and run there. The
+driver's and the executors' JVMs are set up for a short life, as the demo's is."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import time
 from typing import Any
 
 from msgstream.bridge_spark import local_spark
+from msgstream.bridge_spark.session import SHORT_RUN_CONF
 
 MASTER = "local-cluster[2,1,1024]"
+SHORT_RUN_JVM = SHORT_RUN_CONF["spark.driver.extraJavaOptions"]
 
 
 def block_managers(spark: Any) -> int:
@@ -25,7 +28,15 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--checkpoint", required=True)
     args = parser.parse_args()
-    spark = local_spark(MASTER, "msgstream-cluster-test", {"spark.driver.memory": "512m"})
+    spark = local_spark(
+        MASTER,
+        "msgstream-cluster-test",
+        {
+            "spark.driver.memory": "512m",
+            "spark.driver.extraJavaOptions": SHORT_RUN_JVM,
+            "spark.executor.extraJavaOptions": SHORT_RUN_JVM,
+        },
+    )
     deadline = time.monotonic() + 120
     while block_managers(spark) < 3:
         if time.monotonic() > deadline:

@@ -1,7 +1,10 @@
 """The one Spark session of a test run (session-scoped), shared by every Spark test.
 
-Spark runs ``local[2]`` with little memory (see ``msgstream.bridge_spark.session``). Outside CI a
-session that cannot start (no Java) skips the Spark tests; with ``CI=true`` it fails them.
+Spark runs ``local[2]`` with little memory (see ``msgstream.bridge_spark.session``), its JVM
+set up as the demo's is, for a short life (``SHORT_RUN_CONF``): the tests' jobs are small,
+and most of the JVM's work is loading and running Spark's code for the first time. Outside
+CI a session that cannot start (no Java) skips the Spark tests; with ``CI=true`` it fails
+them.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ if TYPE_CHECKING:
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     workdir = tmp_path_factory.mktemp("spark")
     try:
-        from msgstream.bridge_spark.session import local_spark
+        from msgstream.bridge_spark.session import SHORT_RUN_CONF, local_spark
 
         session = local_spark(
             app_name="msgstream-tests",
             conf={
+                **SHORT_RUN_CONF,
                 "spark.sql.warehouse.dir": str(workdir / "warehouse"),
                 "spark.local.dir": str(workdir / "local"),
             },
