@@ -205,7 +205,7 @@ def start_local_broker(stack: ExitStack) -> str:
     from brokers.kafka import LocalKafka
 
     workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-kafka-")))
-    broker = LocalKafka(workdir / "kafka")
+    broker = LocalKafka(workdir / "kafka", short_lived=False)
     print("starting a local Kafka broker...", file=sys.stderr)
     broker.start()
     stack.callback(broker.close)

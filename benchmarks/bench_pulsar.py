@@ -32,7 +32,7 @@ def start_local_broker(stack: ExitStack) -> tuple[str, str]:
     from brokers.pulsar import LocalPulsar
 
     workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-pulsar-")))
-    broker = LocalPulsar(workdir / "pulsar")
+    broker = LocalPulsar(workdir / "pulsar", short_lived=False)
     print("starting a local Pulsar standalone...", file=sys.stderr)
     broker.start()
     stack.callback(broker.close)

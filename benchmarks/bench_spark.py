@@ -264,7 +264,7 @@ def start_kafka(stack: ExitStack, workdir: Path) -> str:
     tests_on_path()
     from brokers.kafka import LocalKafka
 
-    broker = LocalKafka(workdir / "kafka")
+    broker = LocalKafka(workdir / "kafka", short_lived=False)
     print("starting a local Kafka broker...", file=sys.stderr)
     broker.start()
     stack.callback(broker.close)
@@ -275,7 +275,7 @@ def start_pulsar(stack: ExitStack, workdir: Path) -> tuple[str, str]:
     tests_on_path()
     from brokers.pulsar import LocalPulsar
 
-    broker = LocalPulsar(workdir / "pulsar")
+    broker = LocalPulsar(workdir / "pulsar", short_lived=False)
     print("starting a local Pulsar standalone...", file=sys.stderr)
     broker.start()
     stack.callback(broker.close)

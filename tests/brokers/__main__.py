@@ -24,7 +24,7 @@ from .jvm import JvmBroker
 def _kafka(workdir: Path) -> tuple[JvmBroker, dict[str, str]]:
     from .kafka import KAFKA_VERSION, LocalKafka
 
-    broker = LocalKafka(workdir)
+    broker = LocalKafka(workdir, short_lived=False)
     return broker, {
         "what": f"Apache Kafka {KAFKA_VERSION}",
         "MSGSTREAM_KAFKA_BROKERS": broker.bootstrap,
@@ -34,7 +34,7 @@ def _kafka(workdir: Path) -> tuple[JvmBroker, dict[str, str]]:
 def _pulsar(workdir: Path) -> tuple[JvmBroker, dict[str, str]]:
     from .pulsar import PULSAR_VERSION, LocalPulsar
 
-    broker = LocalPulsar(workdir)
+    broker = LocalPulsar(workdir, short_lived=False)
     return broker, {
         "what": f"Apache Pulsar {PULSAR_VERSION} standalone",
         "MSGSTREAM_PULSAR_ADDRESS": broker.service_url,

@@ -65,8 +65,12 @@ class JvmBroker:
     LOG_NAME = "server.log"
     """The broker's own log file under ``logs/`` (its log4j2 configuration writes it)."""
 
-    def __init__(self, workdir: Path, *, java: str = "java") -> None:
+    def __init__(self, workdir: Path, *, java: str = "java", short_lived: bool = True) -> None:
         self.workdir = workdir
+        self.short_lived = short_lived
+        """Start with :data:`SHORT_LIVED_JVM_OPTIONS` (the tests' brokers). A benchmark's or
+        a user's broker says False: its figures are those of a broker JIT-compiled as in
+        production."""
         self.data_dir = workdir / "data"
         self.logs_dir = workdir / "logs"
         self.java = java
@@ -170,7 +174,7 @@ class JvmBroker:
         command = [
             self.java,
             *jvm_options,
-            *SHORT_LIVED_JVM_OPTIONS,
+            *(SHORT_LIVED_JVM_OPTIONS if self.short_lived else ()),
             "-cp",
             os.pathsep.join(str(jar) for jar in classpath),
             main_class,

@@ -421,8 +421,9 @@ class LocalKafka(JvmBroker):
         scram_users: Mapping[str, str] = SCRAM_USERS,
         message_max_bytes: int = MESSAGE_MAX_BYTES,
         java: str = "java",
+        short_lived: bool = True,
     ) -> None:
-        super().__init__(workdir, java=java)
+        super().__init__(workdir, java=java, short_lived=short_lived)
         self.properties_path = workdir / "server.properties"
         self.sasl_users: Mapping[str, str] = dict(sasl_users)
         self.scram_users: Mapping[str, str] = dict(scram_users)

@@ -284,8 +284,8 @@ class LocalPulsar(JvmBroker):
     SUPER_USER_ROLES = ("anonymous", ADMIN_ROLE)
     """Every client that presents no token, or ``valid_token``, may do anything."""
 
-    def __init__(self, workdir: Path, *, java: str = "java") -> None:
-        super().__init__(workdir, java=java)
+    def __init__(self, workdir: Path, *, java: str = "java", short_lived: bool = True) -> None:
+        super().__init__(workdir, java=java, short_lived=short_lived)
         self.conf_path = workdir / "standalone.conf"
         self.broker_port = free_port()
         self.web_port = free_port()
