@@ -409,58 +409,71 @@ class RocksStore(LogStore):
         ``options.sync`` says."""
         self._check_open()
         with self._lock:
-            if self._full:
-                self._revive()
-            cid = self._cid(channel)
-            first = self._next[cid]
-            count = len(payloads)
-            last = first + count - 1
-            if properties:
-                values: Sequence[bytes] = [_encode_props(p, properties) for p in payloads]
-                flag = _WITH_PROPS
-            else:
-                values, flag = payloads, _PLAIN
-            size = sum(map(len, values))
-            page = self._open_pages[cid]
-            closing = page.size + size >= self.options.page_size
-            write_options = self._sync_write_options if sync else self._write_options
-            if count == 1 and not closing and sent_by is None:  # atomic, cheaper than a batch
-                try:
-                    self._db.put(_MSG_KEY.pack(b"M", cid, first, flag), values[0], write_options)
-                except Exception as exc:
-                    raise self._failed(exc, f"writing to channel {channel!r}") from exc
-            else:
-                # Keys are built by a C-level map(); the loop only calls put().
+            return self._append_locked(channel, payloads, properties, sent_by, sync)
+
+    def _append_locked(
+        self,
+        channel: str,
+        payloads: Sequence[bytes],
+        properties: Properties,
+        sent_by: tuple[int, int] | None,
+        sync: bool,
+    ) -> list[int]:
+        """:meth:`append`, the store open and its lock held."""
+        if self._full:
+            self._revive()
+        cid = self._cid(channel)
+        first = self._next[cid]
+        count = len(payloads)
+        last = first + count - 1
+        if properties:
+            values: Sequence[bytes] = [_encode_props(p, properties) for p in payloads]
+            flag = _WITH_PROPS
+        else:
+            values, flag = payloads, _PLAIN
+        size = sum(map(len, values))
+        page = self._open_pages[cid]
+        closing = page.size + size >= self.options.page_size
+        write_options = self._sync_write_options if sync else self._write_options
+        if count == 1 and not closing and sent_by is None:  # atomic, cheaper than a batch
+            try:
+                self._db.put(_MSG_KEY.pack(b"M", cid, first, flag), values[0], write_options)
+            except Exception as exc:
+                raise self._failed(exc, f"writing to channel {channel!r}") from exc
+        else:
+            batch = WriteBatch(raw_mode=True)
+            if count == 1:  # an idempotent send of one message: no map, no loop
+                batch.put(_MSG_KEY.pack(b"M", cid, first, flag), values[0])
+            else:  # keys built by a C-level map(); the loop only calls put()
                 ids = range(first, last + 1)
                 keys = map(_MSG_KEY.pack, repeat(b"M"), repeat(cid), ids, repeat(flag))
-                batch = WriteBatch(raw_mode=True)
                 put = batch.put
                 for key, value in zip(keys, values, strict=True):
                     put(key, value)
-                if closing:
-                    batch.put(
-                        page_key(cid, page.first_id), _PAGE.pack(last, page.size + size, now_ms())
-                    )
-                if sent_by is not None:
-                    producer, seq = sent_by
-                    batch.put(
-                        _PRODUCER_KEY.pack(b"Q", producer),
-                        _PRODUCER.pack(seq, cid, first, count, now_ms()),
-                    )
-                try:  # under the lock, open and not full: checked above
-                    self._db.write(batch, write_options)
-                except Exception as exc:
-                    raise self._failed(
-                        exc, f"writing {count} message(s) to channel {channel!r}"
-                    ) from exc
-                if sent_by is not None:
-                    self._last_sends[sent_by[0]] = _LastSend(sent_by[1], cid, first, count)
-            self._next[cid] = last + 1
             if closing:
-                self._open_pages[cid] = _OpenPage(last + 1)
-            else:
-                page.size += size
-            return list(range(first, last + 1))
+                batch.put(
+                    page_key(cid, page.first_id), _PAGE.pack(last, page.size + size, now_ms())
+                )
+            if sent_by is not None:
+                producer, seq = sent_by
+                batch.put(
+                    _PRODUCER_KEY.pack(b"Q", producer),
+                    _PRODUCER.pack(seq, cid, first, count, now_ms()),
+                )
+            try:  # under the lock, open and not full: checked above
+                self._db.write(batch, write_options)
+            except Exception as exc:
+                raise self._failed(
+                    exc, f"writing {count} message(s) to channel {channel!r}"
+                ) from exc
+            if sent_by is not None:
+                self._last_sends[sent_by[0]] = _LastSend(sent_by[1], cid, first, count)
+        self._next[cid] = last + 1
+        if closing:
+            self._open_pages[cid] = _OpenPage(last + 1)
+        else:
+            page.size += size
+        return list(range(first, last + 1))
 
     def append_once(
         self,
@@ -488,7 +501,7 @@ class RocksStore(LogStore):
                     f"channel {channel!r} cannot be matched with what was stored (its last "
                     f"stored send is {last.seq}); it may have been stored"
                 )
-            return self.append(channel, payloads, properties, (producer, seq), sync)
+            return self._append_locked(channel, payloads, properties, (producer, seq), sync)
 
     def _last_send(self, producer: int) -> _LastSend | None:
         """A producer's last stored send (under the lock)."""
