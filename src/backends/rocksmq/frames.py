@@ -199,11 +199,20 @@ _REPLY_SHAPES = {op: _shapes(layout.reply) for op, layout in LAYOUTS.items()}
 _ERROR_SHAPES = _shapes(ERROR_FIELDS)
 
 
+def _checked_by_shape(
+    fields: Fields, shapes: frozenset[tuple[type, ...]], control: Any, what: str
+) -> list[Any]:
+    """:func:`checked`, by one lookup of the control's types among ``shapes`` (those of
+    ``fields``); only a refused control is walked field by field, to say why."""
+    if type(control) is list and tuple(map(type, control)) in shapes:
+        return control
+    return checked(fields, control, what)
+
+
 def check_request(op: Op, control: Any, blobs: list[bytes]) -> None:
     """A request of ``op`` as its layout declares it, else a :class:`FrameError`."""
     layout = LAYOUTS[op]
-    if type(control) is not list or tuple(map(type, control)) not in _REQUEST_SHAPES[op]:
-        checked(layout.request, control, op.name)  # raises, saying why
+    _checked_by_shape(layout.request, _REQUEST_SHAPES[op], control, op.name)
     _check_blobs(layout.request_blobs, blobs, f"{op.name} frame")
 
 
@@ -211,16 +220,13 @@ def check_reply(asked: Op, control: Any, blobs: list[bytes]) -> None:
     """The reply to a request of ``asked`` as its layout declares it, else a
     :class:`FrameError`."""
     layout = LAYOUTS[asked]
-    if type(control) is not list or tuple(map(type, control)) not in _REPLY_SHAPES[asked]:
-        checked(layout.reply, control, f"{asked.name} reply")  # raises, saying why
+    _checked_by_shape(layout.reply, _REPLY_SHAPES[asked], control, f"{asked.name} reply")
     _check_blobs(layout.reply_blobs, blobs, f"{asked.name} reply")
 
 
 def check_error(control: Any) -> list[Any]:
     """The control of an :attr:`Op.ERROR` frame, if it is laid out as one."""
-    if type(control) is list and tuple(map(type, control)) in _ERROR_SHAPES:
-        return control
-    return checked(ERROR_FIELDS, control, "ERROR")
+    return _checked_by_shape(ERROR_FIELDS, _ERROR_SHAPES, control, "ERROR")
 
 
 def _check_blobs(allowed: bool, blobs: list[bytes], what: str) -> None:
