@@ -32,6 +32,9 @@ FRAMES = [
     Frame(Op.APPEND, 7, ["ch", 2**62, 3, False, {"k": "v"}], [b"a", b"", b"\x00" * 300]),
     Frame(Op.APPEND, 8, ["ch", 1, 4, True, None], [b"one"]),
     Frame(Op.REPLY, 9, [5, True], [bytes(16), b"p", b"q", b'{"a":"b"}', b""]),
+    Frame(Op.REPLY, 10, [6, False], [b"\x01" * 9, b"one record"]),  # two blobs
+    Frame(Op.REPLY, 11, [6, False], [b"", b"x"]),
+    Frame(Op.REPLY, 12, [40, False], [bytes([n]) * n for n in range(40)]),  # > 16 blobs
     Frame(Op.LIST_CHANNELS, 2**32 - 1, [], []),
 ]
 

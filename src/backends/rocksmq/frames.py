@@ -167,15 +167,27 @@ class Frame(NamedTuple):
     blobs: list[bytes]
 
 
+_LENGTH_STRUCTS = [struct.Struct(f"<{count}I") for count in range(17)]
+"""The blob-lengths array of a frame with up to 16 blobs, compiled once (the common
+frames: a send of one message, a read reply of a few)."""
+
+
+def _lengths_struct(count: int) -> struct.Struct:
+    if count < len(_LENGTH_STRUCTS):
+        return _LENGTH_STRUCTS[count]
+    return struct.Struct(f"<{count}I")
+
+
 def encode(op: Op, request: int, control: Sequence[Any], blobs: Sequence[bytes] = ()) -> bytes:
     """One frame, ready to write."""
     body = orjson.dumps(control)
     count = len(blobs)
-    size = AFTER_SIZE + len(body) + 4 * count + sum(map(len, blobs))
-    head = HEADER.pack(size, op, request, len(body), count)
     if not count:
-        return head + body
-    return b"".join((head, body, struct.pack(f"<{count}I", *map(len, blobs)), *blobs))
+        return HEADER.pack(AFTER_SIZE + len(body), op, request, len(body), 0) + body
+    lengths = list(map(len, blobs))
+    size = AFTER_SIZE + len(body) + 4 * count + sum(lengths)
+    head = HEADER.pack(size, op, request, len(body), count)
+    return b"".join((head, body, _lengths_struct(count).pack(*lengths), *blobs))
 
 
 def checked(fields: Fields, control: Any, what: str) -> list[Any]:
@@ -346,7 +358,7 @@ def _frame(buffer: bytearray, start: int, end: int) -> Frame:
         if at != end:
             raise FrameError(f"{op.name} frame: {end - at} byte(s) after its control")
         return Frame(op, request, control, [])
-    lengths = struct.unpack_from(f"<{count}I", buffer, at)
+    lengths = _lengths_struct(count).unpack_from(buffer, at)
     at += 4 * count
     if sum(lengths) != end - at:
         raise FrameError(
@@ -355,6 +367,9 @@ def _frame(buffer: bytearray, start: int, end: int) -> Frame:
     data = bytes(memoryview(buffer)[at:end])  # one copy (a bytearray slice makes two)
     if count == 1:
         return Frame(op, request, control, [data])
+    if count == 2:  # a read reply of one record: no running sums to build
+        first = lengths[0]
+        return Frame(op, request, control, [data[:first], data[first:]])
     ends = list(accumulate(lengths))
     starts = [0, *ends[:-1]]
     return Frame(op, request, control, list(map(data.__getitem__, map(slice, starts, ends))))

@@ -572,8 +572,11 @@ class _Fresh:
         self.properties = properties
 
     def reply(self, limit: int, max_bytes: int) -> Reply:
-        payloads = self.payloads[:limit]
         first = self.first_id
+        if len(self.payloads) == 1 and not self.properties:  # one send of one message
+            tagged_id = RocksmqMessageID.tag + first.to_bytes(8, "big", signed=True)
+            return [first + 1, False], [tagged_id, self.payloads[0]]
+        payloads = self.payloads[:limit]
         ids = [i.to_bytes(8, "big", signed=True) for i in range(first, first + len(payloads))]
         props = None
         if self.properties:
