@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from msgstream import ForeignMessageIdError, InvalidPositionError
 from msgstream.backends.log_client.client import LogMessageID, MemoryMessageID, RocksmqMessageID
 from msgstream.contract.backend import message_id_bytes
+from msgstream.contract.tagged_id import MessageIdRange
 
 
 def test_ids_are_tagged_ints_that_round_trip() -> None:
@@ -67,3 +70,30 @@ def test_message_id_bytes_names_the_owner_or_refuses_a_non_id() -> None:
         message_id_bytes("kafka", rocks)
     with pytest.raises(InvalidPositionError, match="is not a MessageID"):
         message_id_bytes("kafka", object())
+
+
+def test_a_run_of_ids_acts_as_the_list_of_them() -> None:
+    run = MessageIdRange(RocksmqMessageID, range(5, 10))
+    ids = [RocksmqMessageID(n) for n in range(5, 10)]
+    assert len(run) == 5 and list(run) == ids and run == ids and ids == run
+    assert run[0] == ids[0] and run[-1] == ids[-1] and type(run[2]) is RocksmqMessageID
+    assert run[1:3] == ids[1:3] and isinstance(run[1:3], MessageIdRange)
+    assert list(reversed(run)) == ids[::-1]
+    assert RocksmqMessageID(7) in run and RocksmqMessageID(10) not in run
+    assert MemoryMessageID(7) not in run and 7 not in run
+    assert run.index(RocksmqMessageID(8)) == 3
+    assert run != ids[:4] and run != [MemoryMessageID(n) for n in range(5, 10)]
+    assert run == MessageIdRange(RocksmqMessageID, range(5, 10))
+    assert run != MessageIdRange(MemoryMessageID, range(5, 10))
+    assert MessageIdRange(RocksmqMessageID, range(3, 3)) == []
+    assert run + ids[:1] == [*ids, ids[0]] and ids[:1] + run == [ids[0], *ids]
+    assert run[:2] + run[3:] == [ids[0], ids[1], ids[3], ids[4]]
+    with pytest.raises(TypeError):
+        run + "ab"
+    with pytest.raises(IndexError):
+        run[5]
+    with pytest.raises(TypeError):
+        hash(run)
+    assert pickle.loads(pickle.dumps(run)) == run
+    assert repr(run[:2]) == "[LogMessageID(rocksmq:5), LogMessageID(rocksmq:6)]"
+    assert repr(run) == "[LogMessageID(rocksmq:5), ... LogMessageID(rocksmq:9)] (5 ids)"

@@ -147,7 +147,7 @@ def filled(
     stores.append(store)
     store.ensure_channel(CH)
     for i in range(1, count + 1):
-        assert store.append(CH, [payload(i)], {}) == [i]
+        assert list(store.append(CH, [payload(i)], {})) == [i]
     return store, store._cid(CH)
 
 
@@ -164,7 +164,7 @@ def test_pages_close_at_page_size(stores: list[RocksStore], store_path: Path) ->
     assert page_ids(store, cid) == [(1, 3, 30), (4, 6, 30), (7, 9, 30)]
     assert (store._open_pages[cid].first_id, store._open_pages[cid].size) == (10, 10)
     # A batch closes the page it fills, whatever its length.
-    assert store.append(CH, [payload(11), payload(12), payload(13), payload(14)], {}) == [
+    assert list(store.append(CH, [payload(11), payload(12), payload(13), payload(14)], {})) == [
         11,
         12,
         13,
@@ -204,7 +204,7 @@ def test_retention_only_pages_acked_by_every_live_subscription(
     assert store.first_id(CH) is None
     assert store.last_id(CH) is None
     assert store.next_id(CH) == 11
-    assert store.append(CH, [payload(11)], {}) == [11]
+    assert list(store.append(CH, [payload(11)], {})) == [11]
     assert retained(store) == [11]
 
 
@@ -216,7 +216,7 @@ def test_retention_by_age_without_subscriptions(stores: list[RocksStore], store_
     assert store.run_retention(now=t + 20_000) == 9
     assert retained(store) == []
     assert store.next_id(CH) == 10
-    assert store.append(CH, [payload(10)], {}) == [10]
+    assert list(store.append(CH, [payload(10)], {})) == [10]
 
 
 def test_retention_by_size(stores: list[RocksStore], store_path: Path) -> None:
@@ -378,7 +378,7 @@ def test_reopen_after_retention_keeps_ids_and_open_page(
 ) -> None:
     store, cid = filled(stores, store_path, 10, max_size=0)
     assert store.run_retention() == 10  # everything, including the open page [10]
-    assert store.append(CH, [payload(11), payload(12)], {}) == [11, 12]
+    assert list(store.append(CH, [payload(11), payload(12)], {})) == [11, 12]
     store.close()
 
     store = make_store(store_path, max_size=0)
@@ -386,7 +386,7 @@ def test_reopen_after_retention_keeps_ids_and_open_page(
     assert store.first_id(CH) == 11
     assert store.next_id(CH) == 13
     assert (store._open_pages[cid].first_id, store._open_pages[cid].size) == (11, 20)
-    assert store.append(CH, [payload(13)], {}) == [13]  # 30 bytes: the page closes
+    assert list(store.append(CH, [payload(13)], {})) == [13]  # 30 bytes: the page closes
     assert page_ids(store, cid) == [(11, 13, 30)]
     assert store.run_retention() == 3
     store.close()
@@ -397,7 +397,7 @@ def test_reopen_after_retention_keeps_ids_and_open_page(
     assert store.first_id(CH) is None
     assert store.last_id(CH) is None
     assert store.next_id(CH) == 14
-    assert store.append(CH, [payload(14)], {}) == [14]
+    assert list(store.append(CH, [payload(14)], {})) == [14]
 
 
 def test_reopen_mid_page_recovers_open_page(stores: list[RocksStore], tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from msgstream.contract.backend import (
 from msgstream.contract.channels import validate_channel_name, validate_subscription_name
 from msgstream.contract.consumer_base import ClientHooks, ClientState, ConsumerBase
 from msgstream.contract.producer_base import ProducerBase
-from msgstream.contract.tagged_id import TaggedMessageID
+from msgstream.contract.tagged_id import MessageIdRange, TaggedMessageID
 from msgstream.errors import (
     BackendUnavailableError,
     MsgStreamError,
@@ -127,7 +127,7 @@ class LogProducer(ProducerBase):
 
     async def send_many(
         self, payloads: Sequence[bytes], properties: Mapping[str, str] | None = None
-    ) -> list[MessageID]:
+    ) -> Sequence[MessageID]:
         parts = self._parts
         self._check_open()
         parts.state.check_open()
@@ -148,7 +148,7 @@ class LogProducer(ProducerBase):
             ) from exc
         store.notify(self.channel)
         await cooperate()  # the append completed inline: let other tasks run now and then
-        return list(map(parts.id_type, ids))
+        return MessageIdRange(parts.id_type, ids)
 
 
 class LogConsumer(ConsumerBase):

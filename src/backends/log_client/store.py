@@ -85,8 +85,9 @@ class LogStore(ABC):
 
     # --- records --------------------------------------------------------------------
     @abstractmethod
-    def append(self, channel: str, payloads: Sequence[bytes], properties: Properties) -> list[int]:
-        """Store payloads in order; return their ids. Durable when it returns."""
+    def append(self, channel: str, payloads: Sequence[bytes], properties: Properties) -> range:
+        """Store payloads in order; return their ids (consecutive: a channel's ids have no
+        gaps). Durable when it returns."""
 
     @abstractmethod
     def read(self, channel: str, from_id: int, limit: int) -> list[Record]:

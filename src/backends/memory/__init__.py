@@ -53,10 +53,10 @@ class MemoryStore(LogStore):
 
             raise TopicNotFoundError(channel, self.backend_name, self.list_channels()) from None
 
-    def append(self, channel: str, payloads: Sequence[bytes], properties: Properties) -> list[int]:
+    def append(self, channel: str, payloads: Sequence[bytes], properties: Properties) -> range:
         state = self._channel(channel)
         first = state.next_id
-        ids = list(range(first, first + len(payloads)))
+        ids = range(first, first + len(payloads))
         state.ids.extend(ids)
         state.records.extend(Record(i, p, properties) for i, p in zip(ids, payloads, strict=True))
         state.next_id = first + len(payloads)

@@ -38,6 +38,7 @@ from msgstream.contract.backend import (
 from msgstream.contract.channels import validate_channel_name, validate_subscription_name
 from msgstream.contract.consumer_base import ClientHooks, ClientState, ConsumerBase
 from msgstream.contract.producer_base import ProducerBase
+from msgstream.contract.tagged_id import MessageIdRange
 from msgstream.errors import MessageTooLargeError, TopicNotFoundError
 from msgstream.observability.observe import StoreProbe
 from msgstream.runtime.cooperate import cooperate
@@ -90,19 +91,21 @@ class RemoteProducer(ProducerBase):
 
     async def send_many(
         self, payloads: Sequence[bytes], properties: Mapping[str, str] | None = None
-    ) -> list[MessageID]:
+    ) -> Sequence[MessageID]:
         self._check_open()
         self._state.check_open()
         self._check_sizes(payloads)
         props = dict(properties) if properties else None
-        ids: list[MessageID] = []
+        runs: list[MessageIdRange] = []
         async with self._lock:
             for chunk in self._chunks(payloads, props):
                 self._seq += 1
                 control = [self.channel, self._producer, self._seq, self._sync, props]
                 (first,), _ = await self._connection.call(Op.APPEND, control, chunk)
-                ids.extend(map(RocksmqMessageID, range(first, first + len(chunk))))
-        return ids
+                runs.append(MessageIdRange(RocksmqMessageID, range(first, first + len(chunk))))
+        if len(runs) == 1:  # the usual case: one chunk, one run of ids
+            return runs[0]
+        return [msg_id for run in runs for msg_id in run]  # other sends may sit between
 
     def _chunks(
         self, payloads: Sequence[bytes], properties: dict[str, str] | None

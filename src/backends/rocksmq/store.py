@@ -403,7 +403,7 @@ class RocksStore(LogStore):
         properties: Properties,
         sent_by: tuple[int, int] | None = None,
         sync: bool = False,
-    ) -> list[int]:
+    ) -> range:
         """Store ``payloads``; ``sent_by`` (producer, seq) records the send in the same
         batch (see :meth:`append_once`); ``sync`` fsyncs this write whatever
         ``options.sync`` says."""
@@ -418,7 +418,7 @@ class RocksStore(LogStore):
         properties: Properties,
         sent_by: tuple[int, int] | None,
         sync: bool,
-    ) -> list[int]:
+    ) -> range:
         """:meth:`append`, the store open and its lock held."""
         if self._full:
             self._revive()
@@ -473,7 +473,7 @@ class RocksStore(LogStore):
             self._open_pages[cid] = _OpenPage(last + 1)
         else:
             page.size += size
-        return list(range(first, last + 1))
+        return range(first, last + 1)
 
     def append_once(
         self,
@@ -483,7 +483,7 @@ class RocksStore(LogStore):
         producer: int,
         seq: int,
         sync: bool = False,
-    ) -> list[int]:
+    ) -> range:
         """:meth:`append` for send ``seq`` of ``producer`` (a producer's sends come one at a
         time, numbered up from 1): a send already stored -- retried because its answer was
         lost with its owner -- returns the ids it got instead of being stored again. A
@@ -495,7 +495,7 @@ class RocksStore(LogStore):
             if last is not None and seq <= last.seq:
                 same = (seq, self._cids.get(channel), len(payloads))
                 if same == (last.seq, last.cid, last.messages):
-                    return list(range(last.first_id, last.first_id + last.messages))
+                    return range(last.first_id, last.first_id + last.messages)
                 raise SendOutcomeUnknownError(
                     f"rocksmq store at {self.path!r}: send {seq} of producer {producer:#x} to "
                     f"channel {channel!r} cannot be matched with what was stored (its last "

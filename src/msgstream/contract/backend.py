@@ -203,8 +203,9 @@ class Producer(Protocol):
 
     async def send_many(
         self, payloads: Sequence[bytes], properties: Mapping[str, str] | None = None
-    ) -> list[MessageID]:
-        """Send messages in order; return their ids once all are acknowledged."""
+    ) -> Sequence[MessageID]:
+        """Send messages in order; return their ids once all are acknowledged (a list, or
+        a lighter sequence such as :class:`~msgstream.contract.tagged_id.MessageIdRange`)."""
         ...
 
     async def close(self) -> None: ...

@@ -9,7 +9,8 @@ foreign one (:func:`~msgstream.contract.backend.tagged_id_owner`).
 
 from __future__ import annotations
 
-from typing import ClassVar, Self
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar, Self, overload
 
 from ..errors import ForeignMessageIdError, InvalidPositionError
 from .backend import TAGGED_ID_SIZE, MessageID, tagged_id_owner
@@ -49,3 +50,71 @@ class TaggedMessageID(MessageID):
         return f"{type(self).__name__}({self.value})"
 
     __str__ = __repr__
+
+
+class MessageIdRange(Sequence[MessageID]):
+    """The ids of messages one send stored one after another in one channel: what
+    ``send_many`` returns on a backend that numbers a channel's messages consecutively.
+
+    Each id is built when it is read, so a send of thousands of messages makes no
+    thousand id objects unless the caller asks for them. It is a read-only sequence:
+    indexing, slicing, iteration, ``len``, ``in``, and equality with any sequence of the
+    same ids (a list of them included); ``+`` makes a list."""
+
+    __slots__ = ("id_type", "values")
+
+    def __init__(self, id_type: type[TaggedMessageID], values: range) -> None:
+        self.id_type = id_type
+        self.values = values
+        """The ids' integer values."""
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @overload
+    def __getitem__(self, index: int) -> MessageID: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> MessageIdRange: ...
+
+    def __getitem__(self, index: int | slice) -> MessageID | MessageIdRange:
+        if isinstance(index, slice):
+            return MessageIdRange(self.id_type, self.values[index])
+        return self.id_type(self.values[index])
+
+    def __iter__(self) -> Iterator[MessageID]:
+        return map(self.id_type, self.values)
+
+    def __reversed__(self) -> Iterator[MessageID]:
+        return map(self.id_type, reversed(self.values))
+
+    def __contains__(self, item: object) -> bool:
+        return isinstance(item, self.id_type) and item.value in self.values
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MessageIdRange):
+            return self.id_type is other.id_type and self.values == other.values
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to lists, which do not hash
+
+    def __add__(self, other: object) -> list[MessageID]:
+        """``ids + more``: a list of both, as with two lists."""
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return [*self, *other]
+
+    def __radd__(self, other: object) -> list[MessageID]:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return [*other, *self]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return MessageIdRange, (self.id_type, self.values)
+
+    def __repr__(self) -> str:
+        if len(self.values) <= 4:
+            return repr(list(self))
+        return f"[{self[0]!r}, ... {self[-1]!r}] ({len(self.values)} ids)"

@@ -39,10 +39,10 @@ from .routing import RepackFunc, default_repack
 
 log = get_logger(__name__)
 
-ProduceResult = dict[str, list[MessageID]]
+ProduceResult = dict[str, Sequence[MessageID]]
 _Job = tuple[int, list[bytes]]
 """One send of a produce or broadcast: the producer's index and its encoded payloads."""
-_SendJob = Callable[[int, list[bytes]], Awaitable[list[MessageID]]]
+_SendJob = Callable[[int, list[bytes]], Awaitable[Sequence[MessageID]]]
 MissingChannels = Literal["error", "wait", "create"]
 """What :meth:`MsgStream.as_consumer` does with a channel that does not exist yet."""
 DefaultInstruments = Literal["default"]
@@ -311,7 +311,7 @@ class MsgStream(AsyncScope):
             results = await asyncio.gather(*(send(index, payloads) for index, payloads in jobs))
         return {self._producers[i].channel: ids for (i, _), ids in zip(jobs, results, strict=True)}
 
-    def _send_many(self, index: int, payloads: list[bytes]) -> Awaitable[list[MessageID]]:
+    def _send_many(self, index: int, payloads: list[bytes]) -> Awaitable[Sequence[MessageID]]:
         return self._producers[index].send_many(payloads)
 
     async def _observed(self, pack: MsgPack, *, broadcast: bool) -> ProduceResult:
@@ -347,11 +347,12 @@ class MsgStream(AsyncScope):
 
     async def _observed_send(
         self, index: int, payloads: list[bytes], pack_record: OpRecord, types: TypeCounts
-    ) -> list[MessageID]:
+    ) -> Sequence[MessageID]:
         producer = self._producers[index]
         properties = pack_record.properties
         record = self._send_probes[index].start()
         try:
+            ids: Sequence[MessageID]
             if len(payloads) == 1:
                 ids = [await producer.send(payloads[0], properties)]
             else:
