@@ -9,7 +9,9 @@ idle process owns (the attached side: a service owns the store, this process use
 so both sides run the same code in the same event loop. Other processes are
 ``shared_child.py``. Figures (goals from issue 39):
   1. the floor: an asyncio round trip of 320 bytes over a Unix socket to an echo server
-     in another process, p50/p99 (in the latency slices)
+     in another process, p50/p99 (in the latency slices); and the stored floor: the
+     same round trip to a uvloop server that stores each request in RocksDB as the
+     owner stores a send, with none of the owner's frames, checks or bookkeeping
   2. produce latency, ``producer.send`` of 320 B, attached beside in-process, p50/p99
      (p50 <= 100 us, p99 <= 1 ms); the attached p50 against the floor, and against
      Kafka's: ``--kafka`` measures a Kafka ``producer.send`` (msgstream's
@@ -128,26 +130,38 @@ def percentile(samples: list[float], q: float) -> float:
 
 # --- 1. the floor -----------------------------------------------------------------------------
 class _Client(asyncio.Protocol):
-    def __init__(self) -> None:
+    def __init__(self, answer_bytes: int) -> None:
         self.waiter: asyncio.Future[None] | None = None
         self.got = 0
+        self.answer_bytes = answer_bytes
 
     def data_received(self, data: bytes) -> None:
         self.got += len(data)
-        if self.waiter is not None and self.got >= len(PAYLOAD):
+        if self.waiter is not None and self.got >= self.answer_bytes:
             self.waiter.set_result(None)
 
 
 class Floor:
-    """Round trips of 320 bytes to an echo server in another process."""
+    """Round trips of 320 bytes to an echo server in another process; ``stored``: to a
+    uvloop server that stores each in RocksDB as the owner stores a send (message and
+    producer record in one WriteBatch) and answers 8 bytes -- the owner's job with none
+    of its frames, checks or bookkeeping."""
 
-    def __init__(self, tmp: str) -> None:
-        self.address = os.path.join(tmp, "echo.sock")
-        self.server = Proc("echo", self.address)
+    def __init__(self, tmp: str, stored: bool = False) -> None:
+        if stored:
+            directory = os.path.join(tmp, "store-echo")
+            self.address = os.path.join(directory, "store.sock")
+            self.server = Proc("store-echo", directory)
+        else:
+            self.address = os.path.join(tmp, "echo.sock")
+            self.server = Proc("echo", self.address)
+        self.answer_bytes = 8 if stored else len(PAYLOAD)
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
-        self.transport, self.client = await loop.create_unix_connection(_Client, self.address)
+        self.transport, self.client = await loop.create_unix_connection(
+            lambda: _Client(self.answer_bytes), self.address
+        )
 
     async def measure(self, count: int) -> list[float]:
         loop = asyncio.get_running_loop()
@@ -217,6 +231,7 @@ async def latency_sides(
     count: int,
     what: str,
     kafka: Any = None,
+    stored_floor: Floor | None = None,
 ) -> Sides:
     """Samples of each side (in-process, attached, the floor, a Kafka client when given),
     in slices whose order rotates every round; each slice's first tenth is a warm-up,
@@ -228,6 +243,8 @@ async def latency_sides(
     }
     if floor is not None:
         runs["floor"] = lambda r: floor.measure(count)
+    if stored_floor is not None:
+        runs["stored floor"] = lambda r: stored_floor.measure(count)
     if kafka is not None:
         channel = f"bench-shared-{time.time_ns()}"  # one topic: created once, then warm
         runs["kafka"] = lambda r: measure(kafka, count, channel)
@@ -395,6 +412,7 @@ async def run(
     rows: list[Row] = []
     here, there = os.path.join(tmp, "here"), os.path.join(tmp, "there")
     floor = Floor(tmp)
+    stored_floor = Floor(tmp, stored=True)
     paced_floor = PacedFloor(tmp)
     owner = Proc("own", there)
     local, attached = open_client(here), open_client(there)
@@ -403,6 +421,7 @@ async def run(
     local_sender = Proc("attached", here)
     try:
         await floor.open()
+        await stored_floor.open()
         await paced_floor.open()
         count, rounds = int(2000 * scale) or 200, 6
         kafka_client = None
@@ -411,7 +430,9 @@ async def run(
 
             kafka_client = new_client(engine_config(kafka, engine))
             await warm_up(kafka_client)
-        sides = await latency_sides(local, attached, floor, rounds, count, "send", kafka_client)
+        sides = await latency_sides(
+            local, attached, floor, rounds, count, "send", kafka_client, stored_floor
+        )
         if kafka_client is not None:
             await kafka_client.close()
             kafka_p50 = percentile(sides["kafka"], 50)
@@ -420,16 +441,22 @@ async def run(
         floor50, floor99 = percentile(sides["floor"], 50), percentile(sides["floor"], 99)
         rows.append(Row("floor: asyncio UDS round trip p50", floor50, None, "us", ""))
         rows.append(Row("floor: asyncio UDS round trip p99", floor99, None, "us", ""))
+        stored50 = percentile(sides["stored floor"], 50)
+        rows.append(Row("floor: round trip + the owner's RocksDB write p50", stored50, None,
+                        "us", ""))  # fmt: skip
         for q, goal in ((50, "<= 100 us"), (99, "<= 1 ms")):
             rows.append(Row(f"attached producer.send p{q} vs in-process",
                             percentile(sides["attached"], q), percentile(sides["in"], q), "us",
                             goal))  # fmt: skip
         attached50 = percentile(sides["attached"], 50)
         rows.append(Row("attached producer.send p50 vs the floor", attached50, floor50, "us", ""))
+        rows.append(Row("attached producer.send p50 vs the stored floor", attached50, stored50,
+                        "us", ""))  # fmt: skip
         if kafka_p50 is not None:
             rows.append(Row("attached producer.send p50 vs Kafka p50", attached50, kafka_p50,
                             "us", "<= 0.2x Kafka"))  # fmt: skip
             rows.append(Row("the floor p50 vs Kafka p50", floor50, kafka_p50, "us", ""))
+            rows.append(Row("the stored floor p50 vs Kafka p50", stored50, kafka_p50, "us", ""))
         sides = await latency_sides(local, attached, None, rounds, count, "produce")
         rows.append(Row("attached MsgStream.produce p50 vs in-process",
                         percentile(sides["attached"], 50), percentile(sides["in"], 50), "us",
@@ -479,6 +506,7 @@ async def run(
         sender.close()
         local_sender.close()
         floor.close()
+        stored_floor.close()
         paced_floor.close()
         await attached.close()
         await local.close()

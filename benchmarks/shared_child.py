@@ -6,6 +6,11 @@
     python shared_child.py own PATH          # a process that owns PATH and idles
                                              # (until a line or the end of stdin)
     python shared_child.py echo ADDRESS      # an asyncio echo server on a Unix socket
+    python shared_child.py store-echo DIR    # a uvloop server on DIR/store.sock storing
+                                             # each 320-byte request in a RocksDB at DIR
+                                             # as the owner stores a send (the message and
+                                             # its producer's record in one WriteBatch),
+                                             # then answering 8 bytes
     python shared_child.py acks PATH         # sends forever, one every millisecond,
                                              # printing ``ACK <sent> <acknowledged>``
     python shared_child.py relay ADDRESS     # an asyncio server on a Unix socket passing
@@ -30,11 +35,13 @@ with their send time.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from typing import Any, cast
 
 import orjson
+from rocksdict import Options, Rdict, WriteBatch
 
 from msgstream.backends.rocksmq import open_client
 
@@ -97,6 +104,43 @@ async def echo(address: str) -> None:
     async for _ in command_lines():
         pass
     server.close()
+
+
+class _StoreEcho(asyncio.Protocol):
+    """The least code that does an owner's job for one send: no frames, no checks."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self.next_id = 0
+        self.pending = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        data = self.pending + data
+        size = len(PAYLOAD)
+        while len(data) >= size:
+            request, data = data[:size], data[size:]
+            self.next_id += 1
+            key = self.next_id.to_bytes(8, "big")
+            batch = WriteBatch(raw_mode=True)
+            batch.put(b"M" + key, request)
+            batch.put(b"Q" + key[:4], key * 4)
+            self.db.write(batch)
+            self.transport.write(key)
+        self.pending = data
+
+
+async def store_echo(directory: str) -> None:
+    db = Rdict(directory, Options(raw_mode=True))
+    address = os.path.join(directory, "store.sock")
+    server = await asyncio.get_running_loop().create_unix_server(lambda: _StoreEcho(db), address)
+    answer("READY store-echo")
+    async for _ in command_lines():
+        pass
+    server.close()
+    db.close()
 
 
 class _Relay(asyncio.Protocol):
@@ -169,11 +213,12 @@ def main(argv: list[str]) -> None:
         "attached": attached,
         "own": own,
         "echo": echo,
+        "store-echo": store_echo,
         "acks": acks,
         "relay": relay,
         "pacer": pacer,
     }[mode]
-    if on_uvloop:
+    if on_uvloop or mode == "store-echo":  # the owner serves on uvloop whatever the app's
         import uvloop
 
         uvloop.run(runner(where))
