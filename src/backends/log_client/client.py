@@ -36,7 +36,7 @@ from msgstream.runtime.cooperate import cooperate, yielded
 from msgstream.wire.position import SubscriptionPosition
 
 from . import ops
-from .store import FIRST_ID, LogStore, StoredBatch, StoredSubscription
+from .store import FIRST_ID, LogStore, Properties, StoredBatch, StoredSubscription
 
 log = get_logger(__name__)
 
@@ -123,7 +123,18 @@ class LogProducer(ProducerBase):
         self._parts = parts
 
     async def send(self, payload: bytes, properties: Mapping[str, str] | None = None) -> MessageID:
-        return (await self.send_many((payload,), properties))[0]
+        parts = self._parts
+        if properties or parts.blocking_writes:
+            return (await self.send_many((payload,), properties))[0]
+        # The latency path, one message: send_many's steps without its sequences.
+        self._check_open()
+        parts.state.check_open()
+        if len(payload) > self._fits:
+            self._check_sizes((payload,))
+        first = self._append((payload,), _NO_PROPERTIES)[0]
+        parts.store.notify(self.channel)
+        await cooperate()  # the append completed inline: let other tasks run now and then
+        return parts.id_type(first)
 
     async def send_many(
         self, payloads: Sequence[bytes], properties: Mapping[str, str] | None = None
@@ -133,12 +144,21 @@ class LogProducer(ProducerBase):
         parts.state.check_open()
         self._check_sizes(payloads)
         props = MappingProxyType(dict(properties)) if properties else _NO_PROPERTIES
-        store = parts.store
+        if parts.blocking_writes:
+            ids = await anyio.to_thread.run_sync(self._append, payloads, props)
+        else:
+            ids = self._append(payloads, props)
+        parts.store.notify(self.channel)
+        await cooperate()  # the append completed inline: let other tasks run now and then
+        return MessageIdRange(parts.id_type, ids)
+
+    def _append(self, payloads: Sequence[bytes], props: Properties) -> range:
+        """Store ``payloads`` (in a worker thread when writes block); a failure that is
+        not msgstream's own becomes BackendUnavailableError (nothing was stored). The
+        caller then wakes the channel's readers, from the loop's thread."""
+        store = self._parts.store
         try:
-            if parts.blocking_writes:
-                ids = await anyio.to_thread.run_sync(store.append, self.channel, payloads, props)
-            else:
-                ids = store.append(self.channel, payloads, props)
+            ids = store.append(self.channel, payloads, props)
         except MsgStreamError:
             raise
         except Exception as exc:  # e.g. the disk is full: nothing of this call was stored
@@ -146,9 +166,7 @@ class LogProducer(ProducerBase):
                 f"{store.backend_name}: writing {len(payloads)} message(s) to channel "
                 f"{self.channel!r} failed: {exc}"
             ) from exc
-        store.notify(self.channel)
-        await cooperate()  # the append completed inline: let other tasks run now and then
-        return MessageIdRange(parts.id_type, ids)
+        return ids
 
 
 class LogConsumer(ConsumerBase):

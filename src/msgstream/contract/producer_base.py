@@ -16,6 +16,8 @@ class ProducerBase:
         self._limits = limits
         """The sizes, in bytes, no payload may exceed: msgstream's own first (then a
         broker's, say)."""
+        self._fits = min(limits, default=float("inf"))
+        """A payload this size or smaller passes every limit."""
         self._closed = False
 
     def _check_open(self) -> None:
@@ -26,6 +28,8 @@ class ProducerBase:
         """Refuse ``payloads`` if the largest is over a limit; the error names the first
         limit exceeded. Returns the largest size."""
         biggest = max(map(len, payloads), default=0)
+        if biggest <= self._fits:
+            return biggest
         for limit in self._limits:
             if biggest > limit:
                 raise MessageTooLargeError(self.channel, biggest, limit)
