@@ -9,7 +9,7 @@ import pytest
 from msgstream import ForeignMessageIdError, InvalidPositionError
 from msgstream.backends.log_client.client import LogMessageID, MemoryMessageID, RocksmqMessageID
 from msgstream.contract.backend import message_id_bytes
-from msgstream.contract.tagged_id import MessageIdRange
+from msgstream.contract.tagged_id import MessageIdRange, tagged_ids
 
 
 def test_ids_are_tagged_ints_that_round_trip() -> None:
@@ -97,3 +97,14 @@ def test_a_run_of_ids_acts_as_the_list_of_them() -> None:
     assert pickle.loads(pickle.dumps(run)) == run
     assert repr(run[:2]) == "[LogMessageID(rocksmq:5), LogMessageID(rocksmq:6)]"
     assert repr(run) == "[LogMessageID(rocksmq:5), ... LogMessageID(rocksmq:9)] (5 ids)"
+
+
+def test_offsets_become_a_run_only_when_they_count_up_one_by_one() -> None:
+    run = tagged_ids(RocksmqMessageID, [4, 5, 6])
+    assert isinstance(run, MessageIdRange) and run == [RocksmqMessageID(n) for n in (4, 5, 6)]
+    for offsets in ([4, 6, 7], [4, 4, 5], [5, 4], (7, 9)):
+        ids = tagged_ids(RocksmqMessageID, offsets)
+        assert type(ids) is list and ids == [RocksmqMessageID(n) for n in offsets]
+    assert tagged_ids(RocksmqMessageID, []) == [] and tagged_ids(RocksmqMessageID, (3,)) == [
+        RocksmqMessageID(3)
+    ]

@@ -10,6 +10,7 @@ from aiokafka import errors as kafka_errors
 
 from msgstream.contract.backend import MessageID
 from msgstream.contract.producer_base import ProducerBase
+from msgstream.contract.tagged_id import tagged_ids
 from msgstream.errors import MessageTooLargeError
 
 from ..broker_errors import BrokerCalls
@@ -79,7 +80,7 @@ class KafkaProducer(ProducerBase):
 
     async def send_many(
         self, payloads: Sequence[bytes], properties: Mapping[str, str] | None = None
-    ) -> list[MessageID]:
+    ) -> Sequence[MessageID]:
         headers = self._checked_headers(payloads, properties)
         if not payloads:  # neither engine answers a batch of nothing: it would wait forever
             return []
@@ -87,7 +88,7 @@ class KafkaProducer(ProducerBase):
         watch = deadlines.start(self.channel, len(payloads))
         try:
             offsets = await self._shared.send_many(self.channel, payloads, headers, watch)
-            return [KafkaMessageID(offset) for offset in offsets]
+            return tagged_ids(KafkaMessageID, offsets)
         except asyncio.CancelledError:
             deadlines.raise_if_expired(watch)
             raise

@@ -118,3 +118,13 @@ class MessageIdRange(Sequence[MessageID]):
         if len(self.values) <= 4:
             return repr(list(self))
         return f"[{self[0]!r}, ... {self[-1]!r}] ({len(self.values)} ids)"
+
+
+def tagged_ids(id_type: type[TaggedMessageID], values: Sequence[int]) -> Sequence[MessageID]:
+    """``values`` as ids of ``id_type``: a :class:`MessageIdRange` when they count up one
+    by one (a batch that no other sender's records interleaved), else a list."""
+    if values:
+        run = range(values[0], values[0] + len(values))
+        if (values if isinstance(values, list) else list(values)) == list(run):
+            return MessageIdRange(id_type, run)
+    return list(map(id_type, values))
