@@ -360,28 +360,38 @@ _COPY_LIMIT = 4096
 """Payload size up to which the checksummed part is sliced (copied) rather than viewed."""
 
 
+COLUMN_WISE_FROM = 32
+"""A good ``column_wise_from`` for :func:`decode_batch` where batches vary in size: the
+column-wise checks cost a few dozen numpy calls per batch whatever its size, which a
+smaller batch spends sooner message by message (a reader's first reads are small:
+:data:`msgstream.streams.reader.FIRST_READ`)."""
+
+
 def decode_batch(
     payloads: Sequence[bytes],
     registry: MessageRegistry = default_registry,
     max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     unchecked: frozenset[int] = frozenset(),
+    column_wise_from: int = 1,
 ) -> DecodedBatch:
     """Validate payloads as :func:`decode` does, without building messages yet.
 
     Every payload gets exactly :func:`decode`'s checks and errors; a good one becomes a
-    row whose plan builds the message :func:`decode` would return. Payloads whose body
-    was seen before (a cached plan) are checked column-wise, one C-level pass per check
-    over the whole batch; the first of each body, and every payload of a batch where
-    anything is off, is decoded in full.
+    row whose plan builds the message :func:`decode` would return. In a batch of at
+    least ``column_wise_from`` payloads, those whose body was seen before (a cached
+    plan) are checked column-wise, one C-level pass per check over the whole batch;
+    otherwise a payload with a cached plan has the same checks one by one. The first of
+    each body, and every payload of a batch where anything is off, is decoded in full.
 
     Except for the Insert and Delete type codes in ``unchecked``: a payload of those
     without a cached plan, with the current codec version, an intact envelope and a
     good checksum gets its type's :class:`~msgstream.wire.plans.UncheckedDmlPlan`: its body is
     not parsed here, and is decoded (and can fail) when its message's body is first read.
     """
-    batch = _decode_known(payloads, registry, max_bytes, unchecked)
-    if batch is not None:
-        return batch
+    if len(payloads) >= column_wise_from:
+        batch = _decode_known(payloads, registry, max_bytes, unchecked)
+        if batch is not None:
+            return batch
     return _decode_each(payloads, registry, max_bytes, unchecked)
 
 
@@ -411,21 +421,21 @@ def _decode_known(
     env = joined.envelopes()
     if not _readable(env):
         return None
-    if not (env["json_len"] + np.int64(ENVELOPE_SIZE) <= sizes).all():
+    if not _all(env["json_len"] + np.int64(ENVELOPE_SIZE) <= sizes):
         return None
     # Plans first: a batch with a payload that has none (a new body) goes message by
     # message anyway, and would otherwise have its checksums computed twice.
     found, rows = _plan_rows(joined, env, registry)
     if unchecked and not _unchecked_plans(found, env, rows, registry, max_bytes, unchecked):
         return None
-    if not (np.fromiter(map(_need, found), np.int64, len(found))[rows] <= sizes).all():
+    if not _all(np.fromiter(map(_need, found), np.int64, len(found))[rows] <= sizes):
         return None  # a payload without a plan (_NO_PLAN needs more than any payload has)
     prefixes = map(_part, payloads, repeat(_HEAD))
     # Small payloads: slicing copies less than a memoryview costs; large ones: no copy.
     sliceable: Iterable[Any] = payloads if sizes.max() <= _COPY_LIMIT else map(memoryview, payloads)
     tails: Iterable[Any] = map(getitem, sliceable, repeat(_TAIL))
     crcs = np.fromiter(map(zlib.crc32, tails, map(zlib.crc32, prefixes)), np.uint32, count)
-    if not (crcs == env["crc"]).all():
+    if not _all(crcs == env["crc"]):
         return None
     if not _ts_ranges_agree(joined, found, rows, env):
         return None
@@ -434,7 +444,7 @@ def _decode_known(
     end_ts, timestamp = env["end_ts"], env["timestamp"]
     stamps = timestamp.tolist()
     ts = stamps
-    if not (end_ts == timestamp).all():
+    if not _all(end_ts == timestamp):
         by_end = np.fromiter(map(_ts_field, found), np.int64, len(found))[rows] == _END_TS
         ts = np.where(by_end, end_ts, timestamp).tolist()
     kinds = bytearray(np.fromiter(map(_kind, found), np.uint8, len(found))[rows])
@@ -446,9 +456,15 @@ _READABLE = np.zeros(256, bool)
 _READABLE[list(READABLE_VERSIONS)] = True
 
 
+def _all(checks: Any) -> bool:
+    """Whether every element of the boolean array ``checks`` holds: one C call (the
+    array method ``all`` goes through Python, which counts at a few calls per batch)."""
+    return not np.count_nonzero(~checks)
+
+
 def _readable(env: Any) -> bool:
     """Whether every envelope has the magic and a readable version."""
-    return bool((env["magic"] == MAGIC).all() and _READABLE[env["version"]].all())
+    return _all(env["magic"] == MAGIC) and _all(_READABLE[env["version"]])
 
 
 def _objects(items: list[Any]) -> Any:
@@ -545,7 +561,7 @@ def _ts_ranges_agree(joined: Joined, found: list[Plan], rows: Any, env: Any) -> 
         at = plan.stamps
         by_row = joined.parts(members, at.start, at.stop - at.start).view(_STAMP)
         low, high = (by_row[:, 0], by_row[:, 0]) if most == 1 else (by_row.min(1), by_row.max(1))
-        if not ((low == env["begin_ts"][members]).all() and (high == env["end_ts"][members]).all()):
+        if not (_all(low == env["begin_ts"][members]) and _all(high == env["end_ts"][members])):
             return False
     return True
 

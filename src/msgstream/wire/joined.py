@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from . import envelope
 
@@ -43,8 +42,8 @@ class Joined:
         return self._windows(length)[self.starts[rows] + begin]
 
     def _windows(self, length: int) -> Any:
-        """Every ``length`` bytes of :attr:`data` (a read-only view, row ``i`` starting at
-        byte ``i``): indexing its rows copies whole parts, with an index per part, not
+        """Every ``length`` bytes of :attr:`data` (a view of the read-only bytes, row ``i``
+        starting at byte ``i``): indexing its rows copies whole parts, with an index per part, not
         per byte."""
         data = self.data
-        return as_strided(data, (max(len(data) - length + 1, 0), length), (1, 1), writeable=False)
+        return np.ndarray((max(len(data) - length + 1, 0), length), np.uint8, data, 0, (1, 1))
