@@ -640,3 +640,22 @@ async def test_report_bad_refuses_a_message_the_stream_did_not_consume() -> None
         with pytest.raises(StreamStateError) as caught:
             stream.report_bad(text_insert(1, ["a"]), DecodeError("bad"))
     assert str(caught.value) == "InsertMsg was not consumed by this stream"
+
+
+def test_a_batch_below_column_wise_from_is_checked_one_by_one_with_the_same_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``column_wise_from`` only picks the way: a smaller batch never reaches the
+    column-wise checks, and gets the same rows as a batch that does."""
+    registry = MessageRegistry(BUILTIN_TYPES)
+    column_wise = decode_batch(PLANNABLE, registry)
+
+    def no_column_wise(*args: Any) -> Any:
+        raise AssertionError("a batch below column_wise_from was checked column-wise")
+
+    monkeypatch.setattr(codec, "_decode_known", no_column_wise)
+    each = decode_batch(PLANNABLE, registry, column_wise_from=len(PLANNABLE) + 1)
+    assert [type(p) for p in each.plans] == [type(p) for p in column_wise.plans]
+    assert each.plans == column_wise.plans  # the cached plans, looked up one by one
+    for name in ("ts", "kinds", "msg_ids", "stamps", "sources", "bad", "ready"):
+        assert getattr(each, name) == getattr(column_wise, name), name

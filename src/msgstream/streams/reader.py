@@ -27,7 +27,7 @@ from ..errors import CodecError, UnknownMessageTypeError
 from ..observability.logs import fields, get_logger
 from ..observability.observe import UNDECODABLE, ConsumeProbe, type_label
 from ..runtime.scope import cancel_and_wait
-from ..wire.codec import MessageRegistry, decode_batch
+from ..wire.codec import COLUMN_WISE_FROM, MessageRegistry, decode_batch
 from ..wire.messages import TsMsg
 from ..wire.plans import ReadyPlan
 from ..wire.position import MsgPosition
@@ -198,7 +198,9 @@ class ChannelReader:
 
     def _rows(self, batch: ConsumedBatch) -> Rows:
         """Validate a batch: the good messages as rows, the bad ones reported."""
-        decoded = decode_batch(batch.payloads, self._registry, self._max_bytes, self._unchecked)
+        decoded = decode_batch(
+            batch.payloads, self._registry, self._max_bytes, self._unchecked, COLUMN_WISE_FROM
+        )
         payloads, ids = batch.payloads, batch.id_bytes
         if decoded.bad:
             bad = {index for index, _ in decoded.bad}

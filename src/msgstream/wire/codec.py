@@ -34,6 +34,7 @@ from ..configuration.limits import DEFAULT_MAX_MESSAGE_BYTES as DEFAULT_MAX_MESS
 from ..errors import CodecError, DecodeError, UnknownMessageTypeError, UnknownTypeCodeError
 from . import bodies, envelope
 from .buffers import BodyReader, BodyWriter
+from .joined import Joined
 from .messages import BUILTIN_TYPES, USER_TYPE_MIN, DmlMsg, Header, TsMsg
 from .packed import PackedValues
 from .plans import Plan, ReadyPlan, UncheckedDmlPlan, plan_for
@@ -248,9 +249,7 @@ def peek_envelopes(payloads: Sequence[bytes]) -> Any | None:
     if min(map(len, payloads)) < ENVELOPE_SIZE:
         return None
     env = np.frombuffer(b"".join(map(_part, payloads, repeat(_ENVELOPE_PART))), envelope.DTYPE)
-    if not ((env["magic"] == MAGIC).all() and np.isin(env["version"], READABLE_VERSIONS).all()):
-        return None
-    return env
+    return env if _readable(env) else None
 
 
 def decode(
@@ -355,13 +354,17 @@ _TAIL = slice(ENVELOPE_SIZE, None)
 _need = attrgetter("need")
 _kind = attrgetter("kind")
 _ts_field = attrgetter("ts_field")
-_stamps = attrgetter("stamps")
-_stamp_rows = attrgetter("stamp_rows")
-_body_end = ENVELOPE_SIZE.__add__
 _STAMP = bodies.ROW_TIMESTAMPS.item_type
 _BYTES_ONLY = {bytes}
 _COPY_LIMIT = 4096
 """Payload size up to which the checksummed part is sliced (copied) rather than viewed."""
+
+
+COLUMN_WISE_FROM = 32
+"""A good ``column_wise_from`` for :func:`decode_batch` where batches vary in size: the
+column-wise checks cost a few dozen numpy calls per batch whatever its size, which a
+smaller batch spends sooner message by message (a reader's first reads are small:
+:data:`msgstream.streams.reader.FIRST_READ`)."""
 
 
 def decode_batch(
@@ -369,23 +372,26 @@ def decode_batch(
     registry: MessageRegistry = default_registry,
     max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     unchecked: frozenset[int] = frozenset(),
+    column_wise_from: int = 1,
 ) -> DecodedBatch:
     """Validate payloads as :func:`decode` does, without building messages yet.
 
     Every payload gets exactly :func:`decode`'s checks and errors; a good one becomes a
-    row whose plan builds the message :func:`decode` would return. Payloads whose body
-    was seen before (a cached plan) are checked column-wise, one C-level pass per check
-    over the whole batch; the first of each body, and every payload of a batch where
-    anything is off, is decoded in full.
+    row whose plan builds the message :func:`decode` would return. In a batch of at
+    least ``column_wise_from`` payloads, those whose body was seen before (a cached
+    plan) are checked column-wise, one C-level pass per check over the whole batch;
+    otherwise a payload with a cached plan has the same checks one by one. The first of
+    each body, and every payload of a batch where anything is off, is decoded in full.
 
     Except for the Insert and Delete type codes in ``unchecked``: a payload of those
     without a cached plan, with the current codec version, an intact envelope and a
     good checksum gets its type's :class:`~msgstream.wire.plans.UncheckedDmlPlan`: its body is
     not parsed here, and is decoded (and can fail) when its message's body is first read.
     """
-    batch = _decode_known(payloads, registry, max_bytes, unchecked)
-    if batch is not None:
-        return batch
+    if len(payloads) >= column_wise_from:
+        batch = _decode_known(payloads, registry, max_bytes, unchecked)
+        if batch is not None:
+            return batch
     return _decode_each(payloads, registry, max_bytes, unchecked)
 
 
@@ -398,8 +404,10 @@ def _decode_known(
     """The batch when every payload is sound and has a cached plan (or, of a type in
     ``unchecked``, gets the unchecked plan), else None.
 
-    The envelopes are read as one numpy record array (their bytes joined), so checking a
-    batch makes no Python object per message beyond the ints of its columns.
+    The payloads are joined once (:class:`~msgstream.wire.joined.Joined`); envelopes, bodies
+    and row timestamps are gathered from that by numpy indexing and checked per plan, so
+    checking a batch makes no Python object per message beyond its columns' ints, and
+    calls no Python code per message but the checksum's.
     """
     count = len(payloads)
     if not count:
@@ -407,97 +415,155 @@ def _decode_known(
     if set(map(type, payloads)) != _BYTES_ONLY:  # plans are keyed by (hashable) bytes
         return None
     sizes = np.fromiter(map(len, payloads), np.int64, count)
-    if sizes.max() > max_bytes:
+    if sizes.max() > max_bytes or sizes.min() < ENVELOPE_SIZE:
         return None
-    env = peek_envelopes(payloads)
-    if env is None:
+    joined = Joined(payloads, sizes)
+    env = joined.envelopes()
+    if not _readable(env):
         return None
-    body_ends = env["json_len"] + np.int64(ENVELOPE_SIZE)
-    if not (body_ends <= sizes).all():
+    if not _all(env["json_len"] + np.int64(ENVELOPE_SIZE) <= sizes):
         return None
     # Plans first: a batch with a payload that has none (a new body) goes message by
     # message anyway, and would otherwise have its checksums computed twice.
-    bodies = map(_part, payloads, map(slice, repeat(ENVELOPE_SIZE), body_ends.tolist()))
-    keys = zip(env["msg_type"].tolist(), bodies, strict=True)  # one tuple, reused by zip
-    plans = list(map(registry.plans.get, keys, repeat(_NO_PLAN)))
-    needs = np.fromiter(map(_need, plans), np.int64, count)
-    if unchecked and not _unchecked_plans(plans, needs, env, registry, max_bytes, unchecked):
+    found, rows = _plan_rows(joined, env, registry)
+    if unchecked and not _unchecked_plans(found, env, rows, registry, max_bytes, unchecked):
         return None
-    if not (needs <= sizes).all():
+    if not _all(np.fromiter(map(_need, found), np.int64, len(found))[rows] <= sizes):
         return None  # a payload without a plan (_NO_PLAN needs more than any payload has)
     prefixes = map(_part, payloads, repeat(_HEAD))
     # Small payloads: slicing copies less than a memoryview costs; large ones: no copy.
     sliceable: Iterable[Any] = payloads if sizes.max() <= _COPY_LIMIT else map(memoryview, payloads)
     tails: Iterable[Any] = map(getitem, sliceable, repeat(_TAIL))
     crcs = np.fromiter(map(zlib.crc32, tails, map(zlib.crc32, prefixes)), np.uint32, count)
-    if not (crcs == env["crc"]).all():
+    if not _all(crcs == env["crc"]):
         return None
-    if not _ts_ranges_agree(payloads, plans, env, count):
+    if not _ts_ranges_agree(joined, found, rows, env):
         return None
     # The barrier orders DML by end_ts, the rest by timestamp. Most often (single-row
     # DML, ticks) they are equal and both columns are one list (never modified).
     end_ts, timestamp = env["end_ts"], env["timestamp"]
     stamps = timestamp.tolist()
     ts = stamps
-    if not (end_ts == timestamp).all():
-        by_end = np.fromiter(map(_ts_field, plans), np.int64, count) == _END_TS
+    if not _all(end_ts == timestamp):
+        by_end = np.fromiter(map(_ts_field, found), np.int64, len(found))[rows] == _END_TS
         ts = np.where(by_end, end_ts, timestamp).tolist()
-    kinds = bytearray(map(_kind, plans))
+    kinds = bytearray(np.fromiter(map(_kind, found), np.uint8, len(found))[rows])
+    plans = _objects(found)[rows].tolist()
     return DecodedBatch(plans, ts, kinds, env["msg_id"].tolist(), stamps, env["source_id"].tolist())
 
 
+_READABLE = np.zeros(256, bool)
+_READABLE[list(READABLE_VERSIONS)] = True
+
+
+def _all(checks: Any) -> bool:
+    """Whether every element of the boolean array ``checks`` holds: one C call (the
+    array method ``all`` goes through Python, which counts at a few calls per batch)."""
+    return not np.count_nonzero(~checks)
+
+
+def _readable(env: Any) -> bool:
+    """Whether every envelope has the magic and a readable version."""
+    return _all(env["magic"] == MAGIC) and _all(_READABLE[env["version"]])
+
+
+def _objects(items: list[Any]) -> Any:
+    """``items`` as a numpy object array (to be indexed by row)."""
+    array = np.empty(len(items), object)
+    for index, item in enumerate(items):
+        array[index] = item
+    return array
+
+
+def _plan_rows(joined: Joined, env: Any, registry: MessageRegistry) -> tuple[list[Plan], Any]:
+    """The cached plans of the payloads (``_NO_PLAN`` for one without): the distinct ones
+    and, per payload, the index of its own among them.
+
+    Payloads are grouped by type and body length; a group whose bodies are all the same
+    bytes (consecutive messages of one producer) is looked up once, the payloads of any
+    other group by their own bodies.
+    """
+    codes = env["msg_type"].astype(np.int64)
+    lengths = env["json_len"].astype(np.int64)
+    keys = (codes << 32) | lengths
+    rows = np.empty(len(codes), np.int64)
+    found: list[Plan] = []
+    seen: dict[tuple[int, int], int] = {}  # (id of the plan, type) -> its index in found
+
+    def index_of(plan: Plan, code: int) -> int:
+        key = (id(plan), code)  # _NO_PLAN once per type: the unchecked plan is per type
+        at = seen.get(key)
+        if at is None:
+            at = seen[key] = len(found)
+            found.append(plan)
+        return at
+
+    pending = np.arange(len(codes))
+    while len(pending):  # a group at a time: a batch holds a few (a DML type, ticks)
+        first = int(pending[0])
+        same = keys[pending] == keys[first]
+        members, pending = pending[same], pending[~same]
+        code, length = int(codes[first]), int(lengths[first])
+        bodies = joined.parts(members, ENVELOPE_SIZE, length)
+        body = bodies[0].tobytes()
+        if bodies.tobytes() == body * len(members):
+            rows[members] = index_of(registry.plans.get((code, body), _NO_PLAN), code)
+            continue
+        for member, other in zip(members.tolist(), bodies, strict=True):
+            rows[member] = index_of(registry.plans.get((code, other.tobytes()), _NO_PLAN), code)
+    return found, rows
+
+
 def _unchecked_plans(
-    plans: list[Plan],
-    needs: Any,
+    found: list[Plan],
     env: Any,
+    rows: Any,
     registry: MessageRegistry,
     max_bytes: int,
     unchecked: frozenset[int],
 ) -> bool:
-    """Give the payloads without a plan the unchecked plan of their type, in place (and
-    their ``needs``), as :func:`_unchecked_plan` would one by one: each must be of a type
-    in ``unchecked``, of the current codec version and have a timestamp; their checksums
-    are checked with the batch's. False (nothing changed) if one does not qualify."""
-    lacking = np.flatnonzero(needs == _NO_PLAN.need)
-    if not len(lacking):
+    """Give the payloads without a plan the unchecked plan of their type, in place (in
+    ``found``, whose ``_NO_PLAN`` entries are one per type), as :func:`_unchecked_plan`
+    would one by one: each must be of a type in ``unchecked``, of the current codec
+    version and have a timestamp; their checksums are checked with the batch's. False
+    (nothing changed) if one does not qualify."""
+    lacking = [index for index, plan in enumerate(found) if plan is _NO_PLAN]
+    if not lacking:
         return True
-    types = env["msg_type"][lacking]
+    members = np.isin(rows, lacking)
+    types = env["msg_type"][members]
     if not (
         np.isin(types, list(unchecked)).all()
-        and (env["version"][lacking] == VERSION).all()
-        and (env["timestamp"][lacking] != 0).all()
+        and (env["version"][members] == VERSION).all()
+        and (env["timestamp"][members] != 0).all()
     ):
         return False
-    found = {int(code): registry.unchecked_plan(int(code), max_bytes) for code in np.unique(types)}
-    if None in found.values():
-        return False
-    for index, code in zip(lacking.tolist(), types.tolist(), strict=True):
-        plans[index] = cast(Plan, found[code])
-    needs[lacking] = 0
+    replaced: dict[int, Plan] = {}
+    for index in lacking:
+        unchecked_plan = registry.unchecked_plan(int(env["msg_type"][rows == index][0]), max_bytes)
+        if unchecked_plan is None:
+            return False
+        replaced[index] = unchecked_plan
+    for index, plan in replaced.items():
+        found[index] = plan
     return True
 
 
-def _ts_ranges_agree(payloads: Sequence[bytes], plans: list[Plan], env: Any, count: int) -> bool:
+def _ts_ranges_agree(joined: Joined, found: list[Plan], rows: Any, env: Any) -> bool:
     """Whether every DML row's envelope time range is the min/max of its row timestamps
-    (as :func:`_check_ts_range` checks on a full decode), in a few C-level passes."""
-    first = plans[0]
-    if plans.count(first) == count:  # one plan (the usual batch): its stamps, row by row
-        most = first.stamp_rows
+    (as :func:`_check_ts_range` checks on a full decode), in a few C-level passes per
+    plan."""
+    for index, plan in enumerate(found):
+        most = plan.stamp_rows
         if not most:
-            return True
-        joined = b"".join(map(_part, payloads, repeat(first.stamps)))
-        by_row = np.frombuffer(joined, _STAMP).reshape(count, most)
+            continue
+        members = np.flatnonzero(rows == index)
+        at = plan.stamps
+        by_row = joined.parts(members, at.start, at.stop - at.start).view(_STAMP)
         low, high = (by_row[:, 0], by_row[:, 0]) if most == 1 else (by_row.min(1), by_row.max(1))
-        return bool((low == env["begin_ts"]).all() and (high == env["end_ts"]).all())
-    rows = np.fromiter(map(_stamp_rows, plans), np.int64, count)
-    if not rows.any():
-        return True
-    stamps = np.frombuffer(b"".join(map(_part, payloads, map(_stamps, plans))), _STAMP)
-    has = rows > 0
-    starts = (np.cumsum(rows) - rows)[has]
-    low = np.minimum.reduceat(stamps, starts)
-    high = np.maximum.reduceat(stamps, starts)
-    return bool((low == env["begin_ts"][has]).all() and (high == env["end_ts"][has]).all())
+        if not (_all(low == env["begin_ts"][members]) and _all(high == env["end_ts"][members])):
+            return False
+    return True
 
 
 def _decode_each(

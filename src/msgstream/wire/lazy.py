@@ -22,7 +22,7 @@ default, so they are set on the class once the dataclass is made.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from .position import MsgPosition
@@ -37,6 +37,12 @@ class LazyPlan(Protocol):
 
     def build_body(self, payload: bytes) -> dict[str, Any]:
         """The values of the deferred body fields, made from ``payload``."""
+
+    @property
+    def shared(self) -> Mapping[str, Any]:
+        """Body fields whose value every message of the plan shares (a DML plan's
+        collection and partition): a message takes its own on first read, not when it is
+        built."""
 
 
 LazyBody = tuple[LazyPlan, bytes, Any, tuple[str, str]]
@@ -74,7 +80,8 @@ class _Deferred:
 
 class DeferredBody(_Deferred):
     """A body field (a numpy view over the payload, say) built by the message's plan: the
-    first read of any of them builds them all (``msg.adopt_body``)."""
+    first read of any of them builds them all (``msg.adopt_body``). A field the plan
+    shares among its messages (:attr:`LazyPlan.shared`) is taken from there alone."""
 
     __slots__ = ()
 
@@ -82,11 +89,33 @@ class DeferredBody(_Deferred):
         if msg is None:
             return self._absent(owner)
         lazy: LazyBody | None = msg.lazy_body
-        if lazy is not None and self.name in lazy[0].deferred:
-            plan, payload = lazy[0], lazy[1]
-            msg.adopt_body(plan.build_body(payload), payload)
-            return msg.__dict__[self.name]
+        if lazy is not None:
+            plan, name = lazy[0], self.name
+            if name in plan.deferred:
+                payload = lazy[1]
+                msg.adopt_body(plan.build_body(payload), payload)
+                return msg.__dict__[name]
+            shared = plan.shared
+            if name in shared:
+                value = msg.__dict__[name] = shared[name]
+                return value
         return self._absent(type(msg))
+
+
+class DeferredSize(_Deferred):
+    """``size``: the length of the payload the lazy body holds (the field's default for a
+    message without one)."""
+
+    __slots__ = ()
+
+    def __get__(self, msg: Any, owner: type | None = None) -> Any:
+        if msg is None:
+            return self._absent(owner)
+        lazy: LazyBody | None = msg.lazy_body
+        if lazy is None:
+            return self._absent(type(msg))
+        size = msg.__dict__[self.name] = len(lazy[1])
+        return size
 
 
 class DeferredPosition(_Deferred):

@@ -25,7 +25,14 @@ import numpy.typing as npt
 from ..errors import CodecError, DecodeError, MissingTimestampError
 from . import bodies, envelope
 from .buffers import BodyReader, BodyWriter
-from .lazy import DeferredBody, DeferredEmptyList, DeferredPosition, LazyBody, deferred
+from .lazy import (
+    DeferredBody,
+    DeferredEmptyList,
+    DeferredPosition,
+    DeferredSize,
+    LazyBody,
+    deferred,
+)
 from .position import MsgPosition
 from .schema import CollectionSchema, FieldData, decode_column, values_equal
 
@@ -105,7 +112,7 @@ _TIME_RANGE = envelope.fields_struct("begin_ts", "end_ts")
 _TIME_RANGE_AT = envelope.offset("begin_ts")
 
 
-@deferred(hash_keys=DeferredEmptyList(), position=DeferredPosition(None))
+@deferred(hash_keys=DeferredEmptyList(), position=DeferredPosition(None), size=DeferredSize(0))
 @dataclass(kw_only=True, eq=False)
 class TsMsg:
     """Base of every message.
@@ -141,7 +148,7 @@ class TsMsg:
         lazy = state.get("lazy_body")
         if lazy is None:
             return state
-        for name in ("hash_keys", "position", *lazy[0].deferred):
+        for name in ("hash_keys", "position", "size", *lazy[0].deferred, *lazy[0].shared):
             getattr(self, name)
         return {name: value for name, value in state.items() if name != "lazy_body"}
 

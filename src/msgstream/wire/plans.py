@@ -20,7 +20,8 @@ binary columns, a CreateCollection, user types) are decoded in full, as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -63,8 +64,8 @@ _STAMP = np.dtype(_STAMPS.dtype)
 _VALUES = bodies.FIXED_VALUES
 _VALIDITY = bodies.VALIDITY
 _MASK = np.dtype(_VALIDITY.item_type)
-_COLLECTION = bodies.COLLECTION
 _NAMES = (bodies.COLLECTION, bodies.PARTITION)
+_NOTHING_SHARED: Mapping[str, Any] = MappingProxyType({})
 
 
 def kind_of(msg_type: int) -> int:
@@ -82,7 +83,7 @@ class Plan:
     ``end_ts`` for DML, whose envelope carries the range of its rows, else ``timestamp``.
     """
 
-    __slots__ = ("code", "kind", "need", "stamp_rows", "stamps", "ts_field")
+    __slots__ = ("code", "kind", "need", "shared", "stamp_rows", "stamps", "ts_field")
 
     deferred: ClassVar[frozenset[str]] = frozenset()
     """The body fields a message built by this plan leaves to :meth:`build_body`."""
@@ -96,6 +97,9 @@ class Plan:
         """Where a payload of this plan holds its row timestamps (DML plans)."""
         self.stamp_rows = 0
         """How many row timestamps that is."""
+        self.shared: Mapping[str, Any] = _NOTHING_SHARED
+        """Body fields every message of the plan has the same value of, which a message
+        built by the plan takes when first read (:class:`msgstream.wire.lazy.DeferredBody`)."""
 
     def ts_range_agrees(self, payload: bytes, begin_ts: int, end_ts: int) -> bool:
         """Whether ``payload``'s row timestamps span exactly ``[begin_ts, end_ts]`` (its
@@ -176,7 +180,7 @@ class DmlPlan(Plan):
     made by the function generated from its message's body layout
     (:func:`msgstream.wire.bodies.body_viewer`, the plan's ``build_body``)."""
 
-    __slots__ = ("cls", "collection", "offsets", "partition", "rows")
+    __slots__ = ("cls", "offsets", "rows")
     layout: ClassVar[bodies.BodyLayout]
     """The layout of the bodies this class plans."""
 
@@ -204,14 +208,13 @@ class DmlPlan(Plan):
     def __init__(self, cls: type[TsMsg], placed: bodies.Placed | None) -> None:
         super().__init__(cls.MSG_TYPE, 0 if placed is None else placed.end)
         self.cls = cls
-        self.collection = self.partition = ""
         self.rows: tuple[int] = (0,)
         """The arrays' shape."""
         self.offsets: tuple[int, ...] = ()
         """Where each buffer is in the payload (:func:`msgstream.wire.bodies.placed_buffers`)."""
         if placed is None:
             return
-        self.collection, self.partition = placed.names
+        self.shared = dict(zip(_NAMES, placed.names, strict=True))
         self.rows = (placed.rows,)
         self.offsets = tuple(at for _, at in placed.buffers)
         at = placed.at(_STAMPS)
@@ -234,9 +237,9 @@ class DmlPlan(Plan):
     ) -> list[TsMsg]:
         # The hot loop of a stream: attribute stores, not a dict (CPython keeps them
         # inline in the object, so a message is one allocation, one object for the
-        # garbage collector), and no call per message.
-        cls, collection, partition = self.cls, self.collection, self.partition
-        named = _COLLECTION not in self.deferred  # else read with the body
+        # garbage collector), and no call per message. The size and the collection and
+        # partition names are left to their first read (DeferredSize, ``shared``).
+        cls = self.cls
         out: list[Any] = []
         add = out.append
         for msg_id, stamp, source, payload, at in zip(
@@ -246,10 +249,6 @@ class DmlPlan(Plan):
             msg.msg_id = msg_id
             msg.timestamp = stamp
             msg.source_id = source
-            msg.size = len(payload)
-            if named:
-                msg.collection_name = collection
-                msg.partition_name = partition
             msg.lazy_body = (self, payload, at, where)
             add(msg)
         return out
@@ -382,8 +381,8 @@ def plan_for(cls: type[TsMsg], body: Any, base: int) -> Plan | None:
 def _plan_class(cls: type[TsMsg]) -> type[DmlPlan] | None:
     """The plan class for payloads of ``cls``, if it declares its own body layout
     (``BODY``: Insert, Delete) and defers the fields made from its buffers and columns
-    (:func:`msgstream.wire.lazy.deferred`); None: decode its payloads in full. A plan sets a
-    message's collection and partition itself (:meth:`DmlPlan.build_many`), so a layout
+    (:func:`msgstream.wire.lazy.deferred`); None: decode its payloads in full. A plan gives its
+    messages their collection and partition itself (its ``shared`` fields), so a layout
     with other strings has none."""
     layout = cls.__dict__.get("BODY")
     found = None
