@@ -820,6 +820,7 @@ def test_good_librdkafka_properties_load_and_reach_both_clients() -> None:
     assert (consumer["group.id"], consumer["enable.auto.commit"]) == ("sub", False)
     assert consumer["enable.idempotence"] is True
     assert consumer["queued.max.messages.kbytes"] == 4096
+    assert consumer["fetch.queue.backoff.ms"] == 10  # librdkafka's 1 s stalled every refill
 
 
 @pytest.mark.parametrize(

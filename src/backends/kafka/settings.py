@@ -338,10 +338,19 @@ aiokafka engine holds about one fetch (1 MiB) a channel. Reading 16 channels, 4 
 up with 64 MiB where 1 MiB did not (docs/benchmarks/code-notes.md)."""
 
 
+REFILL_PAUSE_MS = 10
+"""How long librdkafka waits, once its queue for a channel is full, before it fetches
+again (its ``fetch.queue.backoff.ms``). Its default, a second, made a reader that drains
+the bounded queue above wait a whole second for each refill: reading a channel larger
+than :data:`PREFETCH_BYTES` took 1-3 s where 0.2 s did, and how many refills a read hit
+depended on timing, hence on the machine (docs/benchmarks/spark.md)."""
+
+
 def librdkafka_consumer(section: KafkaConfig, group_id: str) -> dict[str, Any]:
     """The confluent engine's consumer properties for subscription ``group_id``: what it
-    fetches ahead is bounded by :data:`PREFETCH_BYTES` (``kafka.confluent`` last, so
-    ``queued.max.messages.kbytes`` there overrides it)."""
+    fetches ahead is bounded by :data:`PREFETCH_BYTES`, and refilled
+    :data:`REFILL_PAUSE_MS` after it drains (``kafka.confluent`` last, so
+    ``queued.max.messages.kbytes`` or ``fetch.queue.backoff.ms`` there overrides them)."""
     fetch_bytes = max(1048576, section.max_request_size)
     conf = _librdkafka_connection(section)
     conf.update(
@@ -355,6 +364,7 @@ def librdkafka_consumer(section: KafkaConfig, group_id: str) -> dict[str, Any]:
             "max.partition.fetch.bytes": fetch_bytes,
             "fetch.max.bytes": max(52428800, section.max_request_size),
             "queued.max.messages.kbytes": max(PREFETCH_BYTES, fetch_bytes) // 1024,
+            "fetch.queue.backoff.ms": REFILL_PAUSE_MS,
         }
     )
     conf.update(revealed(section.confluent))
