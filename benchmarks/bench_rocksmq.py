@@ -2,12 +2,15 @@
 
     python benchmarks/bench_rocksmq.py [--quick] [--json FILE]
 
-Figures (goals from the core issue):
-  1. single-message produce latency p50/p99 vs a raw ``Rdict.put``     (p50 <= 5x)
-  2. batched produce throughput of 100 B messages vs a raw WriteBatch   (>= 0.5x)
-  3. TtMsgStream end-to-end msgs/s over 16 channels                     (>= 200k/s)
-     next to the same stream with a header-only decode stub (what the pipeline costs
-     without validating and planning payloads) and a raw rocksdict scan of the data
+Figures (goals from the core issue, then issue 41's):
+  1. single-message produce latency p50/p99 vs a raw ``Rdict.put``: ``producer.send``
+     (p50 <= 5x), ``MsgStream.produce`` (p50 <= 2.5x)
+  2. batched produce throughput of 100 B messages vs a raw WriteBatch   (>= 0.7x)
+  3. TtMsgStream end-to-end msgs/s over 16 channels vs a raw rocksdict scan of the data
+     (>= 0.4x), next to the same stream with a header-only decode stub (what the
+     pipeline costs without validating and planning payloads) and the checked floor:
+     the scan plus each message's checksum and one object, the least any reader of
+     this format does
   4. codec encode+decode MB/s, 1,000-row Insert with a 128-dim vector; and encoding
      packs as a producer does (``encode_batch``) against ``encode`` one message at a
      time: 1,000 one-row Inserts, and 100 Inserts of 100 rows
@@ -392,7 +395,8 @@ def main() -> int:
         )
         for name, side in (("producer.send", send), ("MsgStream.produce", produce)):
             for q in (50, 99):
-                goal = "<= 5x raw" if q == 50 and name == "producer.send" else ""
+                goals = {"producer.send": "<= 5x raw", "MsgStream.produce": "<= 2.5x raw"}
+                goal = goals[name] if q == 50 else ""
                 rows.append(
                     Row(
                         f"{name} latency p{q}, {BROKER_RECORD} B",
@@ -419,7 +423,7 @@ def main() -> int:
             our_rounds.append(asyncio.run(bench_send_many(f"{tmp}/mq2-{r}", batch_total, 1000)))
         raw_tput, ours_tput = statistics.median(raw_rounds), statistics.median(our_rounds)
         rows.append(
-            Row("batched produce, 100 B msgs", ours_tput, raw_tput, "msgs/s", ">= 0.5x raw")
+            Row("batched produce, 100 B msgs", ours_tput, raw_tput, "msgs/s", ">= 0.7x raw")
         )
         _, packs_off, packs_on = timed(
             "packs, metrics on/off",
