@@ -1,4 +1,5 @@
-"""``encode_batch`` against ``encode``: the same bytes, sizes and errors for any pack.
+"""``encode_batch`` and ``encode_one`` against ``encode``: the same bytes, sizes and errors
+for any pack and any message.
 
 The fast path (one-row Inserts grouped by shape) must be invisible: whatever the mix of
 messages, columns, lengths and bad values, a pack encodes to exactly what encoding each
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 import msgstream.wire.batch_encoder as batch_encoder
 from msgstream.errors import CodecError, UnknownMessageTypeError
-from msgstream.wire.batch_encoder import MIN_BATCH, encode_batch
+from msgstream.wire.batch_encoder import MIN_BATCH, encode_batch, encode_one
 from msgstream.wire.codec import MessageRegistry, decode, encode
 from msgstream.wire.messages import BUILTIN_TYPES, DeleteMsg, InsertMsg, TimeTickMsg, TsMsg
 from msgstream.wire.schema import DataType, FieldData
@@ -270,3 +271,74 @@ def test_any_pack_encodes_as_each_message_does(msgs: list[TsMsg]) -> None:
     payloads = encode_batch(msgs)
     assert payloads == per_message(msgs)
     assert [m.size for m in msgs] == list(map(len, payloads))
+
+
+# --- one message at a time ------------------------------------------------------------------
+
+
+@given(packs())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_any_message_encodes_alone_as_encode_does(msgs: list[TsMsg]) -> None:
+    """Each message twice: the first of its shape writes the body the second reuses."""
+    for msg in msgs + msgs:
+        expected = encode(msg)
+        size = msg.size
+        msg.size = 0
+        assert encode_one(msg) == expected
+        assert msg.size == size == len(expected)
+
+
+def test_a_shape_seen_before_reuses_its_body(monkeypatch: pytest.MonkeyPatch) -> None:
+    written: list[int] = []
+    real = InsertMsg.encode_body
+
+    def counting(msg: InsertMsg, writer: Any) -> Any:
+        written.append(msg.msg_id)
+        return real(msg, writer)
+
+    monkeypatch.setattr(InsertMsg, "encode_body", counting)
+    monkeypatch.setattr(batch_encoder, "_bodies", {})
+    msgs = [one_row(i, text="ab" if i % 2 else "abc") for i in range(6)]
+    payloads = [encode_one(m) for m in msgs]
+    assert written == [0, 1]  # one body a shape: the texts' two lengths
+    monkeypatch.setattr(InsertMsg, "encode_body", real)
+    assert payloads == per_message(list(msgs))
+    assert [decode(p) for p in payloads] == msgs
+
+
+def test_the_kept_shapes_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    kept: dict[Any, bytes] = {}
+    monkeypatch.setattr(batch_encoder, "_bodies", kept)
+    monkeypatch.setattr(batch_encoder, "SHAPES_KEPT", 3)
+    for i in range(10):
+        msg = one_row(i, text="x" * i)
+        assert encode_one(msg) == encode(msg)
+        assert 1 <= len(kept) <= 3
+
+
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [
+        (lambda m: setattr(m, "msg_id", _I64), "msg_id must fit int64"),
+        (lambda m: setattr(m, "source_id", -_I64 - 1), "source_id"),
+        (lambda m: setattr(m, "timestamp", 1.5), "header out of range"),
+        (lambda m: m.fields[4].values.__setitem__(0, "\ud800"), "field 'name'"),
+    ],
+    ids=["msg_id", "source_id", "float-timestamp", "surrogate"],
+)
+def test_a_bad_message_alone_raises_what_encode_raises(bad: Any, needle: str) -> None:
+    assert encode_one(one_row(1)) == encode(one_row(1))  # its shape is known
+    msg = one_row(2)
+    bad(msg)
+    with pytest.raises(CodecError) as expected:
+        encode(msg)
+    assert needle in str(expected.value)
+    with pytest.raises(type(expected.value)) as got:
+        encode_one(msg)
+    assert str(got.value) == str(expected.value)
+
+
+def test_an_unregistered_insert_alone_is_refused() -> None:
+    bare = MessageRegistry(tuple(t for t in BUILTIN_TYPES if t is not InsertMsg))
+    with pytest.raises(UnknownMessageTypeError, match="InsertMsg"):
+        encode_one(one_row(1), bare)

@@ -29,8 +29,8 @@ from ..observability.observe import (
     default_instruments,
 )
 from ..runtime.scope import AsyncScope
-from ..wire.batch_encoder import encode_batch
-from ..wire.codec import MessageRegistry, default_registry, encode
+from ..wire.batch_encoder import encode_batch, encode_one
+from ..wire.codec import MessageRegistry, default_registry
 from ..wire.messages import DeleteMsg, InsertMsg, TsMsg
 from ..wire.pack import MsgPack
 from ..wire.position import MsgPosition, SubscriptionPosition
@@ -246,7 +246,7 @@ class MsgStream(AsyncScope):
         return payloads
 
     def _encode_one(self, channels: str, msg: TsMsg) -> bytes:
-        payload = encode(msg, self.registry)
+        payload = encode_one(msg, self.registry)
         self._check_size(channels, len(payload))
         return payload
 

@@ -11,6 +11,11 @@ across the group at once, fills the envelopes as one numpy record array, and joi
 payload from those pieces, in the order the body layout (:mod:`msgstream.wire.bodies`) gives
 its buffers: about half the cost of encoding the messages one by one.
 
+One message alone (:func:`encode_one`, the path of a produce of one message) gains the
+same way from the messages before it: the JSON body of each shape (collection,
+partition, columns, value lengths) is kept once written, and a one-row Insert of a shape
+seen before is joined from that body and its own buffers.
+
 The bytes are exactly :func:`~msgstream.wire.codec.encode`'s, and so are the errors. What the
 fast path does not take is encoded message by message: other types, more rows, validity
 masks, JSON columns, nulls, values of another type than their column's, groups whose
@@ -72,6 +77,12 @@ _second = itemgetter(1)
 _lengths = partial(map, len)
 _SIZE = envelope.SIZE
 _CRC_AT = envelope.CRC_OFFSET
+_COVERED = envelope.COVERED
+"""The envelope's fields before its checksum, as ``encode`` packs them."""
+SHAPES_KEPT = 1024
+"""How many one-message body shapes :func:`encode_one` keeps (then it starts afresh)."""
+_bodies: dict[tuple[Any, ...], bytes] = {}
+_NUMPY_DTYPES: dict[Any, np.dtype[Any]] = {}
 
 
 def encode_batch(
@@ -89,7 +100,109 @@ def encode_batch(
             return _encode_grouped(msgs, singles, registry)
     except _FAILURES:
         pass  # encoded again below, which raises the first bad message's error
-    return [encode(msg, registry) for msg in msgs]
+    return [encode_one(msg, registry) for msg in msgs]
+
+
+def encode_one(msg: TsMsg, registry: MessageRegistry = default_registry) -> bytes:
+    """``encode(msg, registry)``, the same bytes, size and errors; a one-row Insert whose
+    shape was seen before reuses its JSON body (see the module doc)."""
+    if type(msg) is InsertMsg and registry.knows(InsertMsg):
+        try:
+            payload = _encode_single(msg)
+        except _FAILURES:
+            payload = None  # encoded below, which raises encode's error
+        if payload is not None:
+            return payload
+    return encode(msg, registry)
+
+
+def _encode_single(msg: InsertMsg) -> bytes | None:
+    """A one-row Insert's payload from its shape's kept body, by the checks and buffer
+    order of the pack's fast path, written for one message; None if the fast path does
+    not take it."""
+    begin_ts, end_ts = msg.time_range()
+    if begin_ts != end_ts or type(end_ts) is not int:
+        return None  # encode writes the row timestamps otherwise, or refuses them
+    buffers: list[bytes] = []
+    for name, dtype in _ROW_BUFFERS:  # wire order; None: the row timestamps
+        if dtype is None:
+            buffers.append(end_ts.to_bytes(_STAMP_BYTES, "little"))
+            continue
+        array = getattr(msg, name)
+        if type(array) is not np.ndarray or array.dtype != dtype or len(array) != 1:
+            return None
+        buffers.append(array.tobytes())
+    shape: list[Any] = [_place(msg)]
+    for column in msg.fields:
+        data = _one_cell(column)
+        if data is None:
+            return None
+        for buffer in column.dtype.storage.buffers:  # as _column_parts lays them out
+            if buffer.optional:
+                continue
+            if buffer.count is _OFFSETS:
+                buffers.append(ONE_VALUE_OFFSETS.pack(0, len(data)))
+            elif buffer.count in _VALUE_COUNTS:
+                buffers.append(data)
+            else:
+                return None
+        shape.append((column.name, id(column.dtype), column.dim, len(data)))
+    key = tuple(shape)
+    body = _bodies.get(key)
+    if body is None:
+        if len(_bodies) >= SHAPES_KEPT:
+            _bodies.clear()
+        body = _bodies[key] = orjson.dumps(msg.encode_body(BodyWriter()), option=_JSON_OPTIONS)
+    prefix = _COVERED.pack(  # in envelope.FIELDS order, as encode packs it
+        MAGIC,
+        VERSION,
+        0,
+        InsertMsg.MSG_TYPE,
+        msg.msg_id,
+        msg.timestamp,
+        msg.source_id,
+        begin_ts,
+        end_ts,
+        len(body),
+    )
+    tail = b"".join((body, *buffers))
+    crc = zlib.crc32(tail, zlib.crc32(prefix))
+    payload = b"".join((prefix, crc.to_bytes(4, "little"), tail))
+    msg.size = len(payload)
+    return payload
+
+
+def _one_cell(column: Any) -> bytes | None:
+    """The bytes of a one-row column's value, as :func:`_columns` takes them: an array of
+    the column's numpy type, or one str (UTF-8) or bytes value; None for anything else
+    (a mask, a null, another type)."""
+    for mask in _masks:
+        if mask(column) is not None:
+            return None
+    dtype = column.dtype
+    values = column.values
+    if dtype.numpy_dtype is not None:
+        if (
+            type(values) is not np.ndarray
+            or values.dtype != _numpy_dtype(dtype.numpy_dtype)
+            or len(values) != 1
+        ):
+            return None
+        return values.tobytes()
+    kind = _ONE_VALUE_TYPES.get(dtype.packed)
+    if kind is None or type(values) not in _PLAIN or len(values) != 1:
+        return None
+    value = values[0]
+    if type(value) is not kind:
+        return None
+    return value.encode() if kind is str else value
+
+
+def _numpy_dtype(name: Any) -> np.dtype[Any]:
+    found = _NUMPY_DTYPES.get(name)
+    if found is None:
+        found = _NUMPY_DTYPES[name] = np.dtype(name)
+    return found
 
 
 def _encode_grouped(
@@ -244,6 +357,13 @@ def _encode_group(group: list[Any], columns: _Columns) -> list[bytes] | None:
 
 _OFFSETS = bodies.Count.OFFSETS
 _STAMPS = bodies.ROW_TIMESTAMPS
+_VALUE_COUNTS = (bodies.Count.VALUES, bodies.Count.ANY)
+_ROW_BUFFERS = [
+    (buffer.name, None if buffer is _STAMPS else np.dtype(buffer.dtype)) for buffer in _BODY.buffers
+]
+"""An Insert's per-row buffers in wire order: (attribute, numpy type; None for the row
+timestamps, written from the message's time range)."""
+_STAMP_BYTES = _STAMPS.itemsize()
 
 
 def _row_parts(group: list[Any], heads: Any) -> list[list[bytes]] | None:
@@ -274,7 +394,7 @@ def _column_parts(values: list[bytes], storage: bodies.Storage) -> list[list[byt
             continue
         if buffer.count is _OFFSETS:
             parts.append(list(map(ONE_VALUE_OFFSETS.pack, repeat(0), map(len, values))))
-        elif buffer.count in (bodies.Count.VALUES, bodies.Count.ANY):
+        elif buffer.count in _VALUE_COUNTS:
             parts.append(values)
         else:
             return None
