@@ -59,6 +59,15 @@ def per_message(msgs: list[TsMsg], registry: MessageRegistry | None = None) -> l
     return [encode(m) if registry is None else encode(m, registry) for m in msgs]
 
 
+@pytest.fixture(autouse=True)
+def fresh_bodies(monkeypatch: pytest.MonkeyPatch) -> dict[Any, bytes]:
+    """Each test starts with no kept bodies and no pause (encode_one's state is global)."""
+    kept: dict[Any, bytes] = {}
+    monkeypatch.setattr(batch_encoder, "_bodies", kept)
+    monkeypatch.setattr(batch_encoder, "_reuse", [0, 0, 0])
+    return kept
+
+
 @pytest.fixture
 def groups(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bool]]:
     """Each group the fast path is asked to encode: its size, and whether it did."""
@@ -281,6 +290,7 @@ def test_any_pack_encodes_as_each_message_does(msgs: list[TsMsg]) -> None:
 def test_any_message_encodes_alone_as_encode_does(msgs: list[TsMsg]) -> None:
     """Each message twice: the first of its shape writes the body the second reuses."""
     for msg in msgs + msgs:
+        batch_encoder._reuse[:] = [0, 0, 0]  # never paused here: every message is tried
         expected = encode(msg)
         size = msg.size
         msg.size = 0
@@ -297,7 +307,6 @@ def test_a_shape_seen_before_reuses_its_body(monkeypatch: pytest.MonkeyPatch) ->
         return real(msg, writer)
 
     monkeypatch.setattr(InsertMsg, "encode_body", counting)
-    monkeypatch.setattr(batch_encoder, "_bodies", {})
     msgs = [one_row(i, text="ab" if i % 2 else "abc") for i in range(6)]
     payloads = [encode_one(m) for m in msgs]
     assert written == [0, 1]  # one body a shape: the texts' two lengths
@@ -306,9 +315,10 @@ def test_a_shape_seen_before_reuses_its_body(monkeypatch: pytest.MonkeyPatch) ->
     assert [decode(p) for p in payloads] == msgs
 
 
-def test_the_kept_shapes_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    kept: dict[Any, bytes] = {}
-    monkeypatch.setattr(batch_encoder, "_bodies", kept)
+def test_the_kept_shapes_are_bounded(
+    monkeypatch: pytest.MonkeyPatch, fresh_bodies: dict[Any, bytes]
+) -> None:
+    kept = fresh_bodies
     monkeypatch.setattr(batch_encoder, "SHAPES_KEPT", 3)
     for i in range(10):
         msg = one_row(i, text="x" * i)
@@ -342,3 +352,22 @@ def test_an_unregistered_insert_alone_is_refused() -> None:
     bare = MessageRegistry(tuple(t for t in BUILTIN_TYPES if t is not InsertMsg))
     with pytest.raises(UnknownMessageTypeError, match="InsertMsg"):
         encode_one(one_row(1), bare)
+
+
+def test_bodies_of_ever_changing_shapes_are_not_kept(
+    monkeypatch: pytest.MonkeyPatch, fresh_bodies: dict[Any, bytes]
+) -> None:
+    """Texts of a new length each time: after a window of mostly new bodies, messages are
+    encoded plainly for a pause, then keeping is tried again."""
+    kept = fresh_bodies
+    monkeypatch.setattr(batch_encoder, "REUSE_WINDOW", 8)
+    monkeypatch.setattr(batch_encoder, "REUSE_PAUSE", 20)
+    monkeypatch.setattr(batch_encoder, "SHAPES_KEPT", 1000)
+    msgs = [one_row(i, text="x" * i) for i in range(40)]
+    for msg in msgs:
+        assert encode_one(msg) == encode(msg)
+    # 8 kept, then 20 encoded plainly, then 8 more kept, then 4 plainly
+    assert len(kept) == 16
+    same = [one_row(i, text="z" * 100) for i in range(40, 80)]  # a length not seen yet
+    assert [encode_one(m) for m in same] == per_message(list(same))
+    assert len(kept) == 17  # once the pause is over: one body for all of them

@@ -81,7 +81,15 @@ _COVERED = envelope.COVERED
 """The envelope's fields before its checksum, as ``encode`` packs them."""
 SHAPES_KEPT = 1024
 """How many one-message body shapes :func:`encode_one` keeps (then it starts afresh)."""
+REUSE_WINDOW = 64
+"""Bodies :func:`encode_one` looks up before it judges whether keeping them pays."""
+REUSE_PAUSE = 16384
+"""Messages :func:`encode_one` encodes plainly after a window in which most bodies were
+new (values of ever-changing lengths: log lines, say), before it tries again."""
 _bodies: dict[tuple[Any, ...], bytes] = {}
+_reuse = [0, 0, 0]
+"""Bodies looked up and found new in the current window, and messages left to encode
+plainly (counts kept without a lock: a race only shifts when the judgement falls)."""
 _NUMPY_DTYPES: dict[Any, np.dtype[Any]] = {}
 
 
@@ -106,7 +114,9 @@ def encode_batch(
 def encode_one(msg: TsMsg, registry: MessageRegistry = default_registry) -> bytes:
     """``encode(msg, registry)``, the same bytes, size and errors; a one-row Insert whose
     shape was seen before reuses its JSON body (see the module doc)."""
-    if type(msg) is InsertMsg and registry.knows(InsertMsg):
+    if _reuse[2]:
+        _reuse[2] -= 1
+    elif type(msg) is InsertMsg and registry.knows(InsertMsg):
         try:
             payload = _encode_single(msg)
         except _FAILURES:
@@ -147,12 +157,7 @@ def _encode_single(msg: InsertMsg) -> bytes | None:
             else:
                 return None
         shape.append((column.name, id(column.dtype), column.dim, len(data)))
-    key = tuple(shape)
-    body = _bodies.get(key)
-    if body is None:
-        if len(_bodies) >= SHAPES_KEPT:
-            _bodies.clear()
-        body = _bodies[key] = orjson.dumps(msg.encode_body(BodyWriter()), option=_JSON_OPTIONS)
+    body = _body_of(tuple(shape), msg)
     prefix = _COVERED.pack(  # in envelope.FIELDS order, as encode packs it
         MAGIC,
         VERSION,
@@ -170,6 +175,24 @@ def _encode_single(msg: InsertMsg) -> bytes | None:
     payload = b"".join((prefix, crc.to_bytes(4, "little"), tail))
     msg.size = len(payload)
     return payload
+
+
+def _body_of(shape: tuple[Any, ...], msg: InsertMsg) -> bytes:
+    """The JSON body of ``msg``, whose shape is ``shape``: kept from the first message of
+    that shape. A window in which most were new pauses the keeping (:data:`REUSE_PAUSE`)."""
+    reuse = _reuse
+    reuse[0] += 1
+    body = _bodies.get(shape)
+    if body is None:
+        reuse[1] += 1
+        if len(_bodies) >= SHAPES_KEPT:
+            _bodies.clear()
+        body = _bodies[shape] = orjson.dumps(msg.encode_body(BodyWriter()), option=_JSON_OPTIONS)
+    if reuse[0] >= REUSE_WINDOW:
+        if 2 * reuse[1] > reuse[0]:
+            reuse[2] = REUSE_PAUSE
+        reuse[0] = reuse[1] = 0
+    return body
 
 
 def _one_cell(column: Any) -> bytes | None:
