@@ -249,8 +249,9 @@ class OwnerServer:
             if read.connection.paused:
                 continue  # answered when its client reads again (see _Connection)
             if fresh is not None and read.args[1] == fresh.first_id:
-                self._unpark(key, read)
+                # The reply first: the reader is waiting; the bookkeeping is not.
                 read.connection.send_reply(read.request, fresh.reply(*read.args[2:]))
+                self._unpark(key, read)
             else:
                 self._try_parked(key, read)
 
@@ -380,9 +381,10 @@ class OwnerServer:
         return [], []
 
     def _stored(self, channel: str, fresh: _Fresh | None = None) -> None:
-        """Something changed on ``channel``: wake its readers in every process."""
-        self.store.notify_threadsafe(channel)
+        """Something changed on ``channel``: wake its readers in every process (those
+        of other processes first: their wake-up is the longer way)."""
         self._appended(channel, fresh)
+        self.store.notify_threadsafe(channel)
 
     def _append(self, conn: _Connection, control: list[Any], frame: Frame) -> Reply | None:
         channel, producer, seq, sync, properties = control
