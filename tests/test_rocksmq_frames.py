@@ -16,6 +16,9 @@ from msgstream.backends.rocksmq.frames import (
     FrameDecoder,
     FrameError,
     Op,
+    check_error,
+    check_reply,
+    check_request,
     checked,
     encode,
 )
@@ -142,6 +145,29 @@ def test_a_control_must_be_the_declared_array() -> None:
         checked(fields, [1, "ch", "5", 10, 100, 0], "READ")
     with pytest.raises(FrameError, match="field 'wait_ms' is bool"):  # a bool is no int here
         checked(fields, [1, "ch", 5, 10, 100, True], "READ")
+
+
+def test_requests_replies_and_errors_are_checked_against_their_layouts() -> None:
+    check_request(Op.APPEND, ["ch", 1, 2, False, None], [b"p"])
+    check_request(Op.READ, [1, "ch", 5, 10, 100, 0], [])
+    check_reply(Op.READ, [6, False], [b"ids", b"p"])
+    check_reply(Op.APPEND, [5], [])
+    assert check_error(["TopicNotFoundError", "text", {}]) == ["TopicNotFoundError", "text", {}]
+    with pytest.raises(FrameError, match="READ frame: unexpected blobs"):
+        check_request(Op.READ, [1, "ch", 5, 10, 100, 0], [b"x"])
+    with pytest.raises(FrameError, match="APPEND: field 'seq' is float"):
+        check_request(Op.APPEND, ["ch", 1, 2.0, False, None], [b"p"])
+    with pytest.raises(FrameError, match="APPEND reply: unexpected blobs"):
+        check_reply(Op.APPEND, [5], [b"x"])
+    with pytest.raises(FrameError, match="READ reply: field 'with_properties' is int"):
+        check_reply(Op.READ, [6, 1], [b"ids"])
+    with pytest.raises(FrameError, match="ERROR: expected 3"):
+        check_error(["TopicNotFoundError", "text"])
+
+
+def test_an_operation_hashes_as_its_number() -> None:
+    assert {Op.APPEND: 1}[Op.APPEND] == 1 and {6: "six"}[Op.APPEND] == "six"
+    assert hash(Op.READ) == hash(7) and Op.READ == 7
 
 
 def test_errors_cross_with_their_class_text_and_attributes() -> None:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from itertools import accumulate, product
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import orjson
 
@@ -81,6 +81,10 @@ class Op(IntEnum):
     DELETE_SUBSCRIPTION = 18
     REPLY = 0x80
     ERROR = 0x81
+
+    # Enum hashes a member by its name, in Python, on every dict lookup; an operation is
+    # looked up several times a frame. Its int's hash is equal for equal values too.
+    __hash__ = int.__hash__
 
 
 _OPS = {int(op): op for op in Op}
@@ -211,20 +215,12 @@ _REPLY_SHAPES = {op: _shapes(layout.reply) for op, layout in LAYOUTS.items()}
 _ERROR_SHAPES = _shapes(ERROR_FIELDS)
 
 
-def _checked_by_shape(
-    fields: Fields, shapes: frozenset[tuple[type, ...]], control: Any, what: str
-) -> list[Any]:
-    """:func:`checked`, by one lookup of the control's types among ``shapes`` (those of
-    ``fields``); only a refused control is walked field by field, to say why."""
-    if type(control) is list and tuple(map(type, control)) in shapes:
-        return control
-    return checked(fields, control, what)
-
-
 def check_request(op: Op, control: Any, blobs: list[bytes]) -> None:
     """A request of ``op`` as its layout declares it, else a :class:`FrameError`."""
     layout = LAYOUTS[op]
-    _checked_by_shape(layout.request, _REQUEST_SHAPES[op], control, op.name)
+    if _fits(control, _REQUEST_SHAPES[op]) and (layout.request_blobs or not blobs):
+        return  # the usual request: no text is made for an error that is not there
+    checked(layout.request, control, op.name)
     _check_blobs(layout.request_blobs, blobs, f"{op.name} frame")
 
 
@@ -232,13 +228,22 @@ def check_reply(asked: Op, control: Any, blobs: list[bytes]) -> None:
     """The reply to a request of ``asked`` as its layout declares it, else a
     :class:`FrameError`."""
     layout = LAYOUTS[asked]
-    _checked_by_shape(layout.reply, _REPLY_SHAPES[asked], control, f"{asked.name} reply")
+    if _fits(control, _REPLY_SHAPES[asked]) and (layout.reply_blobs or not blobs):
+        return
+    checked(layout.reply, control, f"{asked.name} reply")
     _check_blobs(layout.reply_blobs, blobs, f"{asked.name} reply")
+
+
+def _fits(control: Any, shapes: frozenset[tuple[type, ...]]) -> bool:
+    """Whether ``control`` is an array of one of ``shapes`` (see :func:`_shapes`)."""
+    return type(control) is list and tuple(map(type, control)) in shapes
 
 
 def check_error(control: Any) -> list[Any]:
     """The control of an :attr:`Op.ERROR` frame, if it is laid out as one."""
-    return _checked_by_shape(ERROR_FIELDS, _ERROR_SHAPES, control, "ERROR")
+    if _fits(control, _ERROR_SHAPES):
+        return cast(list[Any], control)
+    return checked(ERROR_FIELDS, control, "ERROR")
 
 
 def _check_blobs(allowed: bool, blobs: list[bytes], what: str) -> None:

@@ -645,10 +645,17 @@ class _Connection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         try:
-            self._unhandled.extend(self.decoder.buffer_updated(nbytes))
+            frames = self.decoder.buffer_updated(nbytes)
         except FrameError as exc:
             self._refuse(exc)
             return
+        if len(frames) == 1 and not self._unhandled and not self.paused and self.transport:
+            try:  # the usual read: one request, nothing waiting before it
+                self.server.handle(self, frames[0])
+            except FrameError as exc:
+                self._refuse(exc)
+            return
+        self._unhandled.extend(frames)
         self._work()
 
     def _work(self) -> None:
