@@ -135,7 +135,7 @@ def test_small_packs_and_unregistered_inserts_go_message_by_message() -> None:
         encode_batch(many, bare)
 
 
-@pytest.mark.parametrize(
+BAD_MESSAGES = pytest.mark.parametrize(
     ("bad", "needle"),
     [
         (lambda m: setattr(m, "msg_id", _I64), "msg_id must fit int64"),
@@ -145,6 +145,10 @@ def test_small_packs_and_unregistered_inserts_go_message_by_message() -> None:
     ],
     ids=["msg_id", "source_id", "float-timestamp", "surrogate"],
 )
+"""A message spoilt in a way encode refuses, and what its error says."""
+
+
+@BAD_MESSAGES
 def test_a_bad_message_raises_what_encode_raises(bad: Any, needle: str) -> None:
     msgs: list[TsMsg] = [one_row(i) for i in range(20)]
     bad(msgs[13])
@@ -326,16 +330,7 @@ def test_the_kept_shapes_are_bounded(
         assert 1 <= len(kept) <= 3
 
 
-@pytest.mark.parametrize(
-    ("bad", "needle"),
-    [
-        (lambda m: setattr(m, "msg_id", _I64), "msg_id must fit int64"),
-        (lambda m: setattr(m, "source_id", -_I64 - 1), "source_id"),
-        (lambda m: setattr(m, "timestamp", 1.5), "header out of range"),
-        (lambda m: m.fields[4].values.__setitem__(0, "\ud800"), "field 'name'"),
-    ],
-    ids=["msg_id", "source_id", "float-timestamp", "surrogate"],
-)
+@BAD_MESSAGES
 def test_a_bad_message_alone_raises_what_encode_raises(bad: Any, needle: str) -> None:
     assert encode_one(one_row(1)) == encode(one_row(1))  # its shape is known
     msg = one_row(2)

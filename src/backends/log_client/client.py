@@ -129,8 +129,7 @@ class LogProducer(ProducerBase):
         # The latency path, one message: send_many's steps without its sequences.
         self._check_open()
         parts.state.check_open()
-        if len(payload) > self._fits:
-            self._check_sizes((payload,))
+        self._check_sizes((payload,))
         first = self._append((payload,), _NO_PROPERTIES)[0]
         parts.store.notify(self.channel)
         await cooperate()  # the append completed inline: let other tasks run now and then

@@ -545,6 +545,8 @@ def read_reply(
 ) -> Reply:
     """A READ reply of these records (ids as 8 big-endian bytes, properties as JSON),
     cut after the record that reaches ``max_bytes`` (one record at least)."""
+    if len(ids) == 1 and props is None:  # one record: nothing to cut (a hand-off)
+        return [next_read, False], [RocksmqMessageID.tag + ids[0], payloads[0]]
     sizes = map(len, payloads)
     if props is not None:
         sizes = map(int.__add__, map(len, payloads), map(len, props))
@@ -575,9 +577,6 @@ class _Fresh:
 
     def reply(self, limit: int, max_bytes: int) -> Reply:
         first = self.first_id
-        if len(self.payloads) == 1 and not self.properties:  # one send of one message
-            tagged_id = RocksmqMessageID.tag + first.to_bytes(8, "big", signed=True)
-            return [first + 1, False], [tagged_id, self.payloads[0]]
         payloads = self.payloads[:limit]
         ids = [i.to_bytes(8, "big", signed=True) for i in range(first, first + len(payloads))]
         props = None
@@ -648,12 +647,6 @@ class _Connection(asyncio.BufferedProtocol):
             frames = self.decoder.buffer_updated(nbytes)
         except FrameError as exc:
             self._refuse(exc)
-            return
-        if len(frames) == 1 and not self._unhandled and not self.paused and self.transport:
-            try:  # the usual read: one request, nothing waiting before it
-                self.server.handle(self, frames[0])
-            except FrameError as exc:
-                self._refuse(exc)
             return
         self._unhandled.extend(frames)
         self._work()

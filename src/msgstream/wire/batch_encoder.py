@@ -26,19 +26,26 @@ message by message, which raises the error :func:`encode` would.
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Sequence
 from functools import partial
 from itertools import repeat
 from operator import attrgetter, itemgetter, methodcaller
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
 
 from . import bodies, envelope
 from .buffers import BodyWriter
-from .codec import MAGIC, VERSION, MessageRegistry, default_registry, encode
+from .codec import (
+    MAGIC,
+    VERSION,
+    MessageRegistry,
+    default_registry,
+    encode,
+    envelope_prefix,
+    sealed,
+)
 from .messages import InsertMsg, TsMsg
 from .packed import ONE_VALUE_OFFSETS, PackedKind
 
@@ -77,8 +84,6 @@ _second = itemgetter(1)
 _lengths = partial(map, len)
 _SIZE = envelope.SIZE
 _CRC_AT = envelope.CRC_OFFSET
-_COVERED = envelope.COVERED
-"""The envelope's fields before its checksum, as ``encode`` packs them."""
 SHAPES_KEPT = 1024
 """How many one-message body shapes :func:`encode_one` keeps (then it starts afresh)."""
 REUSE_WINDOW = 64
@@ -139,7 +144,7 @@ def _encode_single(msg: InsertMsg) -> bytes | None:
             buffers.append(end_ts.to_bytes(_STAMP_BYTES, "little"))
             continue
         array = getattr(msg, name)
-        if type(array) is not np.ndarray or array.dtype != dtype or len(array) != 1:
+        if type(array) not in _ARRAY_TYPES or array.dtype != dtype or len(array) != 1:
             return None
         buffers.append(array.tobytes())
     shape: list[Any] = [_place(msg)]
@@ -147,32 +152,15 @@ def _encode_single(msg: InsertMsg) -> bytes | None:
         data = _one_cell(column)
         if data is None:
             return None
-        for buffer in column.dtype.storage.buffers:  # as _column_parts lays them out
-            if buffer.optional:
-                continue
-            if buffer.count is _OFFSETS:
-                buffers.append(ONE_VALUE_OFFSETS.pack(0, len(data)))
-            elif buffer.count in _VALUE_COUNTS:
-                buffers.append(data)
-            else:
-                return None
+        layout = _one_value_layout(column.dtype.storage)
+        if layout is None:
+            return None
+        for offsets in layout:
+            buffers.append(ONE_VALUE_OFFSETS.pack(0, len(data)) if offsets else data)
         shape.append((column.name, id(column.dtype), column.dim, len(data)))
     body = _body_of(tuple(shape), msg)
-    prefix = _COVERED.pack(  # in envelope.FIELDS order, as encode packs it
-        MAGIC,
-        VERSION,
-        0,
-        InsertMsg.MSG_TYPE,
-        msg.msg_id,
-        msg.timestamp,
-        msg.source_id,
-        begin_ts,
-        end_ts,
-        len(body),
-    )
-    tail = b"".join((body, *buffers))
-    crc = zlib.crc32(tail, zlib.crc32(prefix))
-    payload = b"".join((prefix, crc.to_bytes(4, "little"), tail))
+    tail = b"".join((body, *buffers))  # one checksum call over it, not one a piece
+    payload = sealed(envelope_prefix(msg, begin_ts, end_ts, len(body)), (tail,))
     msg.size = len(payload)
     return payload
 
@@ -206,12 +194,12 @@ def _one_cell(column: Any) -> bytes | None:
     values = column.values
     if dtype.numpy_dtype is not None:
         if (
-            type(values) is not np.ndarray
+            type(values) not in _ARRAY_TYPES
             or values.dtype != _numpy_dtype(dtype.numpy_dtype)
             or len(values) != 1
         ):
             return None
-        return values.tobytes()
+        return cast(bytes, values.tobytes())
     kind = _ONE_VALUE_TYPES.get(dtype.packed)
     if kind is None or type(values) not in _PLAIN or len(values) != 1:
         return None
@@ -370,9 +358,7 @@ def _encode_group(group: list[Any], columns: _Columns) -> list[bytes] | None:
     tails = map(b"".join, zip(body_of, *parts, strict=True))
     for row, (msg, tail) in enumerate(zip(group, tails, strict=True)):
         at = row * _SIZE
-        prefix = prefixes[at : at + _CRC_AT]
-        crc = zlib.crc32(tail, zlib.crc32(prefix))
-        payload = b"".join((prefix, crc.to_bytes(4, "little"), tail))
+        payload = sealed(prefixes[at : at + _CRC_AT], (tail,))
         msg.size = len(payload)
         payloads.append(payload)
     return payloads
@@ -394,13 +380,13 @@ def _row_parts(group: list[Any], heads: Any) -> list[list[bytes]] | None:
     list per buffer in wire order; None unless each is an array of the buffer's type.
     The row timestamps are the envelopes' (a one-row message's range is its row's)."""
     parts = []
-    for buffer in _BODY.buffers:
-        if buffer is _STAMPS:
-            stamps = heads["end_ts"].astype(buffer.dtype).tobytes()
-            size = buffer.itemsize()
+    for name, dtype in _ROW_BUFFERS:
+        if dtype is None:
+            stamps = heads["end_ts"].astype(_STAMPS.dtype).tobytes()
+            size = _STAMP_BYTES
             found: list[bytes] | None = [stamps[i : i + size] for i in range(0, len(stamps), size)]
         else:
-            found = _row_bytes(list(map(attrgetter(buffer.name), group)), np.dtype(buffer.dtype))
+            found = _row_bytes(list(map(attrgetter(name), group)), dtype)
         if found is None:
             return None
         parts.append(found)
@@ -409,19 +395,42 @@ def _row_parts(group: list[Any], heads: Any) -> list[list[bytes]] | None:
 
 def _column_parts(values: list[bytes], storage: bodies.Storage) -> list[list[bytes]] | None:
     """The bytes of a one-row column's buffers, given its value's bytes in each message,
-    a list per buffer in wire order: the value itself, and before it its offsets where
-    the storage has them; a mask is absent. None for a buffer that is neither."""
-    parts = []
+    a list per buffer in wire order (see :func:`_one_value_layout`)."""
+    layout = _one_value_layout(storage)
+    if layout is None:
+        return None
+    return [
+        list(map(ONE_VALUE_OFFSETS.pack, repeat(0), map(len, values))) if offsets else values
+        for offsets in layout
+    ]
+
+
+def _one_value_layout(storage: bodies.Storage) -> tuple[bool, ...] | None:
+    """The buffers a one-row column of ``storage`` writes, in wire order: True for its
+    offsets, False for the value itself; a mask is absent. None if it has another.
+    Worked out once a storage (kept by identity: hashing the frozen dataclass runs
+    Python)."""
+    known = _LAYOUTS.get(id(storage))
+    if known is None or known[0] is not storage:
+        known = _LAYOUTS[id(storage)] = (storage, _layout_of(storage))
+    return known[1]
+
+
+def _layout_of(storage: bodies.Storage) -> tuple[bool, ...] | None:
+    layout = []
     for buffer in storage.buffers:
         if buffer.optional:
             continue
         if buffer.count is _OFFSETS:
-            parts.append(list(map(ONE_VALUE_OFFSETS.pack, repeat(0), map(len, values))))
+            layout.append(True)
         elif buffer.count in _VALUE_COUNTS:
-            parts.append(values)
+            layout.append(False)
         else:
             return None
-    return parts
+    return tuple(layout)
+
+
+_LAYOUTS: dict[int, tuple[bodies.Storage, tuple[bool, ...] | None]] = {}
 
 
 def _envelopes(group: list[Any], body_sizes: list[int]) -> Any:

@@ -148,30 +148,42 @@ def encode(msg: TsMsg, registry: MessageRegistry = default_registry) -> bytes:
     chunks = writer.chunks()
     begin_ts, end_ts = msg.time_range()
     try:
-        prefix = _COVERED.pack(  # in envelope.FIELDS order
-            MAGIC,
-            VERSION,
-            0,
-            msg.MSG_TYPE,
-            msg.msg_id,
-            msg.timestamp,
-            msg.source_id,
-            begin_ts,
-            end_ts,
-            len(body),
-        )
+        prefix = envelope_prefix(msg, begin_ts, end_ts, len(body))
     except struct.error as exc:
         raise CodecError(
             f"{_where(msg)}: header out of range (msg_id must fit int64, timestamp uint64, "
             f"source_id int64; timestamp={msg.timestamp!r}, source_id={msg.source_id!r}): "
             f"{exc}"
         ) from exc
-    crc = zlib.crc32(body, zlib.crc32(prefix))
-    for chunk in chunks:  # the checksum runs over the pieces: the payload is joined once
-        crc = zlib.crc32(chunk, crc)
-    data = b"".join((prefix, crc.to_bytes(4, "little"), body, *chunks))
+    data = sealed(prefix, (body, *chunks))
     msg.size = len(data)
     return data
+
+
+def envelope_prefix(msg: TsMsg, begin_ts: int, end_ts: int, body_len: int) -> bytes:
+    """``msg``'s envelope up to its checksum, in :data:`msgstream.wire.envelope.FIELDS`
+    order (``struct.error`` for a field out of range)."""
+    return _COVERED.pack(
+        MAGIC,
+        VERSION,
+        0,
+        msg.MSG_TYPE,
+        msg.msg_id,
+        msg.timestamp,
+        msg.source_id,
+        begin_ts,
+        end_ts,
+        body_len,
+    )
+
+
+def sealed(prefix: bytes, tail: Sequence[bytes | memoryview]) -> bytes:
+    """A payload: the envelope's ``prefix``, the checksum over it and the pieces of
+    ``tail`` (body, then buffers), then those pieces, joined once."""
+    crc = zlib.crc32(prefix)
+    for piece in tail:
+        crc = zlib.crc32(piece, crc)
+    return b"".join((prefix, crc.to_bytes(4, "little"), *tail))
 
 
 def _where(msg: TsMsg) -> str:
