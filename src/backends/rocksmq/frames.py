@@ -188,6 +188,10 @@ def encode(op: Op, request: int, control: Sequence[Any], blobs: Sequence[bytes] 
     count = len(blobs)
     if not count:
         return HEADER.pack(AFTER_SIZE + len(body), op, request, len(body), 0) + body
+    if count == 1:  # a send of one message: no lengths array to build
+        (blob,) = blobs
+        head = HEADER.pack(AFTER_SIZE + len(body) + 4 + len(blob), op, request, len(body), 1)
+        return b"".join((head, body, SIZE_FIELD.pack(len(blob)), blob))
     lengths = list(map(len, blobs))
     size = AFTER_SIZE + len(body) + 4 * count + sum(lengths)
     head = HEADER.pack(size, op, request, len(body), count)
@@ -265,7 +269,7 @@ class FrameDecoder:
     neither allocates a new bytes object nor copies it once more (with large replies,
     fresh allocations were page faults on every read)."""
 
-    __slots__ = ("_buffer", "_end", "_start", "limit")
+    __slots__ = ("_buffer", "_end", "_start", "_whole", "limit")
 
     def __init__(self, limit: int) -> None:
         self._buffer = bytearray(READ_ROOM)
@@ -273,6 +277,10 @@ class FrameDecoder:
         """Where the first byte not yet cut into a frame is."""
         self._end = 0
         """Where the bytes read so far end."""
+        self._whole: memoryview | None = None
+        """A view of the whole buffer, sliced for every read that starts at its front (the
+        usual read: the last one ended on a frame's end); released before the buffer is
+        resized, which a view forbids."""
         self.limit = limit
 
     @property
@@ -286,6 +294,11 @@ class FrameDecoder:
         it claims). Nothing may hold a view of the buffer when this is called (a read's
         view is gone by then)."""
         buffer, start, end = self._buffer, self._start, self._end
+        if not end and len(buffer) <= 2 * READ_ROOM:  # nothing unfinished: the front
+            whole = self._whole
+            if whole is None:
+                whole = self._whole = memoryview(buffer)
+            return whole[:]  # the reader may release its view: not this one
         need = READ_ROOM
         if end - start >= SIZE_FIELD.size:
             (size,) = SIZE_FIELD.unpack_from(buffer, start)
@@ -297,10 +310,17 @@ class FrameDecoder:
             end -= start
             self._start, self._end = 0, end
         if len(buffer) - end < need:
+            self._release_whole()
             buffer.extend(bytes(need - (len(buffer) - end)))
         elif len(buffer) > 2 * READ_ROOM and end + need < len(buffer) // 4:
+            self._release_whole()
             del buffer[max(end + need, READ_ROOM) :]  # a large frame has passed: shrink
         return memoryview(buffer)[end:]
+
+    def _release_whole(self) -> None:
+        whole, self._whole = self._whole, None
+        if whole is not None:
+            whole.release()
 
     def buffer_updated(self, nbytes: int) -> list[Frame]:
         """The frames that the ``nbytes`` just read into :meth:`get_buffer`'s room
@@ -343,8 +363,13 @@ class FrameDecoder:
         return frames
 
 
+_new_frame = tuple.__new__
+"""Builds a :class:`Frame` from a tuple without the Python-level ``__new__`` a NamedTuple
+adds (the fields are in order already)."""
+
+
 def _frame(buffer: bytearray, start: int, end: int) -> Frame:
-    raw_op, request, control_len, count = _REST.unpack_from(buffer, start + SIZE_FIELD.size)
+    _, raw_op, request, control_len, count = HEADER.unpack_from(buffer, start)
     op = _OPS.get(raw_op)
     if op is None:
         raise FrameError(f"unknown operation {raw_op:#x}")
@@ -354,15 +379,23 @@ def _frame(buffer: bytearray, start: int, end: int) -> Frame:
             f"{op.name} frame: control of {control_len} bytes and {count} blob(s) do not "
             f"fit its {end - start} bytes"
         )
-    try:
-        control = orjson.loads(memoryview(buffer)[at : at + control_len])
+    try:  # a small control is cheaper copied out than viewed
+        control = orjson.loads(buffer[at : at + control_len])
     except orjson.JSONDecodeError as exc:
         raise FrameError(f"{op.name} frame: control is not JSON ({exc})") from None
     at += control_len
     if not count:
         if at != end:
             raise FrameError(f"{op.name} frame: {end - at} byte(s) after its control")
-        return Frame(op, request, control, [])
+        return _new_frame(Frame, (op, request, control, []))
+    if count == 1:
+        (length,) = SIZE_FIELD.unpack_from(buffer, at)
+        at += 4
+        if length != end - at:
+            raise FrameError(
+                f"{op.name} frame: blobs of {length} bytes declared, {end - at} present"
+            )
+        return _new_frame(Frame, (op, request, control, [bytes(buffer[at:end])]))
     lengths = _lengths_struct(count).unpack_from(buffer, at)
     at += 4 * count
     if sum(lengths) != end - at:
@@ -370,11 +403,11 @@ def _frame(buffer: bytearray, start: int, end: int) -> Frame:
             f"{op.name} frame: blobs of {sum(lengths)} bytes declared, {end - at} present"
         )
     data = bytes(memoryview(buffer)[at:end])  # one copy (a bytearray slice makes two)
-    if count == 1:
-        return Frame(op, request, control, [data])
     if count == 2:  # a read reply of one record: no running sums to build
         first = lengths[0]
-        return Frame(op, request, control, [data[:first], data[first:]])
-    ends = list(accumulate(lengths))
-    starts = [0, *ends[:-1]]
-    return Frame(op, request, control, list(map(data.__getitem__, map(slice, starts, ends))))
+        blobs = [data[:first], data[first:]]
+    else:
+        ends = list(accumulate(lengths))
+        starts = [0, *ends[:-1]]
+        blobs = list(map(data.__getitem__, map(slice, starts, ends)))
+    return _new_frame(Frame, (op, request, control, blobs))

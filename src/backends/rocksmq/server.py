@@ -648,6 +648,12 @@ class _Connection(asyncio.BufferedProtocol):
         except FrameError as exc:
             self._refuse(exc)
             return
+        if len(frames) == 1 and not self._unhandled and not self.paused:
+            try:  # the usual read: one request, nothing waiting before it
+                self.server.handle(self, frames[0])
+            except FrameError as exc:
+                self._refuse(exc)
+            return
         self._unhandled.extend(frames)
         self._work()
 
@@ -686,8 +692,9 @@ class _Connection(asyncio.BufferedProtocol):
         self.server.resumed(self)
 
     def send_reply(self, request: int, reply: Reply) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(encode(Op.REPLY, request, *reply))
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(encode(Op.REPLY, request, *reply))
 
     def send_error(self, request: int, exc: BaseException) -> None:
         if not isinstance(exc, MsgStreamError):
