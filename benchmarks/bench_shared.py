@@ -11,7 +11,11 @@ so both sides run the same code in the same event loop. Other processes are
   1. the floor: an asyncio round trip of 320 bytes over a Unix socket to an echo server
      in another process, p50/p99 (in the latency slices); and the stored floor: the
      same round trip to a uvloop server that stores each request in RocksDB as the
-     owner stores a send, with none of the owner's frames, checks or bookkeeping
+     owner stores a send, with none of the owner's frames, checks or bookkeeping; and
+     the protocol floor: this protocol's APPEND and REPLY frames, checked on both sides
+     and stored with the store's own idempotent ``append_once``, with the least code on
+     either side (no dispatch, deadlines, reconnection or readers to wake): what any
+     client and owner speaking it must at least do
   2. produce latency, ``producer.send`` of 320 B, attached beside in-process, p50/p99
      (p50 <= 100 us, p99 <= 1 ms); the attached p50 against the floor, and against
      Kafka's: ``--kafka`` measures a Kafka ``producer.send`` (msgstream's
@@ -62,6 +66,7 @@ from msgstream import (
     repack_by_first_key,
 )
 from msgstream.backends.rocksmq import open_client
+from msgstream.backends.rocksmq.frames import HEADER, SIZE_FIELD, Op, check_reply, encode
 from msgstream.backends.rocksmq.ownership import read_owner
 from report import Row, print_table, timed, tt_read_rate
 
@@ -181,6 +186,68 @@ class Floor:
         self.server.close()
 
 
+class _FrameClient(asyncio.Protocol):
+    """The client's half of the protocol floor: REPLY frames cut and checked against the
+    APPEND layout, each resolving the future of its request number."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[int, asyncio.Future[int]] = {}
+        self.pending = b""
+
+    def data_received(self, data: bytes) -> None:
+        data = self.pending + data if self.pending else data
+        at = 0
+        while len(data) - at >= HEADER.size:
+            size, op, request, control_len, count = HEADER.unpack_from(data, at)
+            end = at + SIZE_FIELD.size + size
+            if end > len(data):
+                break
+            if op != Op.REPLY or count:
+                raise ValueError(f"the protocol floor's owner answered op {op}")
+            start = at + HEADER.size
+            control = orjson.loads(data[start : start + control_len])
+            check_reply(Op.APPEND, control, [])
+            self.waiting.pop(request).set_result(control[0])
+            at = end
+        self.pending = data[at:]
+
+
+class ProtocolFloor:
+    """Sends of 320 bytes to ``shared_child.py protocol-floor``: this protocol's APPEND
+    frames, stored idempotently in a RocksStore, with the least code on either side --
+    what any client and owner speaking it must at least do."""
+
+    def __init__(self, tmp: str) -> None:
+        directory = os.path.join(tmp, "protocol-floor")
+        self.address = os.path.join(directory, "store.sock")
+        self.server = Proc("protocol-floor", directory)
+        self.number = 0
+        self.producer = int.from_bytes(os.urandom(7), "big")
+
+    async def open(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.transport, self.client = await loop.create_unix_connection(_FrameClient, self.address)
+
+    async def measure(self, count: int) -> list[float]:
+        loop = asyncio.get_running_loop()
+        waiting, clock = self.client.waiting, time.perf_counter_ns
+        samples = []
+        for _ in range(count):
+            start = clock()
+            self.number = number = self.number + 1
+            frame = encode(Op.APPEND, number, ["floor", self.producer, number, False, None],
+                           (PAYLOAD,))  # fmt: skip
+            waiting[number] = future = loop.create_future()
+            self.transport.write(frame)
+            await future
+            samples.append((clock() - start) / 1000)
+        return samples
+
+    def close(self) -> None:
+        self.transport.close()
+        self.server.close()
+
+
 # --- 2. produce latency -------------------------------------------------------------------------
 async def send_latency(client: Any, count: int, channel: str) -> list[float]:
     producer = await client.create_producer(channel)
@@ -232,6 +299,7 @@ async def latency_sides(
     what: str,
     kafka: Any = None,
     stored_floor: Floor | None = None,
+    protocol_floor: ProtocolFloor | None = None,
 ) -> Sides:
     """Samples of each side (in-process, attached, the floor, a Kafka client when given),
     in slices whose order rotates every round; each slice's first tenth is a warm-up,
@@ -245,6 +313,8 @@ async def latency_sides(
         runs["floor"] = lambda r: floor.measure(count)
     if stored_floor is not None:
         runs["stored floor"] = lambda r: stored_floor.measure(count)
+    if protocol_floor is not None:
+        runs["protocol floor"] = lambda r: protocol_floor.measure(count)
     if kafka is not None:
         channel = f"bench-shared-{time.time_ns()}"  # one topic: created once, then warm
         runs["kafka"] = lambda r: measure(kafka, count, channel)
@@ -413,6 +483,7 @@ async def run(
     here, there = os.path.join(tmp, "here"), os.path.join(tmp, "there")
     floor = Floor(tmp)
     stored_floor = Floor(tmp, stored=True)
+    protocol = ProtocolFloor(tmp)
     paced_floor = PacedFloor(tmp)
     owner = Proc("own", there)
     local, attached = open_client(here), open_client(there)
@@ -422,6 +493,7 @@ async def run(
     try:
         await floor.open()
         await stored_floor.open()
+        await protocol.open()
         await paced_floor.open()
         count, rounds = int(2000 * scale) or 200, 6
         kafka_client = None
@@ -431,7 +503,7 @@ async def run(
             kafka_client = new_client(engine_config(kafka, engine))
             await warm_up(kafka_client)
         sides = await latency_sides(
-            local, attached, floor, rounds, count, "send", kafka_client, stored_floor
+            local, attached, floor, rounds, count, "send", kafka_client, stored_floor, protocol
         )
         if kafka_client is not None:
             await kafka_client.close()
@@ -444,6 +516,9 @@ async def run(
         stored50 = percentile(sides["stored floor"], 50)
         rows.append(Row("floor: round trip + the owner's RocksDB write p50", stored50, None,
                         "us", ""))  # fmt: skip
+        protocol50 = percentile(sides["protocol floor"], 50)
+        rows.append(Row("floor: the protocol's send with the least code p50", protocol50,
+                        None, "us", ""))  # fmt: skip
         for q, goal in ((50, "<= 100 us"), (99, "<= 1 ms")):
             rows.append(Row(f"attached producer.send p{q} vs in-process",
                             percentile(sides["attached"], q), percentile(sides["in"], q), "us",
@@ -452,11 +527,15 @@ async def run(
         rows.append(Row("attached producer.send p50 vs the floor", attached50, floor50, "us", ""))
         rows.append(Row("attached producer.send p50 vs the stored floor", attached50, stored50,
                         "us", ""))  # fmt: skip
+        rows.append(Row("attached producer.send p50 vs the protocol floor", attached50,
+                        protocol50, "us", ""))  # fmt: skip
         if kafka_p50 is not None:
             rows.append(Row("attached producer.send p50 vs Kafka p50", attached50, kafka_p50,
                             "us", "<= 0.2x Kafka"))  # fmt: skip
             rows.append(Row("the floor p50 vs Kafka p50", floor50, kafka_p50, "us", ""))
             rows.append(Row("the stored floor p50 vs Kafka p50", stored50, kafka_p50, "us", ""))
+            rows.append(Row("the protocol floor p50 vs Kafka p50", protocol50, kafka_p50, "us",
+                            ""))  # fmt: skip
         sides = await latency_sides(local, attached, None, rounds, count, "produce")
         rows.append(Row("attached MsgStream.produce p50 vs in-process",
                         percentile(sides["attached"], 50), percentile(sides["in"], 50), "us",
@@ -507,6 +586,7 @@ async def run(
         local_sender.close()
         floor.close()
         stored_floor.close()
+        protocol.close()
         paced_floor.close()
         await attached.close()
         await local.close()

@@ -11,6 +11,12 @@
                                              # as the owner stores a send (the message and
                                              # its producer's record in one WriteBatch),
                                              # then answering 8 bytes
+    python shared_child.py protocol-floor DIR
+                                             # a uvloop server on DIR/store.sock doing the
+                                             # owner's job for a send with the least code
+                                             # the protocol allows: cut an APPEND frame,
+                                             # check it, append_once it to a RocksStore at
+                                             # DIR/store, answer a REPLY frame
     python shared_child.py acks PATH         # sends forever, one every millisecond,
                                              # printing ``ACK <sent> <acknowledged>``
     python shared_child.py relay ADDRESS     # an asyncio server on a Unix socket passing
@@ -44,6 +50,8 @@ import orjson
 from rocksdict import Options, Rdict, WriteBatch
 
 from msgstream.backends.rocksmq import open_client
+from msgstream.backends.rocksmq.frames import HEADER, SIZE_FIELD, Op, check_request, encode
+from msgstream.backends.rocksmq.store import RocksStore
 
 PAYLOAD = b"x" * 320
 
@@ -143,6 +151,55 @@ async def store_echo(directory: str) -> None:
     db.close()
 
 
+class _ProtocolFloor(asyncio.Protocol):
+    """The owner's job for one send as the protocol asks it, with no more code: the frame
+    cut and its control checked against the APPEND layout, the send stored idempotently
+    by the store's own ``append_once``, a REPLY frame written. No dispatch, no other
+    operations, no readers to wake, no decoder buffer (a frame here never crosses reads
+    in a back-to-back run, but is kept whole if it does)."""
+
+    def __init__(self, store: RocksStore) -> None:
+        self.store = store
+        self.pending = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        data = self.pending + data if self.pending else data
+        at = 0
+        while len(data) - at >= HEADER.size:
+            size, op, request, control_len, count = HEADER.unpack_from(data, at)
+            end = at + SIZE_FIELD.size + size
+            if end > len(data):
+                break
+            start = at + HEADER.size
+            control = orjson.loads(data[start : start + control_len])
+            blob = data[start + control_len + SIZE_FIELD.size * count : end]
+            if op != Op.APPEND or count != 1:
+                raise ValueError("the protocol floor takes sends of one message only")
+            check_request(Op.APPEND, control, [blob])
+            channel, producer, seq, sync, _ = control
+            ids = self.store.append_once(channel, [blob], {}, producer, seq, sync)
+            self.transport.write(encode(Op.REPLY, request, [ids[0]]))
+            at = end
+        self.pending = data[at:]
+
+
+async def protocol_floor(directory: str) -> None:
+    os.makedirs(directory, exist_ok=True)
+    store = RocksStore(os.path.join(directory, "store"))
+    store.ensure_channel("floor")
+    address = os.path.join(directory, "store.sock")
+    loop = asyncio.get_running_loop()
+    server = await loop.create_unix_server(lambda: _ProtocolFloor(store), address)
+    answer("READY protocol-floor")
+    async for _ in command_lines():
+        pass
+    server.close()
+    store.close()
+
+
 class _Relay(asyncio.Protocol):
     def __init__(self, readers: list[asyncio.Transport]) -> None:
         self.readers = readers
@@ -214,11 +271,12 @@ def main(argv: list[str]) -> None:
         "own": own,
         "echo": echo,
         "store-echo": store_echo,
+        "protocol-floor": protocol_floor,
         "acks": acks,
         "relay": relay,
         "pacer": pacer,
     }[mode]
-    if on_uvloop or mode == "store-echo":  # the owner serves on uvloop whatever the app's
+    if on_uvloop or mode in ("store-echo", "protocol-floor"):  # as an owner serves
         import uvloop
 
         uvloop.run(runner(where))
