@@ -66,9 +66,10 @@ from msgstream import (
     repack_by_first_key,
 )
 from msgstream.backends.rocksmq import open_client
-from msgstream.backends.rocksmq.frames import HEADER, SIZE_FIELD, Op, check_reply, encode
+from msgstream.backends.rocksmq.frames import Op, check_reply, encode
 from msgstream.backends.rocksmq.ownership import read_owner
 from report import Row, print_table, timed, tt_read_rate
+from shared_child import FloorFrames
 
 CHILD = str(Path(__file__).resolve().parent / "shared_child.py")
 TT_CHANNELS = [f"tt-{i}" for i in range(16)]
@@ -186,30 +187,19 @@ class Floor:
         self.server.close()
 
 
-class _FrameClient(asyncio.Protocol):
-    """The client's half of the protocol floor: REPLY frames cut and checked against the
-    APPEND layout, each resolving the future of its request number."""
+class _FrameClient(FloorFrames):
+    """The client's half of the protocol floor: REPLY frames checked against the APPEND
+    layout, each resolving the future of its request number."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.waiting: dict[int, asyncio.Future[int]] = {}
-        self.pending = b""
 
-    def data_received(self, data: bytes) -> None:
-        data = self.pending + data if self.pending else data
-        at = 0
-        while len(data) - at >= HEADER.size:
-            size, op, request, control_len, count = HEADER.unpack_from(data, at)
-            end = at + SIZE_FIELD.size + size
-            if end > len(data):
-                break
-            if op != Op.REPLY or count:
-                raise ValueError(f"the protocol floor's owner answered op {op}")
-            start = at + HEADER.size
-            control = orjson.loads(data[start : start + control_len])
-            check_reply(Op.APPEND, control, [])
-            self.waiting.pop(request).set_result(control[0])
-            at = end
-        self.pending = data[at:]
+    def frame(self, op: int, request: int, control: Any, blob: bytes) -> None:
+        if op != Op.REPLY or blob:
+            raise ValueError(f"the protocol floor's owner answered op {op}")
+        check_reply(Op.APPEND, control, [])
+        self.waiting.pop(request).set_result(control[0])
 
 
 class ProtocolFloor:

@@ -151,15 +151,12 @@ async def store_echo(directory: str) -> None:
     db.close()
 
 
-class _ProtocolFloor(asyncio.Protocol):
-    """The owner's job for one send as the protocol asks it, with no more code: the frame
-    cut and its control checked against the APPEND layout, the send stored idempotently
-    by the store's own ``append_once``, a REPLY frame written. No dispatch, no other
-    operations, no readers to wake, no decoder buffer (a frame here never crosses reads
-    in a back-to-back run, but is kept whole if it does)."""
+class FloorFrames(asyncio.Protocol):
+    """Both ends of the protocol floor: the frames of a byte stream cut with no decoder
+    buffer (a frame never crosses reads in a back-to-back run, but is kept whole if it
+    does), each handed to :meth:`frame` with its one blob (``b""`` for none)."""
 
-    def __init__(self, store: RocksStore) -> None:
-        self.store = store
+    def __init__(self) -> None:
         self.pending = b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -173,17 +170,37 @@ class _ProtocolFloor(asyncio.Protocol):
             end = at + SIZE_FIELD.size + size
             if end > len(data):
                 break
+            if count > 1:
+                raise ValueError(f"the protocol floor takes one blob a frame, not {count}")
             start = at + HEADER.size
             control = orjson.loads(data[start : start + control_len])
-            blob = data[start + control_len + SIZE_FIELD.size * count : end]
-            if op != Op.APPEND or count != 1:
-                raise ValueError("the protocol floor takes sends of one message only")
-            check_request(Op.APPEND, control, [blob])
-            channel, producer, seq, sync, _ = control
-            ids = self.store.append_once(channel, [blob], {}, producer, seq, sync)
-            self.transport.write(encode(Op.REPLY, request, [ids[0]]))
+            self.frame(
+                op, request, control, data[start + control_len + SIZE_FIELD.size * count : end]
+            )
             at = end
         self.pending = data[at:]
+
+    def frame(self, op: int, request: int, control: Any, blob: bytes) -> None:
+        raise NotImplementedError
+
+
+class _ProtocolFloor(FloorFrames):
+    """The owner's job for one send as the protocol asks it, with no more code: the frame
+    cut and its control checked against the APPEND layout, the send stored idempotently
+    by the store's own ``append_once``, a REPLY frame written. No dispatch, no other
+    operations, no readers to wake."""
+
+    def __init__(self, store: RocksStore) -> None:
+        super().__init__()
+        self.store = store
+
+    def frame(self, op: int, request: int, control: Any, blob: bytes) -> None:
+        if op != Op.APPEND:
+            raise ValueError("the protocol floor takes sends only")
+        check_request(Op.APPEND, control, [blob])
+        channel, producer, seq, sync, _ = control
+        ids = self.store.append_once(channel, [blob], {}, producer, seq, sync)
+        self.transport.write(encode(Op.REPLY, request, [ids[0]]))
 
 
 async def protocol_floor(directory: str) -> None:
