@@ -202,8 +202,10 @@ async def test_waiting_consumers_share_one_catch_up_per_poll_interval(tmp_path: 
         # one catch-up per interval for all four, not one each (four at once)
         gaps = [later - earlier for earlier, later in itertools.pairwise(calls)]
         assert all(gap >= 0.02 for gap in gaps), gaps
-        await producers["c"].send(b"y")
+        # Stamped before the send: the send may yield to the loop after its write, and a
+        # catch-up run then has seen the message (stamped after, it would not count).
         written = time.monotonic()
+        await producers["c"].send(b"y")
         await asyncio.wait_for(waits[2], WAIT_S)
         assert 1 <= len([t for t in calls if t >= written]) <= 2
         assert not any(w.done() for i, w in enumerate(waits) if i != 2)
