@@ -8,6 +8,7 @@ message on its own gives, or raises the error the first bad message raises there
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,19 @@ def one_row(
 
 def per_message(msgs: list[TsMsg], registry: MessageRegistry | None = None) -> list[bytes]:
     return [encode(m) if registry is None else encode(m, registry) for m in msgs]
+
+
+def assert_same_error(
+    reference: Callable[[], object], fast: Callable[[], object], needle: str
+) -> None:
+    """``fast`` raises exactly the CodecError ``reference`` (encoding message by message)
+    raises, whose text holds ``needle``."""
+    with pytest.raises(CodecError) as expected:
+        reference()
+    assert needle in str(expected.value)
+    with pytest.raises(type(expected.value)) as got:
+        fast()
+    assert str(got.value) == str(expected.value)
 
 
 @pytest.fixture(autouse=True)
@@ -152,12 +166,7 @@ BAD_MESSAGES = pytest.mark.parametrize(
 def test_a_bad_message_raises_what_encode_raises(bad: Any, needle: str) -> None:
     msgs: list[TsMsg] = [one_row(i) for i in range(20)]
     bad(msgs[13])
-    with pytest.raises(CodecError) as expected:
-        per_message(msgs)
-    assert needle in str(expected.value)
-    with pytest.raises(type(expected.value)) as got:
-        encode_batch(msgs)
-    assert str(got.value) == str(expected.value)
+    assert_same_error(lambda: per_message(msgs), lambda: encode_batch(msgs), needle)
 
 
 def test_unusual_values_leave_the_rest_of_the_pack_on_the_fast_path(
@@ -335,12 +344,7 @@ def test_a_bad_message_alone_raises_what_encode_raises(bad: Any, needle: str) ->
     assert encode_one(one_row(1)) == encode(one_row(1))  # its shape is known
     msg = one_row(2)
     bad(msg)
-    with pytest.raises(CodecError) as expected:
-        encode(msg)
-    assert needle in str(expected.value)
-    with pytest.raises(type(expected.value)) as got:
-        encode_one(msg)
-    assert str(got.value) == str(expected.value)
+    assert_same_error(lambda: encode(msg), lambda: encode_one(msg), needle)
 
 
 def test_an_unregistered_insert_alone_is_refused() -> None:

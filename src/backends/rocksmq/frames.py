@@ -388,14 +388,14 @@ def _frame(buffer: bytearray, start: int, end: int) -> Frame:
         if at != end:
             raise FrameError(f"{op.name} frame: {end - at} byte(s) after its control")
         return _new_frame(Frame, (op, request, control, []))
-    if count == 1:
+    if count == 1:  # a send of one message: no lengths array to sum
         (length,) = SIZE_FIELD.unpack_from(buffer, at)
-        at += 4
+        at += SIZE_FIELD.size
         if length != end - at:
             raise FrameError(
                 f"{op.name} frame: blobs of {length} bytes declared, {end - at} present"
             )
-        return _new_frame(Frame, (op, request, control, [bytes(buffer[at:end])]))
+        return _new_frame(Frame, (op, request, control, [bytes(memoryview(buffer)[at:end])]))
     lengths = _lengths_struct(count).unpack_from(buffer, at)
     at += 4 * count
     if sum(lengths) != end - at:
