@@ -144,25 +144,63 @@ def _encode_single(msg: InsertMsg) -> bytes | None:
             buffers.append(end_ts.to_bytes(_STAMP_BYTES, "little"))
             continue
         array = getattr(msg, name)
-        if type(array) not in _ARRAY_TYPES or array.dtype != dtype or len(array) != 1:
+        if type(array) is not _NDARRAY or array.dtype != dtype or len(array) != 1:
             return None
         buffers.append(array.tobytes())
     shape: list[Any] = [_place(msg)]
     for column in msg.fields:
-        data = _one_cell(column)
-        if data is None:
-            return None
-        layout = _one_value_layout(column.dtype.storage)
+        for mask in _masks:
+            if mask(column) is not None:
+                return None
+        data_type = column.dtype
+        plan = _CELL_PLANS.get(id(data_type))
+        if plan is None or plan[0] is not data_type:
+            plan = _cell_plan(data_type)
+        _, numpy_dtype, kind, layout = plan
         if layout is None:
             return None
+        values = column.values
+        data: Any
+        if numpy_dtype is not None:
+            if type(values) is not _NDARRAY or values.dtype != numpy_dtype or len(values) != 1:
+                return None
+            data = values.tobytes()
+        else:
+            if type(values) not in _PLAIN or len(values) != 1:
+                return None
+            data = values[0]
+            if type(data) is not kind:
+                return None
+            if kind is str:
+                data = cast(str, data).encode()
         for offsets in layout:
             buffers.append(ONE_VALUE_OFFSETS.pack(0, len(data)) if offsets else data)
-        shape.append((column.name, id(column.dtype), column.dim, len(data)))
+        shape.append((column.name, id(data_type), column.dim, len(data)))
     body = _body_of(tuple(shape), msg)
     tail = b"".join((body, *buffers))  # one checksum call over it, not one a piece
     payload = sealed(envelope_prefix(msg, begin_ts, end_ts, len(body)), (tail,))
     msg.size = len(payload)
     return payload
+
+
+def _cell_plan(dtype: Any) -> _CellPlan:
+    """How a one-row column of ``dtype`` is taken (see :data:`_CELL_PLANS`)."""
+    numpy_dtype = None if dtype.numpy_dtype is None else _numpy_dtype(dtype.numpy_dtype)
+    kind = None if numpy_dtype is not None else _ONE_VALUE_TYPES.get(dtype.packed)
+    layout = None
+    if numpy_dtype is not None or kind is not None:
+        layout = _one_value_layout(dtype.storage)
+    plan = _CELL_PLANS[id(dtype)] = (dtype, numpy_dtype, kind, layout)
+    return plan
+
+
+_CellPlan = tuple[Any, "np.dtype[Any] | None", "type | None", "tuple[bool, ...] | None"]
+_CELL_PLANS: dict[int, _CellPlan] = {}
+"""Per data type (kept by identity: hashing an enum member runs Python), how a one-row
+column of it is taken: the type itself, its numpy type (fixed-width values), else the
+one Python type its value must have (str or bytes), and the buffers it writes
+(:func:`_one_value_layout`); a layout of None: not taken (JSON, say)."""
+_NDARRAY = np.ndarray
 
 
 def _body_of(shape: tuple[Any, ...], msg: InsertMsg) -> bytes:
@@ -181,32 +219,6 @@ def _body_of(shape: tuple[Any, ...], msg: InsertMsg) -> bytes:
             reuse[2] = REUSE_PAUSE
         reuse[0] = reuse[1] = 0
     return body
-
-
-def _one_cell(column: Any) -> bytes | None:
-    """The bytes of a one-row column's value, as :func:`_columns` takes them: an array of
-    the column's numpy type, or one str (UTF-8) or bytes value; None for anything else
-    (a mask, a null, another type)."""
-    for mask in _masks:
-        if mask(column) is not None:
-            return None
-    dtype = column.dtype
-    values = column.values
-    if dtype.numpy_dtype is not None:
-        if (
-            type(values) not in _ARRAY_TYPES
-            or values.dtype != _numpy_dtype(dtype.numpy_dtype)
-            or len(values) != 1
-        ):
-            return None
-        return cast(bytes, values.tobytes())
-    kind = _ONE_VALUE_TYPES.get(dtype.packed)
-    if kind is None or type(values) not in _PLAIN or len(values) != 1:
-        return None
-    value = values[0]
-    if type(value) is not kind:
-        return None
-    return value.encode() if kind is str else value
 
 
 def _numpy_dtype(name: Any) -> np.dtype[Any]:
