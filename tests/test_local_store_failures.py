@@ -32,7 +32,13 @@ async def test_a_failing_store_write_is_a_typed_error_naming_the_channel(
     def disk_full(*_: object) -> list[int]:
         raise OSError("No space left on device")
 
-    monkeypatch.setattr(client.store, "append", disk_full)  # type: ignore[attr-defined]
-    with pytest.raises(BackendUnavailableError, match=f"{channel}.*No space left"):
-        await producer.send(b"x")
+    for write in ("append", "append_one"):  # a pack's write, and a lone message's
+        monkeypatch.setattr(client.store, write, disk_full)  # type: ignore[attr-defined]
+    for count, send in ((1, producer.send(b"x")), (2, producer.send_many([b"x", b"y"]))):
+        with pytest.raises(BackendUnavailableError) as failed:
+            await send
+        assert str(failed.value) == (
+            f"{backend}: writing {count} message(s) to channel '{channel}' failed: "
+            "No space left on device"
+        )
     await client.close()

@@ -174,6 +174,31 @@ def test_pages_close_at_page_size(stores: list[RocksStore], store_path: Path) ->
     assert (store._open_pages[cid].first_id, store._open_pages[cid].size) == (15, 0)
 
 
+def test_one_message_appends_page_and_number_as_append_does(
+    stores: list[RocksStore], tmp_path: Path
+) -> None:
+    """``append_one``, a lone send's write, closes pages where ``append`` would, and what
+    it stored reads back (ids, payloads, pages) after the store is reopened."""
+    by_batch, cid = filled(stores, tmp_path / "batch", 10)
+    by_one = make_store(tmp_path / "one")
+    stores.append(by_one)
+    by_one.ensure_channel(CH)
+    assert [by_one.append_one(CH, payload(i)) for i in range(1, 11)] == list(range(1, 11))
+    one_cid = by_one._cid(CH)
+    assert (
+        page_ids(by_one, one_cid) == page_ids(by_batch, cid) == [(1, 3, 30), (4, 6, 30), (7, 9, 30)]
+    )
+    assert (by_one._open_pages[one_cid].first_id, by_one._open_pages[one_cid].size) == (10, 10)
+    by_one.close()
+    reopened = make_store(tmp_path / "one")
+    stores.append(reopened)
+    assert [(r.msg_id, r.payload) for r in reopened.read(CH, 0, 100)] == [
+        (i, payload(i)) for i in range(1, 11)
+    ]
+    assert page_ids(reopened, reopened._cid(CH)) == [(1, 3, 30), (4, 6, 30), (7, 9, 30)]
+    assert reopened.append_one(CH, payload(11)) == 11
+
+
 def test_retention_disabled_deletes_nothing(stores: list[RocksStore], store_path: Path) -> None:
     store, _ = filled(stores, store_path, 10)
     assert store.run_retention(now=now_ms() + 100 * HOUR_MS) == 0

@@ -17,12 +17,11 @@ import struct
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Mapping
-from types import MappingProxyType
 from typing import Any
 
 from aiokafka import errors as kafka_errors
 
-from msgstream.contract.backend import ConsumedBatch, ConsumedMessage, MessageID
+from msgstream.contract.backend import NO_PROPERTIES, ConsumedBatch, ConsumedMessage, MessageID
 from msgstream.contract.consumer_base import ClientHooks
 from msgstream.errors import InvalidPositionError
 from msgstream.runtime.cooperate import cooperate
@@ -33,14 +32,13 @@ from .engines import Fetched, ReaderEngine
 from .ids import KafkaMessageID
 
 FETCH_BATCH = 2048
-_NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
 _ID = struct.Struct(">cq").pack
 _TAG = KafkaMessageID.tag
 
 
 def _properties(headers: Any) -> Mapping[str, str]:
     if not headers:
-        return _NO_PROPERTIES
+        return NO_PROPERTIES
     return {key: value.decode("utf-8", "replace") for key, value in headers}
 
 

@@ -15,6 +15,7 @@ import anyio
 from msgstream.configuration.limits import DEFAULT_MAX_MESSAGE_BYTES
 from msgstream.configuration.plugins import backend_specs
 from msgstream.contract.backend import (
+    NO_PROPERTIES,
     ConsumedBatch,
     ConsumedMessage,
     MessageID,
@@ -96,7 +97,6 @@ class RocksmqMessageID(LogMessageID):
 _ID_TYPES: dict[str, type[LogMessageID]] = {
     c.backend: c for c in (MemoryMessageID, RocksmqMessageID)
 }
-_NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
 
 
 def _no_message(index: int) -> ConsumedMessage:
@@ -124,14 +124,23 @@ class LogProducer(ProducerBase):
 
     async def send(self, payload: bytes, properties: Mapping[str, str] | None = None) -> MessageID:
         parts = self._parts
-        if properties or parts.blocking_writes:
+        if (
+            properties
+            or parts.blocking_writes
+            or self._closed
+            or parts.state.closed
+            or len(payload) > self._fits
+        ):  # send_many's checks raise what they find, in its order
             return (await self.send_many((payload,), properties))[0]
-        # The latency path, one message: send_many's steps without its sequences.
-        self._check_open()
-        parts.state.check_open()
-        self._check_sizes((payload,))
-        first = self._append((payload,), _NO_PROPERTIES)[0]
-        parts.store.notify(self.channel)
+        # The latency path, one message: send_many's steps, one write, no sequences.
+        store = parts.store
+        try:
+            first = store.append_one(self.channel, payload)
+        except MsgStreamError:
+            raise
+        except Exception as exc:
+            raise self._write_failed(exc, 1) from exc
+        store.notify(self.channel)
         await cooperate()  # the append completed inline: let other tasks run now and then
         return parts.id_type(first)
 
@@ -142,7 +151,7 @@ class LogProducer(ProducerBase):
         self._check_open()
         parts.state.check_open()
         self._check_sizes(payloads)
-        props = MappingProxyType(dict(properties)) if properties else _NO_PROPERTIES
+        props = MappingProxyType(dict(properties)) if properties else NO_PROPERTIES
         if parts.blocking_writes:
             ids = await anyio.to_thread.run_sync(self._append, payloads, props)
         else:
@@ -155,17 +164,21 @@ class LogProducer(ProducerBase):
         """Store ``payloads`` (in a worker thread when writes block); a failure that is
         not msgstream's own becomes BackendUnavailableError (nothing was stored). The
         caller then wakes the channel's readers, from the loop's thread."""
-        store = self._parts.store
         try:
-            ids = store.append(self.channel, payloads, props)
+            ids = self._parts.store.append(self.channel, payloads, props)
         except MsgStreamError:
             raise
-        except Exception as exc:  # e.g. the disk is full: nothing of this call was stored
-            raise BackendUnavailableError(
-                f"{store.backend_name}: writing {len(payloads)} message(s) to channel "
-                f"{self.channel!r} failed: {exc}"
-            ) from exc
+        except Exception as exc:
+            raise self._write_failed(exc, len(payloads)) from exc
         return ids
+
+    def _write_failed(self, exc: Exception, count: int) -> BackendUnavailableError:
+        """A store's own failure to write ``count`` messages (the disk is full, say):
+        nothing of the call was stored."""
+        return BackendUnavailableError(
+            f"{self._parts.store.backend_name}: writing {count} message(s) to channel "
+            f"{self.channel!r} failed: {exc}"
+        )
 
 
 class LogConsumer(ConsumerBase):
@@ -261,7 +274,7 @@ class LogConsumer(ConsumerBase):
 
         def message(index: int) -> ConsumedMessage:
             msg_id = id_type(int.from_bytes(stored.ids[index], "big", signed=True))
-            props = stored.properties[index] if stored.properties else _NO_PROPERTIES
+            props = stored.properties[index] if stored.properties else NO_PROPERTIES
             return ConsumedMessage(channel, msg_id, stored.payloads[index], props)
 
         return message

@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from msgstream.contract.backend import NO_PROPERTIES
+
 Properties = Mapping[str, str]
 
 
@@ -88,6 +90,11 @@ class LogStore(ABC):
     def append(self, channel: str, payloads: Sequence[bytes], properties: Properties) -> range:
         """Store payloads in order; return their ids (consecutive: a channel's ids have no
         gaps). Durable when it returns."""
+
+    def append_one(self, channel: str, payload: bytes) -> int:
+        """:meth:`append` of one payload without properties, returning its id: a send of
+        one message. Stores override it when one write costs them less than a batch."""
+        return self.append(channel, (payload,), NO_PROPERTIES)[0]
 
     @abstractmethod
     def read(self, channel: str, from_id: int, limit: int) -> list[Record]:

@@ -21,11 +21,11 @@ import contextlib
 import functools
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from types import MappingProxyType
 from typing import Any
 
-from msgstream.contract.backend import ConsumedMessage, MessageID
+from msgstream.contract.backend import NO_PROPERTIES, ConsumedMessage, MessageID
 from msgstream.contract.consumer_base import ClientHooks
 from msgstream.errors import InvalidPositionError
 from msgstream.runtime.cooperate import cooperate
@@ -38,7 +38,6 @@ from .pulsar_private import native_consumer
 
 PREFETCH = 256
 """Messages taken from the library per refill (it prefetches pulsar.receiver_queue_size)."""
-_NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
 _OK = _pulsar.Result.Ok
 
 
@@ -121,7 +120,7 @@ class PulsarConsumer(BrokerConsumer):
                 self.channel,
                 msg_id,
                 message.data(),
-                MappingProxyType(properties) if properties else _NO_PROPERTIES,
+                MappingProxyType(properties) if properties else NO_PROPERTIES,
             )
         )
 

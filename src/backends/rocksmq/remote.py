@@ -23,12 +23,12 @@ import struct
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
-from types import MappingProxyType
 from typing import Any
 
 import orjson
 
 from msgstream.contract.backend import (
+    NO_PROPERTIES,
     TAGGED_ID_SIZE,
     ConsumedBatch,
     ConsumedMessage,
@@ -58,7 +58,6 @@ FIRST_READ_RECORDS = 512
 reading many channels from a backlog needs some of every channel before it can hand
 anything out, and the owner serves their first reads one after another: full-size first
 reads made the last channel wait for all the others."""
-_NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
 _ID = struct.Struct(f"{TAGGED_ID_SIZE}s")
 """One MessageID's bytes in a READ reply (cut without a slice object each)."""
 
@@ -276,7 +275,7 @@ class RemoteConsumer(ConsumerBase):
             self.channel,
             RocksmqMessageID.parse(chunk.ids[index]),
             chunk.payloads[index],
-            orjson.loads(props) if props else _NO_PROPERTIES,
+            orjson.loads(props) if props else NO_PROPERTIES,
         )
 
     def _pop(self, most: int) -> tuple[_Chunk, int, int] | None:

@@ -62,6 +62,7 @@ from rocksdict import (
     WriteOptions,
 )
 
+from msgstream.contract.backend import NO_PROPERTIES
 from msgstream.errors import SendOutcomeUnknownError, StreamClosedError, TopicNotFoundError
 from msgstream.observability.logs import fields, get_logger
 
@@ -410,6 +411,28 @@ class RocksStore(LogStore):
         self._check_open()
         with self._lock:
             return self._append_locked(channel, payloads, properties, sent_by, sync)
+
+    def append_one(self, channel: str, payload: bytes) -> int:
+        """:meth:`append` of one payload without properties: one ``put`` under the lock,
+        without the batch path's sequences. A payload that closes its page takes
+        :meth:`append`'s path, which records the page in the same write."""
+        self._check_open()
+        with self._lock:
+            if self._full:
+                self._revive()
+            cid = self._cid(channel)
+            page = self._open_pages[cid]
+            size = len(payload)
+            if page.size + size >= self.options.page_size:
+                return self._append_locked(channel, (payload,), NO_PROPERTIES, None, False)[0]
+            first = self._next[cid]
+            try:
+                self._db.put(_MSG_KEY.pack(b"M", cid, first, _PLAIN), payload, self._write_options)
+            except Exception as exc:
+                raise self._failed(exc, f"writing to channel {channel!r}") from exc
+            self._next[cid] = first + 1
+            page.size += size
+            return first
 
     def _append_locked(
         self,

@@ -114,13 +114,17 @@ def message_id_bytes(backend: str, msg_id: object) -> bytes:
     raise InvalidPositionError(f"{msg_id!r} is not a MessageID")
 
 
+NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
+"""The properties of a message that has none: one shared, read-only mapping."""
+
+
 class ConsumedMessage(NamedTuple):
     """One raw message as read from a channel (a named tuple: one is made per message)."""
 
     channel: str
     msg_id: MessageID
     payload: bytes
-    properties: Mapping[str, str] = MappingProxyType({})
+    properties: Mapping[str, str] = NO_PROPERTIES
 
 
 class ConsumedBatch:
