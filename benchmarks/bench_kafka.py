@@ -18,13 +18,16 @@ Both are measured by the ``msgstream bench`` harness (``msgstream bench produce
 --baseline raw``: the engine's raw target, HDR histograms, slices that alternate).
   3. confluent against raw aiokafka: pipelined (>= 3x) and p50 (below)
      [pipelined_confluent_vs_aiokafka, p50_confluent_vs_aiokafka]
-  4. in the confluent engine's slices, two more sides (confluent_floor.py), p50 and
+  4. in the confluent engine's slices, three more sides (confluent_floor.py), p50 and
      pipelined against raw confluent-kafka: the *asyncio floor* (raw confluent-kafka
      woken on the loop as the engine is, nothing of msgstream: what any asyncio code can
-     reach) [p50_confluent_floor, pipelined_confluent_floor] and confluent-kafka's own
+     reach) [p50_confluent_floor, pipelined_confluent_floor], the same floor encoding
+     the messages with msgstream's encoders in the measured time [p50_confluent_floorenc,
+     pipelined_confluent_floorenc] and confluent-kafka's own
      ``confluent_kafka.aio.AIOProducer`` [p50_confluent_aio, pipelined_confluent_aio];
-     then the engine against the floor [p50_confluent_vs_floor] and the floor against
-     raw aiokafka [pipelined_floor_vs_aiokafka]
+     then the engine against both floors [p50_confluent_vs_floor,
+     p50_confluent_vs_floorenc] and both floors against raw aiokafka
+     [pipelined_floor_vs_aiokafka, pipelined_floorenc_vs_aiokafka]
   5. TtMsgStream reading 16 channels on the confluent engine (>= 200k msgs/s), beside the
      same on aiokafka                                                  [tt_read_confluent]
   6. reference: the raw clients vs Kafka's Java producer (ProducerPerformance) on the
@@ -47,7 +50,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from confluent_floor import AioProducer, AsyncioFloor
+from confluent_floor import AioProducer, AsyncioFloor, EncodingFloor
 from msgstream import (
     DeleteMsg,
     MsgPack,
@@ -70,9 +73,9 @@ from report import (
 )
 
 ENGINES = ("aiokafka", "confluent")
-FLOORS = (AsyncioFloor, AioProducer)
+FLOORS = (AsyncioFloor, EncodingFloor, AioProducer)
 """Measured in the confluent engine's slices (see confluent_floor.py)."""
-FLOOR_IDS = ("floor", "aio")
+FLOOR_IDS = ("floor", "floorenc", "aio")
 """Their ``--json`` ids: ``p50_confluent_floor``, ``pipelined_confluent_aio``..."""
 PREBUILT = 4
 """Packs per channel built before the pipelined run and sent in turn."""
@@ -256,10 +259,22 @@ def main() -> int:
                 "p50_confluent_vs_floor")
         )  # fmt: skip
         rows.append(
+            Row("p50: confluent engine vs the floor + encoding", by_id["p50_confluent"].ours,
+                by_id["p50_confluent_floorenc"].ours, "us",
+                "floor + msgstream's encoders in the measured time",
+                "p50_confluent_vs_floorenc")
+        )  # fmt: skip
+        rows.append(
             Row("pipelined: the asyncio floor vs raw aiokafka",
                 by_id["pipelined_confluent_floor"].ours, by_id["pipelined_aiokafka"].baseline,
                 "msgs/s", "what >= 3x raw aiokafka asks of any asyncio code",
                 "pipelined_floor_vs_aiokafka")
+        )  # fmt: skip
+        rows.append(
+            Row("pipelined: the floor + encoding vs raw aiokafka",
+                by_id["pipelined_confluent_floorenc"].ours, by_id["pipelined_aiokafka"].baseline,
+                "msgs/s", "what >= 3x raw aiokafka asks once messages are encoded",
+                "pipelined_floorenc_vs_aiokafka")
         )  # fmt: skip
         rows.append(
             Row("p50: confluent engine vs raw aiokafka", by_id["p50_confluent"].ours,
