@@ -26,6 +26,7 @@ message by message, which raises the error :func:`encode` would.
 from __future__ import annotations
 
 import struct
+from collections import deque
 from collections.abc import Sequence
 from functools import partial
 from itertools import repeat
@@ -45,6 +46,7 @@ from .codec import (
     encode,
     envelope_prefix,
     sealed,
+    sealed_each,
 )
 from .messages import InsertMsg, TsMsg
 from .packed import ONE_VALUE_OFFSETS, PackedKind
@@ -74,16 +76,16 @@ _name_and_dim = attrgetter("name", "dim")
 _masks = [attrgetter(mask.name) for mask in bodies.COLUMN.masks]
 _NONE_ID = {id(None)}
 _PLAIN = {list, tuple}
+_INSERT_ONLY = {InsertMsg}
 _ARRAY_TYPES = {np.ndarray}
 _msg_id = attrgetter("msg_id")
 _timestamp = attrgetter("timestamp")
 _source_id = attrgetter("source_id")
 _time_range = methodcaller("time_range")
+_row_timestamps = attrgetter("row_timestamps")
 _first = itemgetter(0)
 _second = itemgetter(1)
 _lengths = partial(map, len)
-_SIZE = envelope.SIZE
-_CRC_AT = envelope.CRC_OFFSET
 SHAPES_KEPT = 1024
 """How many one-message body shapes :func:`encode_one` keeps (then it starts afresh)."""
 REUSE_WINDOW = 64
@@ -105,12 +107,15 @@ def encode_batch(
     one-row Inserts (see the module doc). Sets each message's ``size`` as ``encode``
     does."""
     try:
-        # One pass that costs a multi-row pack (which gains nothing) little.
-        singles = [
-            i for i, msg in enumerate(msgs) if type(msg) is InsertMsg and len(msg.row_ids) == 1
-        ]
-        if len(singles) >= MIN_BATCH and registry.knows(InsertMsg):
-            return _encode_grouped(msgs, singles, registry)
+        if len(msgs) >= MIN_BATCH and registry.knows(InsertMsg):
+            if _all_one_row_inserts(msgs):  # the usual pack, found by C-level passes
+                return _encode_grouped(msgs, None, registry)
+            # One pass that costs a multi-row pack (which gains nothing) little.
+            singles = [
+                i for i, msg in enumerate(msgs) if type(msg) is InsertMsg and len(msg.row_ids) == 1
+            ]
+            if len(singles) >= MIN_BATCH:
+                return _encode_grouped(msgs, singles, registry)
     except _FAILURES:
         pass  # encoded again below, which raises the first bad message's error
     return [encode_one(msg, registry) for msg in msgs]
@@ -228,24 +233,36 @@ def _numpy_dtype(name: Any) -> np.dtype[Any]:
     return found
 
 
+def _all_one_row_inserts(msgs: Sequence[TsMsg]) -> bool:
+    return set(map(type, msgs)) == _INSERT_ONLY and set(map(len, map(_row_ids, msgs))) == {1}
+
+
 def _encode_grouped(
-    msgs: Sequence[TsMsg], singles: list[int], registry: MessageRegistry
+    msgs: Sequence[TsMsg], singles: list[int] | None, registry: MessageRegistry
 ) -> list[bytes]:
-    """Encode ``msgs``, the one-row Inserts at ``singles`` column by column where they
-    qualify, by collection and partition."""
-    payloads: list[bytes | None] = [None] * len(msgs)
-    places = list(map(_place, [msgs[i] for i in singles]))
-    groups: dict[tuple[str, str], list[int]]
+    """Encode ``msgs``, its one-row Inserts (at ``singles``; None: every message) column by
+    column where they qualify, by collection and partition."""
+    if singles is None:
+        singles, chosen = list(range(len(msgs))), list(msgs)
+    else:
+        chosen = [msgs[i] for i in singles]
+    places = list(map(_place, chosen))
+    groups: dict[tuple[str, str], tuple[list[int], list[Any]]]
     if len(set(places)) == 1:  # the usual pack: one collection and partition
-        groups = {places[0]: singles}
+        groups = {places[0]: (singles, chosen)}
     else:
         groups = {}
-        for index, place in zip(singles, places, strict=True):
-            groups.setdefault(place, []).append(index)
-    for members in groups.values():
-        if _bodies_repeat([msgs[i] for i in members[:SAMPLE]]):
-            for shaped, columns in _by_columns(msgs, members):
-                encoded = _encode_group([msgs[i] for i in shaped], columns)
+        for index, msg, place in zip(singles, chosen, places, strict=True):
+            members, member_msgs = groups.setdefault(place, ([], []))
+            members.append(index)
+            member_msgs.append(msg)
+    payloads: list[bytes | None] = [None] * len(msgs)
+    for members, member_msgs in groups.values():
+        if _bodies_repeat(member_msgs[:SAMPLE]):
+            for shaped, shaped_msgs, columns in _by_columns(members, member_msgs):
+                encoded = _encode_group(shaped_msgs, columns)
+                if encoded is not None and len(encoded) == len(msgs):
+                    return encoded  # one group was the whole pack
                 for index, payload in zip(shaped, encoded or (), strict=True):
                     payloads[index] = payload
     for index, msg in enumerate(msgs):
@@ -279,22 +296,26 @@ _Columns = list[tuple[list[bytes], bodies.Storage]]
 says the buffers its value goes to)."""
 
 
-def _by_columns(msgs: Sequence[TsMsg], members: list[int]) -> list[tuple[list[int], _Columns]]:
-    """``members`` (one-row Inserts of one collection and partition) split by their
-    columns, with the columns' bytes, keeping only the groups the fast path takes.
-    Usually all have the same columns, checked a column at a time across the messages;
-    else they are sorted out one by one."""
-    columns = _columns([msgs[i] for i in members])
+def _by_columns(
+    members: list[int], member_msgs: list[Any]
+) -> list[tuple[list[int], list[Any], _Columns]]:
+    """The one-row Inserts at ``members`` (``member_msgs``, of one collection and
+    partition) split by their columns, with the columns' bytes, keeping only the groups
+    the fast path takes. Usually all have the same columns, checked a column at a time
+    across the messages; else they are sorted out one by one."""
+    columns = _columns(member_msgs)
     if columns is not None:
-        return [(members, columns)]
-    groups: dict[tuple[Any, ...], list[int]] = {}
-    for index in members:
-        groups.setdefault(_columns_of(msgs[index]), []).append(index)
+        return [(members, member_msgs, columns)]
+    groups: dict[tuple[Any, ...], tuple[list[int], list[Any]]] = {}
+    for index, msg in zip(members, member_msgs, strict=True):
+        shaped, shaped_msgs = groups.setdefault(_columns_of(msg), ([], []))
+        shaped.append(index)
+        shaped_msgs.append(msg)
     found = []
-    for shaped in groups.values():
-        columns = _columns([msgs[i] for i in shaped])
+    for shaped, shaped_msgs in groups.values():
+        columns = _columns(shaped_msgs)
         if columns is not None:
-            found.append((shaped, columns))
+            found.append((shaped, shaped_msgs, columns))
     return found
 
 
@@ -350,10 +371,11 @@ def _encode_group(group: list[Any], columns: _Columns) -> list[bytes] | None:
     keys: list[Any] = list(zip(*map(_lengths, packed), strict=True)) if packed else [()] * count
     if len(set(keys)) * MIN_BODY_REUSE > count:
         return None
-    bodies_of: dict[Any, bytes] = {}
-    for key, msg in zip(keys, group, strict=True):
-        if key not in bodies_of:
-            bodies_of[key] = orjson.dumps(msg.encode_body(BodyWriter()), option=_JSON_OPTIONS)
+    # Messages of one key have the same body: any of them writes it (the last, by dict).
+    bodies_of = {
+        key: orjson.dumps(msg.encode_body(BodyWriter()), option=_JSON_OPTIONS)
+        for key, msg in dict(zip(keys, group, strict=True)).items()
+    }
     body_of = list(map(bodies_of.__getitem__, keys))
     heads = _envelopes(group, list(map(len, body_of)))
     parts = _row_parts(group, heads)
@@ -364,15 +386,10 @@ def _encode_group(group: list[Any], columns: _Columns) -> list[bytes] | None:
         if found is None:
             return None
         parts += found
-    prefixes = heads.tobytes()
-    payloads = []
     # Each payload's tail: its body, then its buffers in wire order.
-    tails = map(b"".join, zip(body_of, *parts, strict=True))
-    for row, (msg, tail) in enumerate(zip(group, tails, strict=True)):
-        at = row * _SIZE
-        payload = sealed(prefixes[at : at + _CRC_AT], (tail,))
-        msg.size = len(payload)
-        payloads.append(payload)
+    tails = list(map(b"".join, zip(body_of, *parts, strict=True)))
+    payloads = sealed_each(heads.tobytes(), tails)
+    deque(map(setattr, group, repeat("size"), map(len, payloads)), maxlen=0)
     return payloads
 
 
@@ -385,6 +402,7 @@ _ROW_BUFFERS = [
 """An Insert's per-row buffers in wire order: (attribute, numpy type; None for the row
 timestamps, written from the message's time range)."""
 _STAMP_BYTES = _STAMPS.itemsize()
+_STAMPS_DTYPE = np.dtype(_STAMPS.dtype)
 
 
 def _row_parts(group: list[Any], heads: Any) -> list[list[bytes]] | None:
@@ -453,21 +471,40 @@ def _envelopes(group: list[Any], body_sizes: list[int]) -> Any:
     heads["magic"] = MAGIC
     heads["version"] = VERSION
     heads["msg_type"] = InsertMsg.MSG_TYPE
-    ranges = list(map(_time_range, group))
-    for name, values in (
+    fields: list[tuple[str, list[Any]]] = [
         ("msg_id", list(map(_msg_id, group))),
         ("timestamp", list(map(_timestamp, group))),
         ("source_id", list(map(_source_id, group))),
-        ("begin_ts", list(map(_first, ranges))),
-        ("end_ts", list(map(_second, ranges))),
-    ):
+    ]
+    stamps = _row_stamps(group)
+    if stamps is not None:  # a one-row message's time range is its row's timestamp
+        heads["begin_ts"] = heads["end_ts"] = stamps
+    else:
+        ranges = list(map(_time_range, group))
+        fields += [("begin_ts", list(map(_first, ranges))), ("end_ts", list(map(_second, ranges)))]
+    for name, values in fields:
         if set(map(type, values)) != {int}:
             raise TypeError(f"{name} not int")
         heads[name] = values
-    if not (heads["begin_ts"] == heads["end_ts"]).all():
+    if stamps is None and not (heads["begin_ts"] == heads["end_ts"]).all():
         raise ValueError("a one-row message's time range is its row's timestamp")
     heads["json_len"] = body_sizes
     return heads
+
+
+def _row_stamps(group: list[Any]) -> Any:
+    """The row timestamp of each one-row Insert of ``group`` as one array, read straight
+    from their ``row_timestamps`` arrays (what ``time_range`` reads, without a Python call
+    a message); None unless each is a one-item array of the row timestamps' type (then
+    ``time_range`` answers, as for a message decoded without its arrays)."""
+    arrays = list(map(_row_timestamps, group))
+    if (
+        set(map(type, arrays)) != _ARRAY_TYPES
+        or set(map(_dtype, arrays)) != {_STAMPS_DTYPE}
+        or set(map(len, arrays)) != {1}
+    ):
+        return None
+    return np.concatenate(arrays)
 
 
 def _row_bytes(arrays: list[Any], dtype: np.dtype[Any]) -> list[bytes] | None:

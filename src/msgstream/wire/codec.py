@@ -56,6 +56,8 @@ _COVERED = envelope.COVERED
 )
 _JSON_LEN, _CRC = envelope.index("json_len"), envelope.index("crc")
 """Positions of the fields in an unpacked envelope."""
+_CRC_AT = envelope.CRC_OFFSET
+_PACK_CRC = envelope.fields_struct("crc", "crc").pack
 _header_of = itemgetter(_MSG_TYPE, _MSG_ID, _TIMESTAMP, _SOURCE_ID)
 _time_range_of = itemgetter(_MSG_TYPE, _BEGIN_TS, _END_TS)
 _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
@@ -183,7 +185,18 @@ def sealed(prefix: bytes, tail: Sequence[bytes | memoryview]) -> bytes:
     crc = zlib.crc32(prefix)
     for piece in tail:
         crc = zlib.crc32(piece, crc)
-    return b"".join((prefix, crc.to_bytes(4, "little"), *tail))
+    return b"".join((prefix, _PACK_CRC(crc), *tail))
+
+
+def sealed_each(envelopes: bytes, tails: Sequence[bytes]) -> list[bytes]:
+    """:func:`sealed` for many payloads at once: ``envelopes`` holds each payload's
+    envelope (:data:`ENVELOPE_SIZE` bytes each, its checksum field not read) in the
+    order of ``tails``, one piece each (body, then buffers, joined). The checksums and
+    joins run in C-level maps, not a Python loop a payload."""
+    size, crc_at = ENVELOPE_SIZE, _CRC_AT
+    prefixes = [envelopes[at : at + crc_at] for at in range(0, len(tails) * size, size)]
+    crcs = map(zlib.crc32, tails, map(zlib.crc32, prefixes))
+    return list(map(b"".join, zip(prefixes, map(_PACK_CRC, crcs), tails, strict=True)))
 
 
 def _where(msg: TsMsg) -> str:
