@@ -140,18 +140,18 @@ def _encode_single(msg: InsertMsg) -> bytes | None:
     """A one-row Insert's payload from its shape's kept body, by the checks and buffer
     order of the pack's fast path, written for one message; None if the fast path does
     not take it."""
-    begin_ts, end_ts = msg.time_range()
-    if begin_ts != end_ts or type(end_ts) is not int:
-        return None  # encode writes the row timestamps otherwise, or refuses them
     buffers: list[bytes] = []
-    for name, dtype in _ROW_BUFFERS:  # wire order; None: the row timestamps
-        if dtype is None:
-            buffers.append(end_ts.to_bytes(_STAMP_BYTES, "little"))
-            continue
+    for name, dtype in _ROW_ARRAYS:  # wire order; dtypes compared by identity first
         array = getattr(msg, name)
-        if type(array) is not _NDARRAY or array.dtype != dtype or len(array) != 1:
-            return None
+        if (
+            type(array) is not _NDARRAY
+            or len(array) != 1
+            or (array.dtype is not dtype and array.dtype != dtype)
+        ):
+            return None  # not one row, or row timestamps not built (a message decoded lazily)
         buffers.append(array.tobytes())
+    # A one-row message's time range is its row's timestamp (what time_range answers).
+    begin_ts = end_ts = int.from_bytes(buffers[_STAMPS_AT], "little")
     shape: list[Any] = [_place(msg)]
     for column in msg.fields:
         for mask in _masks:
@@ -167,7 +167,11 @@ def _encode_single(msg: InsertMsg) -> bytes | None:
         values = column.values
         data: Any
         if numpy_dtype is not None:
-            if type(values) is not _NDARRAY or values.dtype != numpy_dtype or len(values) != 1:
+            if (
+                type(values) is not _NDARRAY
+                or len(values) != 1
+                or (values.dtype is not numpy_dtype and values.dtype != numpy_dtype)
+            ):
                 return None
             data = values.tobytes()
         else:
@@ -402,6 +406,9 @@ _ROW_BUFFERS = [
 """An Insert's per-row buffers in wire order: (attribute, numpy type; None for the row
 timestamps, written from the message's time range)."""
 _STAMP_BYTES = _STAMPS.itemsize()
+_ROW_ARRAYS = [(buffer.name, np.dtype(buffer.dtype)) for buffer in _BODY.buffers]
+"""An Insert's per-row buffers as the arrays a one-row message holds them in (wire order)."""
+_STAMPS_AT = _BODY.buffers.index(_STAMPS)
 _STAMPS_DTYPE = np.dtype(_STAMPS.dtype)
 
 
