@@ -31,7 +31,6 @@ import struct
 import sys
 import tempfile
 import time
-import zlib
 from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import Any
@@ -63,7 +62,7 @@ from msgstream.bench.targets import MsgStreamTarget, Target
 from msgstream.bench.workload import MessageFactory, Workload
 from msgstream.configuration.config import Config
 from msgstream.observability.metrics import PrometheusInstruments
-from msgstream.wire import envelope
+from msgstream.wire import checksum, envelope
 from msgstream.wire.batch_encoder import encode_batch, encode_one
 from msgstream.wire.codec import ENVELOPE_SIZE, DecodedBatch
 from msgstream.wire.plans import Plan, Where
@@ -297,7 +296,7 @@ def bench_checked_scan(path: str, expected: int) -> float:
     the checksum the codec requires (over all of the payload but its own four bytes) and
     one object. The stream does these and everything else (headers, order, positions)."""
     db = Rdict(path, Options(raw_mode=True), access_type=AccessType.read_only())
-    crc32, at, end = zlib.crc32, envelope.CRC_OFFSET, envelope.CRC_OFFSET + 4
+    crc32, at, end = checksum.crc32, envelope.CRC_OFFSET, envelope.CRC_OFFSET + 4
     kept: list[_Read] = []
     start = time.perf_counter()
     for key, value in db.items(from_key=b"M"):

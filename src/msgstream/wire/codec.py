@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import struct
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -34,6 +33,7 @@ from ..configuration.limits import DEFAULT_MAX_MESSAGE_BYTES as DEFAULT_MAX_MESS
 from ..errors import CodecError, DecodeError, UnknownMessageTypeError, UnknownTypeCodeError
 from . import bodies, envelope
 from .buffers import BodyReader, BodyWriter
+from .checksum import crc32
 from .joined import Joined
 from .messages import BUILTIN_TYPES, USER_TYPE_MIN, DmlMsg, Header, TsMsg
 from .packed import PackedValues
@@ -182,9 +182,9 @@ def envelope_prefix(msg: TsMsg, begin_ts: int, end_ts: int, body_len: int) -> by
 def sealed(prefix: bytes, tail: Sequence[bytes | memoryview]) -> bytes:
     """A payload: the envelope's ``prefix``, the checksum over it and the pieces of
     ``tail`` (body, then buffers), then those pieces, joined once."""
-    crc = zlib.crc32(prefix)
+    crc = crc32(prefix)
     for piece in tail:
-        crc = zlib.crc32(piece, crc)
+        crc = crc32(piece, crc)
     return b"".join((prefix, _PACK_CRC(crc), *tail))
 
 
@@ -195,7 +195,7 @@ def sealed_each(envelopes: bytes, tails: Sequence[bytes]) -> list[bytes]:
     joins run in C-level maps, not a Python loop a payload."""
     size, crc_at = ENVELOPE_SIZE, _CRC_AT
     prefixes = [envelopes[at : at + crc_at] for at in range(0, len(tails) * size, size)]
-    crcs = map(zlib.crc32, tails, map(zlib.crc32, prefixes))
+    crcs = map(crc32, tails, map(crc32, prefixes))
     return list(map(b"".join, zip(prefixes, map(_PACK_CRC, crcs), tails, strict=True)))
 
 
@@ -240,7 +240,7 @@ def intact_envelope(
 
 def _checksum_holds(view: memoryview, head: tuple[Any, ...]) -> bool:
     """The envelope's crc32 covers the fields before it and everything after the envelope."""
-    crc = zlib.crc32(view[ENVELOPE_SIZE:], zlib.crc32(view[: envelope.CRC_OFFSET]))
+    crc = crc32(view[ENVELOPE_SIZE:], crc32(view[: envelope.CRC_OFFSET]))
     return bool(crc == head[_CRC])
 
 
@@ -459,7 +459,7 @@ def _decode_known(
     # Small payloads: slicing copies less than a memoryview costs; large ones: no copy.
     sliceable: Iterable[Any] = payloads if sizes.max() <= _COPY_LIMIT else map(memoryview, payloads)
     tails: Iterable[Any] = map(getitem, sliceable, repeat(_TAIL))
-    crcs = np.fromiter(map(zlib.crc32, tails, map(zlib.crc32, prefixes)), np.uint32, count)
+    crcs = np.fromiter(map(crc32, tails, map(crc32, prefixes)), np.uint32, count)
     if not _all(crcs == env["crc"]):
         return None
     if not _ts_ranges_agree(joined, found, rows, env):
@@ -630,7 +630,7 @@ def _decode_one(
             and plan.need <= size
             and head[_MAGIC] == MAGIC
             and head[_VERSION] in READABLE_VERSIONS
-            and zlib.crc32(payload[_TAIL], zlib.crc32(payload[_HEAD])) == head[_CRC]
+            and crc32(payload[_TAIL], crc32(payload[_HEAD])) == head[_CRC]
             and plan.ts_range_agrees(payload, head[_BEGIN_TS], head[_END_TS])
         ):
             return head, plan, head[plan.ts_field]
