@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import msgstream.wire.codec as codec
 from msgstream.errors import CodecError, DecodeError, UnknownTypeCodeError
+from msgstream.wire.batch_encoder import encode_batch, encode_one
 from msgstream.wire.codec import MessageRegistry, decode, decode_batch, encode
 from msgstream.wire.messages import (
     BUILTIN_TYPES,
@@ -369,6 +370,27 @@ def test_a_lazy_message_builds_its_arrays_only_when_used() -> None:
     assert mine.row_timestamps.tolist() == [35, 41, 38]  # type: ignore[attr-defined]
     assert (mine.begin_ts, mine.end_ts) == (35, 41)
     assert_same(mine, theirs)
+
+
+def test_lazy_one_row_inserts_encode_again_to_their_payloads() -> None:
+    """A consumed one-row Insert sent on (its arrays not built yet) encodes to the bytes it
+    was read from, alone (``encode_one``) and in a pack (``encode_batch``)."""
+    originals = [
+        InsertMsg(
+            msg_id=i, timestamp=100 + i, source_id=3, collection_name="c", row_ids=[i],
+            row_timestamps=[90 + i], fields=[FieldData("pk", DataType.INT64, np.array([7 * i]))],
+        )
+        for i in range(12)
+    ]  # fmt: skip
+    payloads = [encode(msg) for msg in originals]
+    registry = MessageRegistry(BUILTIN_TYPES)
+    decode_batch(payloads, registry)  # the bodies' plans are cached: built lazily next
+    batch = decode_batch(payloads, registry)
+    alone = [built(batch, row, payload) for row, payload in enumerate(payloads)]
+    packed = [built(batch, row, payload) for row, payload in enumerate(payloads)]
+    assert all(map(deferred, alone + packed))
+    assert [encode_one(msg) for msg in alone] == payloads
+    assert encode_batch(packed) == payloads
 
 
 def test_a_lazy_message_keeps_what_was_set_before_its_arrays_were_built() -> None:
