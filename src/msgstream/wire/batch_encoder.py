@@ -36,15 +36,14 @@ from typing import Any, cast
 import numpy as np
 import orjson
 
-from . import bodies, envelope
+from . import bodies
 from .buffers import BodyWriter
 from .codec import (
-    MAGIC,
-    VERSION,
     MessageRegistry,
     default_registry,
     encode,
     envelope_prefix,
+    envelope_prefixes,
     sealed,
     sealed_each,
 )
@@ -65,7 +64,9 @@ _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
 _ONE_VALUE_TYPES = {PackedKind.TEXT: str, PackedKind.BINARY: bytes}
 """Variable-length columns the fast path takes, with the one value type it accepts."""
 _BODY = InsertMsg.BODY
-_FAILURES = (ValueError, TypeError, OverflowError, AttributeError, IndexError, struct.error)
+_FAILURES = (
+    ValueError, TypeError, OverflowError, AttributeError, IndexError, BufferError, struct.error
+)  # fmt: skip
 """What bad input raises on the fast path; the batch is then encoded message by message."""
 _values = attrgetter("values")
 _dtype = attrgetter("dtype")
@@ -381,8 +382,8 @@ def _encode_group(group: list[Any], columns: _Columns) -> list[bytes] | None:
         for key, msg in dict(zip(keys, group, strict=True)).items()
     }
     body_of = list(map(bodies_of.__getitem__, keys))
-    heads = _envelopes(group, list(map(len, body_of)))
-    parts = _row_parts(group, heads)
+    prefixes, stamps = _envelopes(group, list(map(len, body_of)))
+    parts = _row_parts(group, stamps)
     if parts is None:
         return None
     for data, storage in columns:
@@ -392,7 +393,7 @@ def _encode_group(group: list[Any], columns: _Columns) -> list[bytes] | None:
         parts += found
     # Each payload's tail: its body, then its buffers in wire order.
     tails = list(map(b"".join, zip(body_of, *parts, strict=True)))
-    payloads = sealed_each(heads.tobytes(), tails)
+    payloads = sealed_each(prefixes, tails)
     deque(map(setattr, group, repeat("size"), map(len, payloads)), maxlen=0)
     return payloads
 
@@ -412,18 +413,13 @@ _STAMPS_AT = _BODY.buffers.index(_STAMPS)
 _STAMPS_DTYPE = np.dtype(_STAMPS.dtype)
 
 
-def _row_parts(group: list[Any], heads: Any) -> list[list[bytes]] | None:
+def _row_parts(group: list[Any], stamps: list[bytes]) -> list[list[bytes]] | None:
     """The bytes of each one-row Insert's per-row buffers (row ids, row timestamps), a
     list per buffer in wire order; None unless each is an array of the buffer's type.
-    The row timestamps are the envelopes' (a one-row message's range is its row's)."""
+    The row timestamps are given (``stamps``: see :func:`_envelopes`)."""
     parts = []
     for name, dtype in _ROW_BUFFERS:
-        if dtype is None:
-            stamps = heads["end_ts"].astype(_STAMPS.dtype).tobytes()
-            size = _STAMP_BYTES
-            found: list[bytes] | None = [stamps[i : i + size] for i in range(0, len(stamps), size)]
-        else:
-            found = _row_bytes(list(map(attrgetter(name), group)), dtype)
+        found = stamps if dtype is None else _row_bytes(list(map(attrgetter(name), group)), dtype)
         if found is None:
             return None
         parts.append(found)
@@ -470,40 +466,34 @@ def _layout_of(storage: bodies.Storage) -> tuple[bool, ...] | None:
 _LAYOUTS: dict[int, tuple[bodies.Storage, tuple[bool, ...] | None]] = {}
 
 
-def _envelopes(group: list[Any], body_sizes: list[int]) -> Any:
-    """The envelopes of ``group`` (crc left 0) as one record array, each field checked
-    as ``struct`` would check it: ints only (numpy would truncate a float), in range
-    (numpy raises OverflowError)."""
-    heads = np.zeros(len(group), envelope.DTYPE)
-    heads["magic"] = MAGIC
-    heads["version"] = VERSION
-    heads["msg_type"] = InsertMsg.MSG_TYPE
-    fields: list[tuple[str, list[Any]]] = [
-        ("msg_id", list(map(_msg_id, group))),
-        ("timestamp", list(map(_timestamp, group))),
-        ("source_id", list(map(_source_id, group))),
-    ]
-    stamps = _row_stamps(group)
-    if stamps is not None:  # a one-row message's time range is its row's timestamp
-        heads["begin_ts"] = heads["end_ts"] = stamps
-    else:
+def _envelopes(group: list[Any], body_sizes: list[int]) -> tuple[list[bytes], list[bytes]]:
+    """Each one-row Insert's envelope up to its checksum, packed as :func:`encode` packs
+    it (``struct`` checks every field: an int, in range), and the bytes of its row
+    timestamp, which is also its time range."""
+    arrays = _row_stamps(group)
+    ends: list[Any]
+    if arrays is not None:
+        data, size = b"".join(arrays), _STAMP_BYTES  # one-item arrays: their bytes
+        ends = np.frombuffer(data, _STAMPS_DTYPE).tolist()
+        stamps = [data[at : at + size] for at in range(0, len(data), size)]
+    else:  # what time_range answers (a message decoded without its arrays)
         ranges = list(map(_time_range, group))
-        fields += [("begin_ts", list(map(_first, ranges))), ("end_ts", list(map(_second, ranges)))]
-    for name, values in fields:
-        if set(map(type, values)) != {int}:
-            raise TypeError(f"{name} not int")
-        heads[name] = values
-    if stamps is None and not (heads["begin_ts"] == heads["end_ts"]).all():
-        raise ValueError("a one-row message's time range is its row's timestamp")
-    heads["json_len"] = body_sizes
-    return heads
+        ends = list(map(_second, ranges))
+        if list(map(_first, ranges)) != ends:
+            raise ValueError("a one-row message's time range is its row's timestamp")
+        stamps = [end.to_bytes(_STAMP_BYTES, "little") for end in ends]
+    prefixes = envelope_prefixes(
+        InsertMsg.MSG_TYPE, map(_msg_id, group), map(_timestamp, group),
+        map(_source_id, group), ends, ends, body_sizes,
+    )  # fmt: skip
+    return prefixes, stamps
 
 
-def _row_stamps(group: list[Any]) -> Any:
-    """The row timestamp of each one-row Insert of ``group`` as one array, read straight
-    from their ``row_timestamps`` arrays (what ``time_range`` reads, without a Python call
-    a message); None unless each is a one-item array of the row timestamps' type (then
-    ``time_range`` answers, as for a message decoded without its arrays)."""
+def _row_stamps(group: list[Any]) -> list[Any] | None:
+    """The ``row_timestamps`` arrays of ``group``'s one-row Inserts (what ``time_range``
+    reads, without a Python call a message); None unless each is a one-item array of the
+    row timestamps' type (then ``time_range`` answers, as for a message decoded without
+    its arrays)."""
     arrays = list(map(_row_timestamps, group))
     if (
         set(map(type, arrays)) != _ARRAY_TYPES
@@ -511,7 +501,7 @@ def _row_stamps(group: list[Any]) -> Any:
         or set(map(len, arrays)) != {1}
     ):
         return None
-    return np.concatenate(arrays)
+    return arrays
 
 
 def _row_bytes(arrays: list[Any], dtype: np.dtype[Any]) -> list[bytes] | None:

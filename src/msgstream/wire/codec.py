@@ -56,7 +56,6 @@ _COVERED = envelope.COVERED
 )
 _JSON_LEN, _CRC = envelope.index("json_len"), envelope.index("crc")
 """Positions of the fields in an unpacked envelope."""
-_CRC_AT = envelope.CRC_OFFSET
 _PACK_CRC = envelope.fields_struct("crc", "crc").pack
 _header_of = itemgetter(_MSG_TYPE, _MSG_ID, _TIMESTAMP, _SOURCE_ID)
 _time_range_of = itemgetter(_MSG_TYPE, _BEGIN_TS, _END_TS)
@@ -179,6 +178,23 @@ def envelope_prefix(msg: TsMsg, begin_ts: int, end_ts: int, body_len: int) -> by
     )
 
 
+def envelope_prefixes(
+    msg_type: int,
+    msg_ids: Iterable[int],
+    timestamps: Iterable[int],
+    source_ids: Iterable[int],
+    begins: Iterable[int],
+    ends: Iterable[int],
+    body_lens: Iterable[int],
+) -> list[bytes]:
+    """:func:`envelope_prefix` of many messages of type ``msg_type``, a field at a time
+    (``struct.error`` for a field out of range), packed in a C-level map."""
+    return list(
+        map(_COVERED.pack, repeat(MAGIC), repeat(VERSION), repeat(0), repeat(msg_type),
+            msg_ids, timestamps, source_ids, begins, ends, body_lens)
+    )  # fmt: skip
+
+
 def sealed(prefix: bytes, tail: Sequence[bytes | memoryview]) -> bytes:
     """A payload: the envelope's ``prefix``, the checksum over it and the pieces of
     ``tail`` (body, then buffers), then those pieces, joined once."""
@@ -188,13 +204,10 @@ def sealed(prefix: bytes, tail: Sequence[bytes | memoryview]) -> bytes:
     return b"".join((prefix, _PACK_CRC(crc), *tail))
 
 
-def sealed_each(envelopes: bytes, tails: Sequence[bytes]) -> list[bytes]:
-    """:func:`sealed` for many payloads at once: ``envelopes`` holds each payload's
-    envelope (:data:`ENVELOPE_SIZE` bytes each, its checksum field not read) in the
-    order of ``tails``, one piece each (body, then buffers, joined). The checksums and
-    joins run in C-level maps, not a Python loop a payload."""
-    size, crc_at = ENVELOPE_SIZE, _CRC_AT
-    prefixes = [envelopes[at : at + crc_at] for at in range(0, len(tails) * size, size)]
+def sealed_each(prefixes: Sequence[bytes], tails: Sequence[bytes]) -> list[bytes]:
+    """:func:`sealed` for many payloads at once, each of one piece of tail (body, then
+    buffers, joined): the checksums and joins run in C-level maps, not a Python loop a
+    payload."""
     crcs = map(crc32, tails, map(crc32, prefixes))
     return list(map(b"".join, zip(prefixes, map(_PACK_CRC, crcs), tails, strict=True)))
 
