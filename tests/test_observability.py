@@ -16,7 +16,15 @@ from prometheus_client import CollectorRegistry
 from harness import BackendHarness
 from helpers.docs_pages import generated_section
 from helpers.loop_time import on_loop_time
-from msgstream import DeleteMsg, InsertMsg, MsgPack, SubscriptionPosition, TimeTickMsg, TsMsg
+from msgstream import (
+    DeleteMsg,
+    InsertMsg,
+    MsgPack,
+    SubscriptionPosition,
+    TimeTickMsg,
+    TsMsg,
+    encode,
+)
 from msgstream.configuration.config import Config, config_from_dict
 from msgstream.observability.metrics import METRICS, PrometheusInstruments
 from msgstream.observability.observe import Instruments, combine, default_instruments
@@ -114,6 +122,25 @@ async def test_message_counters_tell_ticks_from_data(tmp_path: Path) -> None:
     }
     assert value(registry, consumed, msg_type="Insert") == 10
     assert value(registry, consumed, msg_type="TimeTick") == 4
+
+
+async def test_a_produce_to_one_channel_is_timed_and_counted_once(tmp_path: Path) -> None:
+    """One message, then a pack of three, on a stream of one channel: each call is one
+    send and one produce, timed once, its messages and payload bytes counted."""
+    registry = CollectorRegistry()
+    config = memory_config(tmp_path)
+    packs = [[insert(0, key=0)], [insert(i, key=0) for i in (1, 2, 3)]]
+    async with new_msgstream(config, instruments=PrometheusInstruments(registry)) as stream:
+        await stream.as_producer(["a"])
+        results = [await stream.produce(MsgPack(msgs=msgs)) for msgs in packs]
+    assert [len(result["a"]) for result in results] == [1, 3]
+    sent_bytes = sum(len(encode(msg)) for msgs in packs for msg in msgs)
+    labels = {"backend": "memory", "channel": "a"}
+    assert by_type(registry, "msgstream_produced_messages_total", **labels) == {"Insert": 4}
+    assert value(registry, "msgstream_produced_bytes_total", **labels) == sent_bytes
+    assert value(registry, "msgstream_send_duration_seconds_count", **labels) == 2
+    assert value(registry, "msgstream_produce_duration_seconds_count", backend="memory") == 2
+    assert value(registry, "msgstream_produce_errors_total") == 0
 
 
 async def test_counters_after_a_known_workload(tmp_path: Path) -> None:

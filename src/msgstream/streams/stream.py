@@ -324,24 +324,37 @@ class MsgStream(AsyncScope):
         record = self._pack_probe.start()
         try:
             buckets = None if broadcast else self._repack(pack.msgs, len(self._producers))
-            jobs = self._jobs(pack, buckets)
-            record.routed([self._producers[index].channel for index, _ in jobs])
-            if buckets is None:
-                types = count_types(pack.msgs)  # the same messages to every channel
-                by_bucket = dict.fromkeys(range(len(self._producers)), types)
+            if buckets is not None and len(buckets) == 1:  # one channel: one send, no gathering
+                ((index, msgs),) = buckets.items()
+                channel = self._producer_of_bucket(index).channel
+                record.routed((channel,))
+                if len(msgs) == 1:
+                    payloads = [self._encode_one(channel, msgs[0])]
+                else:
+                    payloads = self._encode_for(channel, msgs)
+                sent = [payloads]
+                ids = await self._observed_send(index, payloads, record, count_types(msgs))
+                result = {channel: ids}
             else:
-                by_bucket = {index: count_types(msgs) for index, msgs in buckets.items()}
-            result = await self._send(
-                jobs,
-                lambda index, payloads: self._observed_send(
-                    index, payloads, record, by_bucket[index]
-                ),
-            )
+                jobs = self._jobs(pack, buckets)
+                sent = [payloads for _, payloads in jobs]
+                record.routed([self._producers[index].channel for index, _ in jobs])
+                if buckets is None:
+                    types = count_types(pack.msgs)  # the same messages to every channel
+                    by_bucket = dict.fromkeys(range(len(self._producers)), types)
+                else:
+                    by_bucket = {index: count_types(msgs) for index, msgs in buckets.items()}
+                result = await self._send(
+                    jobs,
+                    lambda index, payloads: self._observed_send(
+                        index, payloads, record, by_bucket[index]
+                    ),
+                )
         except BaseException as exc:
             record.failed(exc)
             raise
         record.done(
-            sum(len(ids) for ids in result.values()), sum(len(p) for _, ps in jobs for p in ps)
+            sum(map(len, result.values())), sum(sum(map(len, payloads)) for payloads in sent)
         )
         return result
 
