@@ -638,3 +638,63 @@ def test_hashes_are_the_values_routing_has_always_used() -> None:
         _PINNED_INT64.values()
     )
     assert murmur3_32(bytearray(b"hello")) == murmur3_32(memoryview(b"hello")) == 0x248BFA47
+
+
+def _one_channel_pack(shapes: list[str]) -> list[TsMsg]:
+    """Messages by shape: ``i`` a one-row Insert, ``d`` a one-row Delete, ``t`` a tick,
+    ``w`` a two-row Insert with one key, ``b`` a Delete keyed by a bool, ``n`` a Delete
+    keyed by a numpy int, ``k`` a Delete with two keys for one row."""
+    made: list[TsMsg] = []
+    for i, shape in enumerate(shapes):
+        if shape == "i":
+            made.append(
+                InsertMsg(
+                    msg_id=i, timestamp=i + 1, collection_name="c", row_ids=[i], hash_keys=[i]
+                )
+            )
+        elif shape == "w":
+            made.append(
+                InsertMsg(
+                    msg_id=i, timestamp=i + 1, collection_name="c", row_ids=[i, i], hash_keys=[i]
+                )
+            )
+        elif shape == "t":
+            made.append(TimeTickMsg(msg_id=i, timestamp=i + 1, hash_keys=[i]))
+        else:
+            key: object = {"d": i, "b": True, "n": np.int64(i), "k": i}[shape]
+            keys = [key, key] if shape == "k" else [key]
+            made.append(
+                DeleteMsg(msg_id=i, timestamp=i + 1, collection_name="c", primary_keys=[i],
+                          hash_keys=keys)  # type: ignore[arg-type]
+            )  # fmt: skip
+    return made
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    ["i" * 9, "d" * 8, "t" * 8, "idididid", "iiiiiiit", "tiiiiiii", "iiiwiiii", "dddbdddd",
+     "dddndddd", "dddkdddd", "i" * 7],
+)  # fmt: skip
+def test_one_channel_packs_route_as_the_message_loop_does(
+    shapes: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pack to one channel is checked in passes over the whole pack; what it returns or
+    raises is what routing it message by message does."""
+    pack = _one_channel_pack(list(shapes))
+
+    def outcome() -> object:
+        try:
+            routed = default_repack(pack, 1)
+        except (RoutingError, TypeError) as exc:
+            return type(exc), str(exc)
+        return {bucket: [m.msg_id for m in msgs] for bucket, msgs in routed.items()}
+
+    by_passes = outcome()
+    monkeypatch.setattr(routing, "BULK_ROUTING_FROM", 10**9)
+    assert by_passes == outcome()
+    refused = {"w": RoutingError, "b": TypeError, "k": RoutingError}
+    errors = {refused[shape] for shape in shapes if shape in refused}
+    if errors:
+        assert isinstance(by_passes, tuple) and {by_passes[0]} == errors
+    else:
+        assert by_passes == {0: list(range(len(shapes)))}

@@ -454,7 +454,7 @@ class InsertMsg(DmlMsg):
 
     @property
     def num_rows(self) -> int:
-        return int(self.row_ids.shape[0])
+        return len(self.row_ids)
 
     def field(self, name: str) -> FieldData:
         for column in self.fields:
