@@ -247,40 +247,28 @@ def main() -> int:
             if engine == "confluent":  # issue 16's goal for the librdkafka engine
                 by_id["pipelined_confluent"].goal = ">= 0.8x raw"
             rows.extend(produced)
-        rows.append(
-            Row("pipelined: confluent engine vs raw aiokafka", by_id["pipelined_confluent"].ours,
-                by_id["pipelined_aiokafka"].baseline, "msgs/s", ">= 3x raw aiokafka",
-                "pipelined_confluent_vs_aiokafka")
-        )  # fmt: skip
-        rows.append(
-            Row("p50: confluent engine vs the asyncio floor", by_id["p50_confluent"].ours,
-                by_id["p50_confluent_floor"].ours, "us",
-                "floor: raw confluent-kafka from asyncio, nothing of msgstream",
-                "p50_confluent_vs_floor")
-        )  # fmt: skip
-        rows.append(
-            Row("p50: confluent engine vs the floor + encoding", by_id["p50_confluent"].ours,
-                by_id["p50_confluent_floorenc"].ours, "us",
-                "floor + msgstream's encoders in the measured time",
-                "p50_confluent_vs_floorenc")
-        )  # fmt: skip
-        rows.append(
-            Row("pipelined: the asyncio floor vs raw aiokafka",
-                by_id["pipelined_confluent_floor"].ours, by_id["pipelined_aiokafka"].baseline,
-                "msgs/s", "what >= 3x raw aiokafka asks of any asyncio code",
-                "pipelined_floor_vs_aiokafka")
-        )  # fmt: skip
-        rows.append(
-            Row("pipelined: the floor + encoding vs raw aiokafka",
-                by_id["pipelined_confluent_floorenc"].ours, by_id["pipelined_aiokafka"].baseline,
-                "msgs/s", "what >= 3x raw aiokafka asks once messages are encoded",
-                "pipelined_floorenc_vs_aiokafka")
-        )  # fmt: skip
-        rows.append(
-            Row("p50: confluent engine vs raw aiokafka", by_id["p50_confluent"].ours,
-                by_id["p50_aiokafka"].baseline, "us", "< 1x raw aiokafka",
-                "p50_confluent_vs_aiokafka")
-        )  # fmt: skip
+        raw_aiokafka_p50 = by_id["p50_aiokafka"].baseline
+        raw_aiokafka = by_id["pipelined_aiokafka"].baseline
+        for figure, ours_id, baseline, unit, goal, row_id in (
+            ("pipelined: confluent engine vs raw aiokafka", "pipelined_confluent", raw_aiokafka,
+             "msgs/s", ">= 3x raw aiokafka", "pipelined_confluent_vs_aiokafka"),
+            ("p50: confluent engine vs the asyncio floor", "p50_confluent",
+             by_id["p50_confluent_floor"].ours, "us",
+             "floor: raw confluent-kafka from asyncio, nothing of msgstream",
+             "p50_confluent_vs_floor"),
+            ("p50: confluent engine vs the floor + encoding", "p50_confluent",
+             by_id["p50_confluent_floorenc"].ours, "us",
+             "floor + msgstream's encoders in the measured time", "p50_confluent_vs_floorenc"),
+            ("pipelined: the asyncio floor vs raw aiokafka", "pipelined_confluent_floor",
+             raw_aiokafka, "msgs/s", "what >= 3x raw aiokafka asks of any asyncio code",
+             "pipelined_floor_vs_aiokafka"),
+            ("pipelined: the floor + encoding vs raw aiokafka", "pipelined_confluent_floorenc",
+             raw_aiokafka, "msgs/s", "what >= 3x raw aiokafka asks once messages are encoded",
+             "pipelined_floorenc_vs_aiokafka"),
+            ("p50: confluent engine vs raw aiokafka", "p50_confluent", raw_aiokafka_p50, "us",
+             "< 1x raw aiokafka", "p50_confluent_vs_aiokafka"),
+        ):  # fmt: skip
+            rows.append(Row(figure, by_id[ours_id].ours, baseline, unit, goal, row_id))
         rows.extend(
             timed("tt read", lambda: asyncio.run(tt_read_rows(bootstrap, int(25_000 * scale))))
         )
@@ -293,7 +281,6 @@ def main() -> int:
                         f"raw {engine} vs Java client, {BROKER_RECORD} B records",
                         f"java_vs_raw_{engine}")
                 )  # fmt: skip
-        raw_aiokafka = by_id["pipelined_aiokafka"].baseline
         for pack, rate in librdkafka_go_rates(bootstrap, total * 5, BROKER_RECORD).items():
             what = f"{pack:,}-record packs" if pack else "nothing awaited"
             rows.append(
