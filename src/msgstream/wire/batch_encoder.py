@@ -401,16 +401,13 @@ def _encode_group(group: list[Any], columns: _Columns) -> list[bytes] | None:
 _OFFSETS = bodies.Count.OFFSETS
 _STAMPS = bodies.ROW_TIMESTAMPS
 _VALUE_COUNTS = (bodies.Count.VALUES, bodies.Count.ANY)
-_ROW_BUFFERS = [
-    (buffer.name, None if buffer is _STAMPS else np.dtype(buffer.dtype)) for buffer in _BODY.buffers
-]
-"""An Insert's per-row buffers in wire order: (attribute, numpy type; None for the row
-timestamps, written from the message's time range)."""
 _STAMP_BYTES = _STAMPS.itemsize()
 _ROW_ARRAYS = [(buffer.name, np.dtype(buffer.dtype)) for buffer in _BODY.buffers]
-"""An Insert's per-row buffers as the arrays a one-row message holds them in (wire order)."""
+"""An Insert's per-row buffers as the arrays a one-row message holds them in (wire order):
+(attribute, numpy type)."""
 _STAMPS_AT = _BODY.buffers.index(_STAMPS)
-_STAMPS_DTYPE = np.dtype(_STAMPS.dtype)
+"""Where the row timestamps stand among them."""
+_STAMPS_DTYPE = _ROW_ARRAYS[_STAMPS_AT][1]
 
 
 def _row_parts(group: list[Any], stamps: list[bytes]) -> list[list[bytes]] | None:
@@ -418,8 +415,11 @@ def _row_parts(group: list[Any], stamps: list[bytes]) -> list[list[bytes]] | Non
     list per buffer in wire order; None unless each is an array of the buffer's type.
     The row timestamps are given (``stamps``: see :func:`_envelopes`)."""
     parts = []
-    for name, dtype in _ROW_BUFFERS:
-        found = stamps if dtype is None else _row_bytes(list(map(attrgetter(name), group)), dtype)
+    for at, (name, dtype) in enumerate(_ROW_ARRAYS):
+        if at == _STAMPS_AT:
+            found: list[bytes] | None = stamps
+        else:
+            found = _row_bytes(list(map(attrgetter(name), group)), dtype)
         if found is None:
             return None
         parts.append(found)
