@@ -328,10 +328,7 @@ class MsgStream(AsyncScope):
                 ((index, msgs),) = buckets.items()
                 channel = self._producer_of_bucket(index).channel
                 record.routed((channel,))
-                if len(msgs) == 1:
-                    payloads = [self._encode_one(channel, msgs[0])]
-                else:
-                    payloads = self._encode_for(channel, msgs)
+                payloads = self._encode_for(channel, msgs)
                 sent = [payloads]
                 ids = await self._observed_send(index, payloads, record, count_types(msgs))
                 result = {channel: ids}
