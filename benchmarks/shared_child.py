@@ -70,6 +70,16 @@ async def command_lines() -> Any:
         yield line.split()
 
 
+async def serve_until_quit(name: str, address: str, protocol: Any) -> None:
+    """Serve ``protocol`` (a factory) at the socket ``address``, say ``READY name``, and
+    stop when the parent says ``quit`` (or closes stdin)."""
+    server = await asyncio.get_running_loop().create_unix_server(protocol, address)
+    answer(f"READY {name}")
+    async for _ in command_lines():
+        pass
+    server.close()
+
+
 async def send_stamped(client: Any, count: int, gap_us: int, channel: str) -> int:
     producer = await client.create_producer(channel)
     clock = time.perf_counter_ns
@@ -107,11 +117,7 @@ class _Echo(asyncio.Protocol):
 
 
 async def echo(address: str) -> None:
-    server = await asyncio.get_running_loop().create_unix_server(_Echo, address)
-    answer("READY echo")
-    async for _ in command_lines():
-        pass
-    server.close()
+    await serve_until_quit("echo", address, _Echo)
 
 
 class _StoreEcho(asyncio.Protocol):
@@ -143,11 +149,7 @@ class _StoreEcho(asyncio.Protocol):
 async def store_echo(directory: str) -> None:
     db = Rdict(directory, Options(raw_mode=True))
     address = os.path.join(directory, "store.sock")
-    server = await asyncio.get_running_loop().create_unix_server(lambda: _StoreEcho(db), address)
-    answer("READY store-echo")
-    async for _ in command_lines():
-        pass
-    server.close()
+    await serve_until_quit("store-echo", address, lambda: _StoreEcho(db))
     db.close()
 
 
@@ -208,12 +210,7 @@ async def protocol_floor(directory: str) -> None:
     store = RocksStore(os.path.join(directory, "store"))
     store.ensure_channel("floor")
     address = os.path.join(directory, "store.sock")
-    loop = asyncio.get_running_loop()
-    server = await loop.create_unix_server(lambda: _ProtocolFloor(store), address)
-    answer("READY protocol-floor")
-    async for _ in command_lines():
-        pass
-    server.close()
+    await serve_until_quit("protocol-floor", address, lambda: _ProtocolFloor(store))
     store.close()
 
 
@@ -237,12 +234,7 @@ class _Relay(asyncio.Protocol):
 
 async def relay(address: str) -> None:
     readers: list[asyncio.Transport] = []
-    loop = asyncio.get_running_loop()
-    server = await loop.create_unix_server(lambda: _Relay(readers), address)
-    answer("READY relay")
-    async for _ in command_lines():
-        pass
-    server.close()
+    await serve_until_quit("relay", address, lambda: _Relay(readers))
 
 
 async def pacer(address: str) -> None:
