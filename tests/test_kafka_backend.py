@@ -27,6 +27,7 @@ from msgstream import (
     MsgPack,
     MsgStream,
     MsgStreamError,
+    StreamStateError,
     SubscriptionPosition,
     TopicNotFoundError,
     config_from_dict,
@@ -34,6 +35,7 @@ from msgstream import (
     new_client,
 )
 from msgstream.backends.kafka.producer import RECORD_OVERHEAD
+from msgstream.backends.kafka.reader_access import READER_ACCESS
 from msgstream.contract.backend import Client
 from msgstream.wire.messages import DeleteMsg
 
@@ -260,6 +262,38 @@ async def test_dispose_subscription_and_channel(kafka_broker: Any) -> None:
     await client.delete_channel(channel)  # type: ignore[attr-defined]
     with pytest.raises(TopicNotFoundError, match=channel):
         await client.check_topic_valid(channel)
+    await client.close()
+
+
+async def test_a_seek_reader_reads_where_it_seeks_and_leaves_no_consumer_group(
+    kafka_broker: Any,
+) -> None:
+    """What a reader that keeps no position (the Spark bridge's planner and tasks, a schema
+    lookup) gets from Kafka's reader access: it commits nothing, so no consumer group is
+    made for it, nothing needs deleting after, and an acknowledgement is refused."""
+    client = client_for(kafka_broker.bootstrap)
+    channel = channel_name()
+    producer = await client.create_producer(channel)
+    ids = await producer.send_many([b"a", b"b", b"c"])
+    name = f"seeker-{channel}"
+    consumer = await READER_ACCESS.seek_reader(client, channel, name)
+    assert consumer.subname == name
+    await consumer.seek(ids[1], inclusive=True)
+    got = await asyncio.wait_for(consumer.receive(), TIMEOUT)
+    assert (got.msg_id, got.payload) == (ids[1], b"b")
+    await consumer.seek_to_earliest()
+    assert (await asyncio.wait_for(consumer.receive(), TIMEOUT)).payload == b"a"
+    with pytest.raises(StreamStateError) as refused:
+        await consumer.ack(got)
+    assert str(refused.value) == (
+        f"cannot acknowledge on channel {channel!r}: reader {name!r} keeps no position "
+        "(it reads where it seeks)"
+    )
+    admin = client.admin  # type: ignore[attr-defined]
+    assert name not in await admin.groups()
+    assert await admin.committed(name, channel) is None
+    await READER_ACCESS.close_seek_reader(client, consumer, name)
+    assert await client.list_subscriptions(channel) == []  # type: ignore[attr-defined]
     await client.close()
 
 

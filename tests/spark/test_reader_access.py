@@ -26,7 +26,7 @@ from msgstream.bridge_spark.data.source import parse_source_options
 from msgstream.bridge_spark.data.subscription import drop_subscription, query_subscription
 from msgstream.bridge_spark.errors import BackendCapabilityError, OptionError
 from msgstream.errors import BackendUnavailableError
-from msgstream.streams.reader_access import SubscriptionHold
+from msgstream.streams.reader_access import SUBSCRIPTIONS, SubscriptionHold
 from plugin_backend import SPEC, plugged_in
 from spark.data import rocksmq_config
 
@@ -115,6 +115,24 @@ async def test_the_default_hold_is_a_durable_subscription_that_drop_removes() ->
             assert await names() == ["other", "q", "q.planner"]
             await drop_subscription(config, ["ch"], "q")
             assert await names() == ["other"]
+        finally:
+            await client.close()
+
+
+async def test_the_default_seek_reader_is_a_subscription_removed_when_closed() -> None:
+    """A backend with no seek reader of its own gives a reader that keeps no position a
+    subscription at no position (a seek comes first), and closing it removes it."""
+    with plugged_in():
+        config = tinylog("default-seek")
+        ids = await produce(config, "ch", 3)
+        client = open_reader(config).client
+        try:
+            consumer = await SUBSCRIPTIONS.seek_reader(client, "ch", "q.reader-1")
+            await consumer.seek(ids[1], inclusive=True)
+            assert (await consumer.receive()).payload == b"m1"
+            assert [i.name for i in await client.list_subscriptions("ch")] == ["q.reader-1"]
+            await SUBSCRIPTIONS.close_seek_reader(client, consumer, "q.reader-1")
+            assert await client.list_subscriptions("ch") == []
         finally:
             await client.close()
 

@@ -87,12 +87,32 @@ class KafkaClient(BrokerClient):
     async def subscribe(
         self, channel: str, subname: str, position: SubscriptionPosition
     ) -> KafkaConsumer:
+        return await self._consumer(channel, subname, position, keeps_position=True)
+
+    async def seek_reader(self, channel: str, name: str) -> KafkaConsumer:
+        """A consumer of ``channel`` positioned by seeks alone that commits nothing, so it
+        leaves no consumer group behind (``name`` names it in errors): what a reader that
+        keeps no position needs (see :mod:`.reader_access`)."""
+        return await self._consumer(
+            channel, name, SubscriptionPosition.UNKNOWN, keeps_position=False
+        )
+
+    async def _consumer(
+        self, channel: str, subname: str, position: SubscriptionPosition, *, keeps_position: bool
+    ) -> KafkaConsumer:
         self.check_open()
         validate_channel_name(channel)
         validate_subscription_name(subname)
         await self.admin.ensure_topic(channel)
-        inner = self.engine.reader(self.section, channel, subname, self.calls)
-        consumer = KafkaConsumer(channel, subname, inner, hooks=self._hooks, calls=self.calls)
+        inner = self.engine.reader(self.section, channel, subname, self.calls, keeps_position)
+        consumer = KafkaConsumer(
+            channel,
+            subname,
+            inner,
+            hooks=self._hooks,
+            calls=self.calls,
+            keeps_position=keeps_position,
+        )
         try:
             await consumer.start(_START_AT[position])
         except BaseException:

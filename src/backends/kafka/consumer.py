@@ -3,7 +3,10 @@
 The partition is assigned explicitly (no group membership, so no rebalancing stalls); the
 subscription name is the ``group_id`` under which acknowledgements are committed. A new
 subscription commits its starting offset at once, so reopening it resumes there whatever
-position the reopen asks for -- the same rule as the embedded backends.
+position the reopen asks for -- the same rule as the embedded backends. A *seek reader*
+(``keeps_position=False``: what a reader that seeks where it likes gets, see
+:mod:`..reader_access`) commits nothing and asks for no committed offset, so it leaves no
+consumer group on the cluster and needs no group rights.
 
 Fetched records stay in the columns the engine returned them in (:class:`Fetched`) until
 they are handed out: one message at a time, or many at once as a columnar batch
@@ -23,7 +26,7 @@ from aiokafka import errors as kafka_errors
 
 from msgstream.contract.backend import NO_PROPERTIES, ConsumedBatch, ConsumedMessage, MessageID
 from msgstream.contract.consumer_base import ClientHooks
-from msgstream.errors import InvalidPositionError
+from msgstream.errors import InvalidPositionError, StreamStateError
 from msgstream.runtime.cooperate import cooperate
 
 from ..broker_client import BrokerConsumer
@@ -51,9 +54,12 @@ class KafkaConsumer(BrokerConsumer):
         *,
         hooks: ClientHooks,
         calls: BrokerCalls,
+        keeps_position: bool = True,
     ) -> None:
         super().__init__(channel, subname, hooks, calls)
         self._inner = inner
+        self.keeps_position = keeps_position
+        """False: a seek reader, which commits nothing (see the module doc)."""
         self._chunks: deque[Fetched] = deque()
         self._head = 0
         """Records of ``_chunks[0]`` before this index were handed out."""
@@ -63,9 +69,14 @@ class KafkaConsumer(BrokerConsumer):
         """After a seek past the end: records below this offset are not delivered."""
 
     async def start(self, start_at: str) -> None:
-        """Position a new consumer: resume a committed offset, else ``start_at``."""
+        """Position a new consumer: resume a committed offset, else ``start_at``. A seek
+        reader starts nowhere (``start_at`` must be ``"unknown"``): a seek follows."""
         inner = self._inner
         await inner.start()
+        if not self.keeps_position:
+            if start_at != "unknown":
+                raise ValueError(f"a seek reader starts at no position, not {start_at!r}")
+            return
         async with self._call("subscribing"):
             self._committed = await inner.committed()
             if self._committed is not None:
@@ -195,7 +206,7 @@ class KafkaConsumer(BrokerConsumer):
             self._chunks.clear()
             self._head = 0
             self._positioned = True
-            if self._committed is None:
+            if self._committed is None and self.keeps_position:
                 await self._commit(target)
 
     async def seek_to_earliest(self) -> None:
@@ -209,6 +220,11 @@ class KafkaConsumer(BrokerConsumer):
         back (seek to replay older messages)."""
         self._check_open()
         self._check_ack_channel(msg)
+        if not self.keeps_position:
+            raise StreamStateError(
+                f"cannot acknowledge on channel {self.channel!r}: reader {self.subname!r} "
+                "keeps no position (it reads where it seeks)"
+            )
         resume_at = KafkaMessageID.of(msg.msg_id).offset + 1
         if self._committed is None or resume_at > self._committed:
             async with self._call("acknowledging"):

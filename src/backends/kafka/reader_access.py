@@ -1,6 +1,8 @@
 """How processes that only read Kafka do it (Kafka's
-:class:`~msgstream.streams.reader_access.ReaderAccess`): large fetches, and a query's position
-held as its consumer group's committed offset.
+:class:`~msgstream.streams.reader_access.ReaderAccess`): large fetches, a query's position
+held as its consumer group's committed offset, and seek readers that leave no consumer
+group behind (a Spark task reads one slice and is gone: making, committing and deleting
+a group for it cost round trips to the group coordinator and group rights on the cluster).
 
 Kafka's retention is by time and size only, so the committed offsets keep nothing; they
 show lag tools how far the query is.
@@ -14,6 +16,7 @@ from msgstream.configuration.config import Config
 from msgstream.contract.backend import Client, ConsumedMessage, Consumer
 from msgstream.streams.reader_access import QueryHold, ReaderAccess, ReaderClient, SubscriptionHold
 
+from .client import KafkaClient
 from .ids import KafkaMessageID
 from .settings import KafkaConfig
 
@@ -40,6 +43,18 @@ class KafkaReaderAccess(ReaderAccess):
 
     def hold(self, client: Client, channels: Sequence[str], name: str) -> QueryHold:
         return CommittedOffsetHold(client, channels, name)
+
+    async def seek_reader(self, client: Client, channel: str, name: str) -> Consumer:
+        """A consumer that commits nothing (:meth:`KafkaClient.seek_reader`)."""
+        if not isinstance(client, KafkaClient):
+            return await super().seek_reader(client, channel, name)
+        return await client.seek_reader(channel, name)
+
+    async def close_seek_reader(self, client: Client, consumer: Consumer, name: str) -> None:
+        if isinstance(client, KafkaClient):
+            await consumer.close()  # it made no consumer group: nothing to remove
+        else:
+            await super().close_seek_reader(client, consumer, name)
 
 
 def _large_fetches(config: Config) -> Config:

@@ -6,13 +6,15 @@ and decode only what they keep. A :class:`RawCursor` reads from a position (incl
 or the channel's beginning) up to the channel's newest MessageID as of the call, so a
 read never waits for messages that do not exist yet.
 
-A cursor seeks where it likes, so it never reads under the query's own subscription
-(which follows Spark's commits, see :mod:`bridge_spark.data.subscription`) but under a name
-derived from it -- the driver's planner under one per query
-(:func:`planner_subscription`: its process may be killed before it closes, so a
-leftover is one name that :func:`~bridge_spark.data.subscription.drop_subscription` drops
-too), each executor task under its own (:func:`reader_subscription`) -- and removes that
-subscription when closed.
+A cursor seeks where it likes and keeps no position, so it never reads under the query's
+own subscription (which follows Spark's commits, see :mod:`bridge_spark.data.subscription`)
+but through its backend's seek reader
+(:meth:`~msgstream.streams.reader_access.ReaderAccess.seek_reader`), named after the query --
+the driver's planner under one name per query (:func:`planner_subscription`: where a seek
+reader is a subscription, its process may be killed before it closes, so a leftover is
+one name that :func:`~bridge_spark.data.subscription.drop_subscription` drops too), each
+executor task under its own (:func:`reader_subscription`) -- and closes it when done,
+which removes whatever it left on the backend.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from msgstream.contract.backend import Client, ConsumedBatch, ConsumedMessage, C
 from msgstream.errors import CodecError, ReadIncompleteError
 from msgstream.observability.logs import fields, get_logger
 from msgstream.streams.raw_read import read_through
-from msgstream.wire.position import SubscriptionPosition
 
 from ..errors import SliceIncompleteError
 from .clients import client_access
@@ -68,18 +69,19 @@ class RawCursor:
         self._consumer: Consumer | None = None
 
     async def open(self) -> None:
-        """Subscribe (at no position: every read seeks first). ``TopicNotFoundError`` names a
+        """Open the seek reader (every read seeks first). ``TopicNotFoundError`` names a
         channel that does not exist."""
         await self.client.check_topic_valid(self.channel)
-        self._consumer = await self.client.subscribe(
-            self.channel, self.subscription, SubscriptionPosition.UNKNOWN
+        self._consumer = await client_access(self.client).seek_reader(
+            self.client, self.channel, self.subscription
         )
 
     async def close(self) -> None:
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            await consumer.close()
-            await release_reader_subscription(self.client, self.channel, self.subscription)
+            await client_access(self.client).close_seek_reader(
+                self.client, consumer, self.subscription
+            )
 
     def _require(self) -> Consumer:
         if self._consumer is None:
@@ -126,10 +128,3 @@ def planner_subscription(query: str) -> str:
 def reader_subscription(query: str) -> str:
     """A reader's private subscription name, derived from the query's."""
     return f"{query}.reader-{secrets.token_hex(4)}"
-
-
-async def release_reader_subscription(client: Client, channel: str, name: str) -> None:
-    """Remove a reader's subscription where the backend keeps it (its reader access
-    knows; a read-only store keeps none). A failure is logged, not raised: the read itself
-    succeeded."""
-    await client_access(client).release(client, channel, name)

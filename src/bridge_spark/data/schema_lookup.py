@@ -18,7 +18,7 @@ from msgstream.wire.schema import CollectionSchema
 
 from ..errors import SchemaNotFoundError
 from .clients import open_reader
-from .cursor import reader_subscription, release_reader_subscription
+from .cursor import reader_subscription
 
 
 async def schema_in_channels(
@@ -30,8 +30,8 @@ async def schema_in_channels(
     timeout_s: float,
 ) -> CollectionSchema:
     """The schema of the first ``CreateCollectionMsg`` (of ``collection``, if given) in
-    ``channels``, read from their beginning through ``client`` under a reader
-    subscription of ``query``, removed after; :class:`SchemaNotFoundError` if there is
+    ``channels``, read from their beginning through ``client`` by a seek reader named
+    after ``query``; :class:`SchemaNotFoundError` if there is
     none, ``TopicNotFoundError`` naming a missing channel."""
     found = await find_declared_schema(
         client,
@@ -39,7 +39,6 @@ async def schema_in_channels(
         collection,
         timeout_s=timeout_s,
         subscription=reader_subscription(query),
-        release=release_reader_subscription,
     )
     if found is None:
         which = f"collection {collection!r}" if collection else "any collection"

@@ -12,7 +12,10 @@ A reader access says
   directory or environment (:meth:`ReaderAccess.resolved`);
 - how a query's position is kept from retention (:meth:`ReaderAccess.hold`, a
   :class:`QueryHold`) and let go of for good (:meth:`ReaderAccess.drop`);
-- how a reader's private subscription is released (:meth:`ReaderAccess.release`).
+- how a reader that seeks where it likes and keeps no position (the bridge's planner and
+  tasks, a schema lookup) gets its consumer and leaves nothing behind
+  (:meth:`ReaderAccess.seek_reader`, :meth:`ReaderAccess.close_seek_reader`): by default a
+  private subscription, released after (:meth:`ReaderAccess.release`).
 
 A position here is the serialised MessageID of the first message still needed (None:
 the channel's beginning). The default, :data:`SUBSCRIPTIONS`, needs nothing beyond the
@@ -145,6 +148,18 @@ class ReaderAccess:
         """The hold of query ``name`` on ``channels``, through ``client`` (one that
         :meth:`open` made)."""
         return SubscriptionHold(client, channels, name)
+
+    async def seek_reader(self, client: Client, channel: str, name: str) -> Consumer:
+        """A consumer of ``channel`` (through ``client``) that a reader positions by seeking
+        and that keeps no position for it. The default is a subscription called ``name``
+        at no position; :meth:`close_seek_reader` removes it."""
+        return await client.subscribe(channel, name, SubscriptionPosition.UNKNOWN)
+
+    async def close_seek_reader(self, client: Client, consumer: Consumer, name: str) -> None:
+        """Close ``consumer`` (from :meth:`seek_reader` under ``name``) and remove what it
+        left on the backend (a failure to remove is logged, not raised)."""
+        await consumer.close()
+        await self.release(client, consumer.channel, name)
 
     async def release(self, client: Client, channel: str, name: str) -> None:
         """Remove a reader's private subscription ``name`` of ``channel`` where the backend

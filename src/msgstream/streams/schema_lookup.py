@@ -4,14 +4,15 @@ What a producer writes must fit the schema its channels already declare for the
 collection, and a reader (``msgstream ingest``, the Spark source) builds its frames from
 that same schema; both find it here. The lookup reads what each channel holds now, from
 its beginning up to the MessageID newest when it started, decoding only the
-``CreateCollectionMsg``s (every other message's header is peeked), under a private
-subscription removed afterwards.
+``CreateCollectionMsg``s (every other message's header is peeked), through its
+backend's seek reader (:meth:`~msgstream.streams.reader_access.ReaderAccess.seek_reader`:
+on most backends a private subscription, removed afterwards).
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 
@@ -22,16 +23,13 @@ from ..errors import CodecError, TopicNotFoundError
 from ..observability.logs import fields, get_logger
 from ..wire.codec import decode, peek_envelopes, peek_time_range
 from ..wire.messages import CreateCollectionMsg, MsgType
-from ..wire.position import SubscriptionPosition
 from ..wire.schema import CollectionSchema, FieldSchema
-from .raw_read import read_through, release_subscription
+from .raw_read import read_through
+from .reader_access import SUBSCRIPTIONS, reader_access
 
 log = get_logger(__name__)
 
 _CREATE = int(MsgType.CREATE_COLLECTION)
-
-Release = Callable[[Client, str, str], Awaitable[None]]
-"""Removes a private subscription: ``(client, channel, name)``."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +48,6 @@ async def find_collection_schema(
     timeout_s: float,
     missing_ok: bool = False,
     subscription: str | None = None,
-    release: Release = release_subscription,
 ) -> DeclaredSchema | None:
     """The schema of the first ``CreateCollectionMsg`` (of ``collection``, if given) in
     ``channels``, read channel by channel from their beginning up to each one's newest
@@ -58,8 +55,8 @@ async def find_collection_schema(
 
     A channel that does not exist raises ``TopicNotFoundError`` naming it (before any is
     read), unless ``missing_ok``: then it declares nothing (a producer about to create
-    it). Nothing is created. Each channel is read under ``subscription`` (default: a
-    private name) and ``release`` removes it after; a message that cannot be decoded is
+    it). Nothing is created. Each channel is read by a seek reader named ``subscription``
+    (default: a private name), closed after; a message that cannot be decoded is
     logged with its channel and MessageID and skipped. :class:`ReadIncompleteError` if a
     channel's messages stop arriving for ``timeout_s``."""
     latest: list[tuple[str, MessageID]] = []
@@ -73,8 +70,9 @@ async def find_collection_schema(
         if last is not None:
             latest.append((channel, last))
     name = subscription or f"msgstream-schema-{secrets.token_hex(4)}"
+    access = reader_access(client.backend_name) or SUBSCRIPTIONS
     for channel, last in latest:
-        consumer = await client.subscribe(channel, name, SubscriptionPosition.UNKNOWN)
+        consumer = await access.seek_reader(client, channel, name)
         try:
             await consumer.seek_to_earliest()
             reading = read_through(consumer, last, client.message_id_from_bytes, timeout_s)
@@ -85,8 +83,7 @@ async def find_collection_schema(
                         if schema is not None:
                             return DeclaredSchema(schema, channel)
         finally:
-            await consumer.close()
-            await release(client, channel, name)
+            await access.close_seek_reader(client, consumer, name)
     return None
 
 

@@ -151,8 +151,10 @@ class Engine(NamedTuple):
     producer: Callable[[KafkaConfig, float, asyncio.Lock, Callable[[], None]], Any]
     """``producer(section, deadline_s, lock, check_open)``: the client's shared producer
     (a :class:`ProducerEngine`)."""
-    reader: Callable[[KafkaConfig, str, str, BrokerCalls], ReaderEngine]
-    """``reader(section, channel, subname, calls)``: a :class:`ReaderEngine`."""
+    reader: Callable[[KafkaConfig, str, str, BrokerCalls, bool], ReaderEngine]
+    """``reader(section, channel, subname, calls, grouped)``: a :class:`ReaderEngine`;
+    one not ``grouped`` (a seek reader's) never commits nor asks for committed offsets,
+    so its library need not look up a group coordinator."""
 
 
 def load(name: str) -> Engine:

@@ -104,8 +104,11 @@ class SharedProducer(ProducerBase):
 class AiokafkaReader:
     """An :class:`AIOKafkaConsumer` with the partition assigned explicitly."""
 
-    def __init__(self, section: KafkaConfig, channel: str, subname: str, calls: BrokerCalls):
-        self._kwargs = consumer_kwargs(section, subname)
+    def __init__(
+        self, section: KafkaConfig, channel: str, subname: str, calls: BrokerCalls, grouped: bool
+    ):
+        # Without a group_id, aiokafka runs no group coordinator (no FindCoordinator).
+        self._kwargs = consumer_kwargs(section, subname if grouped else None)
         self._inner = connect.construct(AIOKafkaConsumer, self._kwargs, "consumer")
         self._partition = TopicPartition(channel, 0)
         self._calls = calls

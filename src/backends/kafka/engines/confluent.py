@@ -418,8 +418,11 @@ class ConfluentReader:
     :mod:`.rdkafka_io`); where that cannot be attached, a fetch thread blocks in
     ``poll()`` instead."""
 
-    def __init__(self, section: KafkaConfig, channel: str, subname: str, calls: BrokerCalls):
+    def __init__(
+        self, section: KafkaConfig, channel: str, subname: str, calls: BrokerCalls, grouped: bool
+    ):
         self._section = section
+        # librdkafka wants a group.id even where nothing is committed (not ``grouped``).
         self._conf = librdkafka_consumer(section, subname)
         self._group = f"consumer group {subname!r}"
         self._channel = channel
