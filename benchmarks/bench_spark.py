@@ -70,6 +70,9 @@ from spark_connector import resolve as resolve_connector
 CHANNELS = [f"bench-{i}" for i in range(4)]
 DIM = 32
 ROUNDS = 3
+KAFKA_ROUNDS = 5
+"""The Kafka queries' rounds: one took 1.3-1.8 s from round to round in one run (the
+broker shares the machine's two cores), so three made medians 20 % apart between runs."""
 BATCH_ROWS = 50_000
 Figure = Callable[[], float]
 
@@ -439,7 +442,7 @@ def kafka_rows(
     for name in ("source_kafka", "source_kafka_confluent"):
         if name in figures:
             timed(f"warm-up {name}", figures[name])
-    got = rounds(figures, failed)
+    got = rounds(figures, failed, KAFKA_ROUNDS)
     rows: list[Row] = []
     for name, engine in (("source_kafka", ""), ("source_kafka_confluent", ", confluent engine")):
         if name not in got:
