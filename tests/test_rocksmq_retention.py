@@ -426,7 +426,8 @@ def test_reopen_after_retention_keeps_ids_and_open_page(
 
 
 def test_reopen_mid_page_recovers_open_page(stores: list[RocksStore], tmp_path: Path) -> None:
-    """A store reopened halfway through a page closes its pages where one never closed."""
+    """A store reopened halfway through a page closes its pages where one never closed,
+    each channel's open page counted apart from the channel stored after it."""
     reopened = make_store(tmp_path / "a")
     stores.append(reopened)
     steady = make_store(tmp_path / "b")
@@ -434,9 +435,11 @@ def test_reopen_mid_page_recovers_open_page(stores: list[RocksStore], tmp_path: 
     sizes = [4, 7, 12, 3, 9, 1, 20, 5, 6, 2, 14, 8]
     for store in (reopened, steady):
         store.ensure_channel(CH)
+        store.ensure_channel("next")
     for n, size in enumerate(sizes):
         for store in (reopened, steady):
             store.append(CH, [b"x" * size], {"n": str(n)} if n % 3 == 0 else {})
+            store.append("next", [b"y"], {})
         if n % 4 == 1:
             reopened.close()
             stores.remove(reopened)
@@ -447,6 +450,9 @@ def test_reopen_mid_page_recovers_open_page(stores: list[RocksStore], tmp_path: 
     assert len(page_ids(steady, cid_b)) >= 3
     assert reopened._open_pages[cid_a] == steady._open_pages[cid_b]
     assert reopened.read(CH, 0, 100) == steady.read(CH, 0, 100)
+    next_a, next_b = reopened._cid("next"), steady._cid("next")
+    assert reopened._open_pages[next_a] == steady._open_pages[next_b]
+    assert reopened._open_pages[next_a].size == len(sizes)  # one byte each, no page closed
 
 
 def test_a_read_only_process_holds_what_it_has_not_consumed(

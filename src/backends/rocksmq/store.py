@@ -305,9 +305,18 @@ class RocksStore(LogStore):
                 continue  # no appends nor retention: skip the scan of the open page
             pages = self._pages(cid)
             page = _OpenPage(pages[-1].last_id + 1 if pages else self._deleted_below(cid))
-            for _, value in self._scan(_CID_PREFIX.pack(b"M", cid), _msg_key(cid, page.first_id)):
-                page.size += len(value)
+            page.size = self._stored_bytes(cid, page.first_id)
             self._open_pages[cid] = page
+
+    def _stored_bytes(self, cid: int, from_id: int) -> int:
+        """The bytes of channel ``cid``'s messages from ``from_id`` on (an open page holds
+        up to ``page_size`` of them): summed in C-level maps, no Python code a message."""
+        bounds = ReadOptions()  # must outlive the iteration (RocksDB keeps a pointer)
+        bounds.set_iterate_upper_bound(_CID_PREFIX.pack(b"M", cid + 1))
+        values = self._db.values(from_key=_msg_key(cid, from_id), read_opt=bounds)
+        total = sum(map(len, cast(Iterator[bytes], values)))
+        del values, bounds
+        return total
 
     def _find_next_id(self, cid: int) -> int:
         it = self._db.iter()
