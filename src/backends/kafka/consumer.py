@@ -70,12 +70,10 @@ class KafkaConsumer(BrokerConsumer):
 
     async def start(self, start_at: str) -> None:
         """Position a new consumer: resume a committed offset, else ``start_at``. A seek
-        reader starts nowhere (``start_at`` must be ``"unknown"``): a seek follows."""
+        reader starts nowhere: a seek follows."""
         inner = self._inner
         await inner.start()
         if not self.keeps_position:
-            if start_at != "unknown":
-                raise ValueError(f"a seek reader starts at no position, not {start_at!r}")
             return
         async with self._call("subscribing"):
             self._committed = await inner.committed()

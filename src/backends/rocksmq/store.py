@@ -116,6 +116,14 @@ def _msg_key(cid: int, msg_id: int) -> bytes:
     return _ID_KEY.pack(b"M", cid, msg_id)
 
 
+def _within_channel(cid: int) -> ReadOptions:
+    """Read options that stop an iterator at the end of channel ``cid``'s messages. Keep
+    them until the iteration is done: RocksDB holds a pointer to the bound."""
+    bounds = ReadOptions()
+    bounds.set_iterate_upper_bound(_CID_PREFIX.pack(b"M", cid + 1))
+    return bounds
+
+
 def _encode_props(payload: bytes, properties: Properties) -> bytes:
     props = orjson.dumps(dict(properties))
     return _U32.pack(len(props)) + props + payload
@@ -311,8 +319,7 @@ class RocksStore(LogStore):
     def _stored_bytes(self, cid: int, from_id: int) -> int:
         """The bytes of channel ``cid``'s messages from ``from_id`` on (an open page holds
         up to ``page_size`` of them): summed in C-level maps, no Python code a message."""
-        bounds = ReadOptions()  # must outlive the iteration (RocksDB keeps a pointer)
-        bounds.set_iterate_upper_bound(_CID_PREFIX.pack(b"M", cid + 1))
+        bounds = _within_channel(cid)
         values = self._db.values(from_key=_msg_key(cid, from_id), read_opt=bounds)
         total = sum(map(len, cast(Iterator[bytes], values)))
         del values, bounds
@@ -587,9 +594,7 @@ class RocksStore(LogStore):
         start = max(from_id, self._floor.get(cid, FIRST_ID))
         if start >= end:
             return []
-        # ``bounds`` must outlive the iteration: RocksDB keeps a pointer to the bound.
-        bounds = ReadOptions()
-        bounds.set_iterate_upper_bound(_CID_PREFIX.pack(b"M", cid + 1))
+        bounds = _within_channel(cid)
         items = self._db.items(from_key=_msg_key(cid, start), read_opt=bounds)
         pairs = cast(Iterator[tuple[bytes, bytes]], items)
         flat = list(chain.from_iterable(itertools.islice(pairs, limit)))
