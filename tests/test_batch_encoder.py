@@ -126,6 +126,48 @@ def test_inserts_of_one_collection_with_other_columns_are_grouped_apart(
     assert sorted(groups) == [(10, True), (12, True)]  # the masked ones go message by message
 
 
+def _one_body(msg_id: int, variant: str) -> InsertMsg:
+    """A one-row Insert whose JSON body is the same for every ``msg_id`` of a variant."""
+    if variant == "extreme-headers":
+        msg = one_row(msg_id, timestamp=_U64 - 1 - msg_id, source_id=-_I64 + msg_id)
+        msg.msg_id = _I64 - 1 - msg_id
+        return msg
+    if variant == "empty-values":
+        return one_row(msg_id, text="", blob=b"")
+    if variant == "stamps-as-a-list":  # not arrays: the time range comes from time_range()
+        msg = one_row(msg_id)
+        msg.row_timestamps = [5000 + msg_id]  # type: ignore[assignment]
+        return msg
+    return one_row(msg_id, text="né", blob=b"\x00" * 9)
+
+
+@pytest.mark.parametrize(
+    "variant", ["plain", "extreme-headers", "empty-values", "stamps-as-a-list"]
+)
+def test_a_pack_of_one_body_is_filled_as_records_and_matches_encode(
+    groups: list[tuple[int, bool]], variant: str
+) -> None:
+    msgs: list[TsMsg] = [_one_body(i, variant) for i in range(50)]
+    payloads = encode_batch(msgs)
+    assert groups == [(50, True)]
+    assert payloads == per_message(msgs)
+    assert [m.size for m in msgs] == [len(p) for p in payloads]
+    assert [decode(p).msg_id for p in payloads] == [m.msg_id for m in msgs]
+
+
+def test_a_body_in_a_pack_of_several_is_joined_and_matches_encode(
+    groups: list[tuple[int, bool]],
+) -> None:
+    # Runs of each body, long and short, interleaved: each message keeps its place.
+    msgs: list[TsMsg] = [
+        one_row(i, text="x" * (i % 3), blob=bytes(i % 40 // 39)) for i in range(80)
+    ]
+    payloads = encode_batch(msgs)
+    assert groups == [(80, True)]
+    assert payloads == per_message(msgs)
+    assert [m.size for m in msgs] == [len(p) for p in payloads]
+
+
 def test_mixed_packs_keep_their_order() -> None:
     msgs: list[TsMsg] = []
     for i in range(30):

@@ -6,10 +6,12 @@ builds its JSON body from dicts, one small buffer at a time, for every message. 
 one-row Inserts of one collection, partition and columns have the same JSON body
 whenever their variable-length values have the same byte lengths, and their numeric
 columns are fixed-width. So :func:`encode_batch` groups them by that shape, writes each
-distinct body once (through ``encode_body`` itself), reads and checks each column
-across the group at once, fills the envelopes as one numpy record array, and joins every
-payload from those pieces, in the order the body layout (:mod:`msgstream.wire.bodies`) gives
-its buffers: about half the cost of encoding the messages one by one.
+distinct body once (through ``encode_body`` itself), and reads and checks each column
+and envelope field across the group at once. Messages of one body have payloads of one
+size, laid out alike: when a group has one body (the usual pack of fixed-width columns),
+its payloads are numpy records filled a field at a time, checksummed and cut into bytes
+objects in C-level passes; a group of several bodies has each payload joined from its
+pieces, in the order the body layout (:mod:`msgstream.wire.bodies`) gives its buffers.
 
 One message alone (:func:`encode_one`, the path of a produce of one message) gains the
 same way from the messages before it: the JSON body of each shape (collection,
@@ -36,16 +38,18 @@ from typing import Any, cast
 import numpy as np
 import orjson
 
-from . import bodies
+from . import bodies, envelope
 from .buffers import BodyWriter
 from .codec import (
     MessageRegistry,
     default_registry,
+    each_row,
     encode,
     envelope_prefix,
-    envelope_prefixes,
+    fill_envelopes,
     sealed,
     sealed_each,
+    sealed_records,
 )
 from .messages import InsertMsg, TsMsg
 from .packed import ONE_VALUE_OFFSETS, PackedKind
@@ -83,6 +87,7 @@ _msg_id = attrgetter("msg_id")
 _timestamp = attrgetter("timestamp")
 _source_id = attrgetter("source_id")
 _time_range = methodcaller("time_range")
+_shape = attrgetter("shape")
 _row_timestamps = attrgetter("row_timestamps")
 _first = itemgetter(0)
 _second = itemgetter(1)
@@ -272,7 +277,7 @@ def _encode_grouped(
                     payloads[index] = payload
     for index, msg in enumerate(msgs):
         if payloads[index] is None:
-            payloads[index] = encode(msg, registry)
+            payloads[index] = encode_one(msg, registry)
     return payloads  # type: ignore[return-value]  # every slot was filled above
 
 
@@ -296,9 +301,13 @@ def _first_length(values: Any) -> int:
     return len(first) if isinstance(first, str | bytes) else -1
 
 
-_Columns = list[tuple[list[bytes], bodies.Storage]]
-"""A group's columns in order: each row's value as bytes, and the column's storage (which
-says the buffers its value goes to)."""
+_Columns = list[tuple[Any, bodies.Storage]]
+"""A group's columns in order: each row's value, and the column's storage (which says the
+buffers the value goes to). A fixed-width column's values are one numpy array of raw
+bytes, an item a row; a packed column's (varchar, binary) a list of bytes, a row each."""
+_Part = Any
+"""One buffer of every message of a group: a numpy array of an item a message, or one item
+(a numpy scalar) all of them share."""
 
 
 def _by_columns(
@@ -355,12 +364,14 @@ def _columns(group: list[Any]) -> _Columns | None:
         ):
             return None
         dtype = cells[0].dtype
+        values = list(map(_values, cells))
+        data: Any
         if dtype.numpy_dtype is not None:
-            data = _row_bytes(list(map(_values, cells)), np.dtype(dtype.numpy_dtype))
+            data = _fixed_rows(values, _numpy_dtype(dtype.numpy_dtype))
         else:
             kind = _ONE_VALUE_TYPES.get(dtype.packed)
-            data = None if kind is None else _one_value_each(list(map(_values, cells)), kind)
-        if data is None:
+            data = None if kind is None else _one_value_each(values, kind)
+        if data is None or _one_value_layout(dtype.storage) is None:
             return None
         columns.append((data, dtype.storage))
     return columns
@@ -368,74 +379,164 @@ def _columns(group: list[Any]) -> _Columns | None:
 
 def _encode_group(group: list[Any], columns: _Columns) -> list[bytes] | None:
     """Payloads of one-row Inserts of one collection, partition and ``columns``; None if
-    their variable-length values make most bodies differ."""
+    their variable-length values make most bodies differ. Messages of one JSON body (the
+    same lengths of variable-length values) have payloads of one size: when the whole
+    group has one body, its payloads are filled as records (:func:`_payloads`); else each
+    is joined from its pieces (:func:`_joined`)."""
     count = len(group)
     packed = [data for data, storage in columns if storage.sized_by_values]
-    # The JSON body of each distinct combination of value lengths, from the first
-    # message that has it.
     keys: list[Any] = list(zip(*map(_lengths, packed), strict=True)) if packed else [()] * count
-    if len(set(keys)) * MIN_BODY_REUSE > count:
+    distinct = len(set(keys))
+    if distinct * MIN_BODY_REUSE > count:
         return None
+    header = _headers(group)
+    row_parts = _row_parts(group, header[-1])
+    if row_parts is None:
+        return None
+    if distinct == 1:
+        return _payloads(group, header, row_parts, columns)
+    return _joined(group, keys, header, row_parts, columns)
+
+
+def _headers(group: list[Any]) -> tuple[Any, Any, Any, Any]:
+    """The envelope fields that differ from message to message, as arrays: msg_ids,
+    timestamps, source_ids, and each one-row message's row timestamp (also its time
+    range). ``TypeError`` for a field that is no int (numpy would take a float,
+    truncated, where :func:`~msgstream.wire.codec.encode` refuses it), ``OverflowError``
+    for one out of its field's range."""
+    msg_ids, timestamps, source_ids = (
+        _ints(list(map(read, group)), dtype) for read, dtype in _HEADER_FIELDS
+    )
+    stamps = _fixed_rows(list(map(_row_timestamps, group)), _STAMPS_DTYPE)
+    if stamps is None:  # what time_range answers (a message decoded without its arrays)
+        ranges = list(map(_time_range, group))
+        ends = list(map(_second, ranges))
+        if list(map(_first, ranges)) != ends:
+            raise ValueError("a one-row message's time range is its row's timestamp")
+        return msg_ids, timestamps, source_ids, _ints(ends, _STAMPS_DTYPE)
+    return msg_ids, timestamps, source_ids, stamps.view(_STAMPS_DTYPE)
+
+
+def _ints(values: list[Any], dtype: np.dtype[Any]) -> Any:
+    """``values`` as an array of ``dtype``; ``TypeError`` unless all are ints,
+    ``OverflowError`` for one out of its range."""
+    if set(map(type, values)) != _INT:
+        raise TypeError("an envelope field holds no int")
+    return np.fromiter(values, dtype, len(values))
+
+
+def _payloads(
+    group: list[Any], header: tuple[Any, ...], row_parts: list[Any], columns: _Columns
+) -> list[bytes]:
+    """The payloads of one-row Inserts that share one JSON body, and so one size: a
+    record a message (the envelope, the body, then each buffer in the body layout's
+    order), filled a field at a time for the whole group and sealed at once. Sets each
+    message's ``size`` as ``encode`` does."""
+    body = orjson.dumps(group[0].encode_body(BodyWriter()), option=_JSON_OPTIONS)
+    msg_ids, timestamps, source_ids, stamps = header
+    parts: list[_Part] = list(row_parts)
+    for data, storage in columns:
+        if type(data) is _NDARRAY:
+            parts.append(data)
+            continue
+        width = len(data[0])  # the same length in every message: one body
+        for offsets in cast(tuple[bool, ...], _one_value_layout(storage)):
+            if offsets:
+                parts.append(np.void(ONE_VALUE_OFFSETS.pack(0, width)))
+            elif width:
+                parts.append(np.frombuffer(b"".join(data), (np.void, width)))
+    records = np.empty(len(group), _record_type(len(body), tuple(part.dtype for part in parts)))
+    fill_envelopes(
+        records, InsertMsg.MSG_TYPE, msg_ids, timestamps, source_ids, stamps, stamps, len(body)
+    )
+    records[_BODY_FIELD] = np.void(body)
+    for name, part in zip(_PART_FIELDS, parts, strict=False):
+        records[name] = part
+    payloads = sealed_records(records)
+    deque(map(setattr, group, repeat("size"), repeat(records.dtype.itemsize)), maxlen=0)
+    return payloads
+
+
+_BODY_FIELD = "body"
+_PART_FIELDS = [f"part{index}" for index in range(256)]
+_RECORD_TYPES: dict[tuple[Any, ...], np.dtype[Any]] = {}
+
+
+def _record_type(body_len: int, parts: tuple[np.dtype[Any], ...]) -> np.dtype[Any]:
+    """A payload as a numpy record: the envelope's fields, a JSON body of ``body_len``
+    bytes, then a field of each type in ``parts`` (kept: a few per producer)."""
+    key = (body_len, parts)
+    found = _RECORD_TYPES.get(key)
+    if found is None:
+        if len(_RECORD_TYPES) >= SHAPES_KEPT:
+            _RECORD_TYPES.clear()
+        fields = [(_BODY_FIELD, np.dtype((np.void, body_len)))]
+        fields += zip(_PART_FIELDS, parts, strict=False)
+        found = _RECORD_TYPES[key] = np.dtype(envelope.DTYPE.descr + fields)
+    return found
+
+
+def _joined(
+    group: list[Any], keys: list[Any], header: tuple[Any, ...], row_parts: list[Any],
+    columns: _Columns,
+) -> list[bytes]:  # fmt: skip
+    """The payloads of one-row Inserts of several JSON bodies (``keys``: each one's), each
+    joined from its envelope, its body and its buffers' bytes, in C-level maps. Sets each
+    message's ``size`` as ``encode`` does."""
     # Messages of one key have the same body: any of them writes it (the last, by dict).
     bodies_of = {
         key: orjson.dumps(msg.encode_body(BodyWriter()), option=_JSON_OPTIONS)
         for key, msg in dict(zip(keys, group, strict=True)).items()
     }
     body_of = list(map(bodies_of.__getitem__, keys))
-    prefixes, stamps = _envelopes(group, list(map(len, body_of)))
-    parts = _row_parts(group, stamps)
-    if parts is None:
-        return None
+    msg_ids, timestamps, source_ids, stamps = header
+    heads = np.empty(len(group), envelope.DTYPE)
+    body_lens = np.fromiter(map(len, body_of), np.uint32, len(group))
+    fill_envelopes(
+        heads, InsertMsg.MSG_TYPE, msg_ids, timestamps, source_ids, stamps, stamps, body_lens
+    )
+    prefixes = each_row(heads.view(np.uint8).reshape(len(group), -1)[:, : envelope.CRC_OFFSET])
+    parts: list[list[bytes]] = [body_of]
+    parts += (each_row(part.view(np.uint8).reshape(len(group), -1)) for part in row_parts)
     for data, storage in columns:
-        found = _column_parts(data, storage)
-        if found is None:
-            return None
-        parts += found
-    # Each payload's tail: its body, then its buffers in wire order.
-    tails = list(map(b"".join, zip(body_of, *parts, strict=True)))
-    payloads = sealed_each(prefixes, tails)
+        if type(data) is _NDARRAY:
+            parts.append(data.tolist())
+            continue
+        for offsets in cast(tuple[bool, ...], _one_value_layout(storage)):
+            parts.append(
+                list(map(ONE_VALUE_OFFSETS.pack, repeat(0), map(len, data))) if offsets else data
+            )
+    payloads = sealed_each(prefixes, list(map(b"".join, zip(*parts, strict=True))))
     deque(map(setattr, group, repeat("size"), map(len, payloads)), maxlen=0)
     return payloads
 
 
-_OFFSETS = bodies.Count.OFFSETS
-_STAMPS = bodies.ROW_TIMESTAMPS
-_VALUE_COUNTS = (bodies.Count.VALUES, bodies.Count.ANY)
-_STAMP_BYTES = _STAMPS.itemsize()
-_ROW_ARRAYS = [(buffer.name, np.dtype(buffer.dtype)) for buffer in _BODY.buffers]
-"""An Insert's per-row buffers as the arrays a one-row message holds them in (wire order):
-(attribute, numpy type)."""
-_STAMPS_AT = _BODY.buffers.index(_STAMPS)
-"""Where the row timestamps stand among them."""
-_STAMPS_DTYPE = _ROW_ARRAYS[_STAMPS_AT][1]
-
-
-def _row_parts(group: list[Any], stamps: list[bytes]) -> list[list[bytes]] | None:
-    """The bytes of each one-row Insert's per-row buffers (row ids, row timestamps), a
-    list per buffer in wire order; None unless each is an array of the buffer's type.
-    The row timestamps are given (``stamps``: see :func:`_envelopes`)."""
+def _row_parts(group: list[Any], stamps: Any) -> list[Any] | None:
+    """Each one-row Insert's per-row buffers (row ids, row timestamps), an array per
+    buffer in wire order, an item a message; None unless each is an array of the buffer's
+    type. The row timestamps are given (``stamps``: see :func:`_headers`)."""
     parts = []
     for at, (name, dtype) in enumerate(_ROW_ARRAYS):
-        if at == _STAMPS_AT:
-            found: list[bytes] | None = stamps
-        else:
-            found = _row_bytes(list(map(attrgetter(name), group)), dtype)
+        arrays = None if at == _STAMPS_AT else list(map(attrgetter(name), group))
+        found = stamps if arrays is None else _fixed_rows(arrays, dtype)
         if found is None:
             return None
         parts.append(found)
     return parts
 
 
-def _column_parts(values: list[bytes], storage: bodies.Storage) -> list[list[bytes]] | None:
-    """The bytes of a one-row column's buffers, given its value's bytes in each message,
-    a list per buffer in wire order (see :func:`_one_value_layout`)."""
-    layout = _one_value_layout(storage)
-    if layout is None:
-        return None
-    return [
-        list(map(ONE_VALUE_OFFSETS.pack, repeat(0), map(len, values))) if offsets else values
-        for offsets in layout
-    ]
+_STAMPS = bodies.ROW_TIMESTAMPS
+_ROW_ARRAYS = [(buffer.name, np.dtype(buffer.dtype)) for buffer in _BODY.buffers]
+"""An Insert's per-row buffers as the arrays a one-row message holds them in (wire order):
+(attribute, numpy type)."""
+_STAMPS_AT = _BODY.buffers.index(_STAMPS)
+"""Where the row timestamps stand among them."""
+_STAMPS_DTYPE = _ROW_ARRAYS[_STAMPS_AT][1]
+_INT = {int}
+_HEADER_FIELDS = ((_msg_id, np.dtype(np.int64)), (_timestamp, np.dtype(np.uint64)),
+                  (_source_id, np.dtype(np.int64)))  # fmt: skip
+_OFFSETS = bodies.Count.OFFSETS
+_VALUE_COUNTS = (bodies.Count.VALUES, bodies.Count.ANY)
 
 
 def _one_value_layout(storage: bodies.Storage) -> tuple[bool, ...] | None:
@@ -466,55 +567,18 @@ def _layout_of(storage: bodies.Storage) -> tuple[bool, ...] | None:
 _LAYOUTS: dict[int, tuple[bodies.Storage, tuple[bool, ...] | None]] = {}
 
 
-def _envelopes(group: list[Any], body_sizes: list[int]) -> tuple[list[bytes], list[bytes]]:
-    """Each one-row Insert's envelope up to its checksum, packed as :func:`encode` packs
-    it (``struct`` checks every field: an int, in range), and the bytes of its row
-    timestamp, which is also its time range."""
-    arrays = _row_stamps(group)
-    ends: list[Any]
-    if arrays is not None:
-        data, size = b"".join(arrays), _STAMP_BYTES  # one-item arrays: their bytes
-        ends = np.frombuffer(data, _STAMPS_DTYPE).tolist()
-        stamps = [data[at : at + size] for at in range(0, len(data), size)]
-    else:  # what time_range answers (a message decoded without its arrays)
-        ranges = list(map(_time_range, group))
-        ends = list(map(_second, ranges))
-        if list(map(_first, ranges)) != ends:
-            raise ValueError("a one-row message's time range is its row's timestamp")
-        stamps = [end.to_bytes(_STAMP_BYTES, "little") for end in ends]
-    prefixes = envelope_prefixes(
-        InsertMsg.MSG_TYPE, map(_msg_id, group), map(_timestamp, group),
-        map(_source_id, group), ends, ends, body_sizes,
-    )  # fmt: skip
-    return prefixes, stamps
-
-
-def _row_stamps(group: list[Any]) -> list[Any] | None:
-    """The ``row_timestamps`` arrays of ``group``'s one-row Inserts (what ``time_range``
-    reads, without a Python call a message); None unless each is a one-item array of the
-    row timestamps' type (then ``time_range`` answers, as for a message decoded without
-    its arrays)."""
-    arrays = list(map(_row_timestamps, group))
-    if (
-        set(map(type, arrays)) != _ARRAY_TYPES
-        or set(map(_dtype, arrays)) != {_STAMPS_DTYPE}
-        or set(map(len, arrays)) != {1}
-    ):
+def _fixed_rows(arrays: list[Any], dtype: np.dtype[Any]) -> Any:
+    """The bytes of one-row arrays (each row's bytes, as ``BodyWriter.add_array`` writes
+    them) as one numpy array of an item a row; None unless every one is an array of
+    ``dtype`` and one shape, of one row (a converted value could differ from one converted
+    on its own, as the per-message path does)."""
+    if not set(map(type, arrays)) <= _ARRAY_TYPES or set(map(_dtype, arrays)) != {dtype}:
         return None
-    return arrays
-
-
-def _row_bytes(arrays: list[Any], dtype: np.dtype[Any]) -> list[bytes] | None:
-    """The bytes of each one-row array, as ``BodyWriter.add_array`` writes them; None
-    unless every one is an array of ``dtype`` (a converted value could differ from one
-    converted on its own, as the per-message path does)."""
-    if (
-        not set(map(type, arrays)) <= _ARRAY_TYPES
-        or set(map(_dtype, arrays)) != {dtype}
-        or set(map(len, arrays)) != {1}
-    ):
+    shapes = set(map(_shape, arrays))
+    if len(shapes) != 1 or shapes.pop()[:1] != (1,):
         return None
-    return list(map(np.ndarray.tobytes, arrays))
+    width = arrays[0].nbytes
+    return np.frombuffer(b"".join(arrays), (np.void, width)) if width else None
 
 
 def _one_value_each(values: list[Any], kind: type) -> list[bytes] | None:

@@ -178,23 +178,6 @@ def envelope_prefix(msg: TsMsg, begin_ts: int, end_ts: int, body_len: int) -> by
     )
 
 
-def envelope_prefixes(
-    msg_type: int,
-    msg_ids: Iterable[int],
-    timestamps: Iterable[int],
-    source_ids: Iterable[int],
-    begins: Iterable[int],
-    ends: Iterable[int],
-    body_lens: Iterable[int],
-) -> list[bytes]:
-    """:func:`envelope_prefix` of many messages of type ``msg_type``, a field at a time
-    (``struct.error`` for a field out of range), packed in a C-level map."""
-    return list(
-        map(_COVERED.pack, repeat(MAGIC), repeat(VERSION), repeat(0), repeat(msg_type),
-            msg_ids, timestamps, source_ids, begins, ends, body_lens)
-    )  # fmt: skip
-
-
 def sealed(prefix: bytes, tail: Sequence[bytes | memoryview]) -> bytes:
     """A payload: the envelope's ``prefix``, the checksum over it and the pieces of
     ``tail`` (body, then buffers), then those pieces, joined once."""
@@ -210,6 +193,49 @@ def sealed_each(prefixes: Sequence[bytes], tails: Sequence[bytes]) -> list[bytes
     payload."""
     crcs = map(crc32, tails, map(crc32, prefixes))
     return list(map(b"".join, zip(prefixes, map(_PACK_CRC, crcs), tails, strict=True)))
+
+
+def fill_envelopes(
+    records: Any,
+    msg_type: int,
+    msg_ids: Any,
+    timestamps: Any,
+    source_ids: Any,
+    begins: Any,
+    ends: Any,
+    body_lens: Any,
+) -> None:
+    """Write :func:`envelope_prefix` of many messages of type ``msg_type``, whose bodies
+    are ``body_lens`` bytes long, into the envelope fields of ``records``: a numpy record
+    array whose first fields are :data:`msgstream.wire.envelope.DTYPE`'s, a record a
+    message. The other arguments give a field's value for each message (arrays) or one
+    for all; a value out of its field's range raises ``OverflowError``."""
+    for name, value in (
+        ("magic", MAGIC), ("version", VERSION), ("flags", 0), ("msg_type", msg_type),
+        ("msg_id", msg_ids), ("timestamp", timestamps), ("source_id", source_ids),
+        ("begin_ts", begins), ("end_ts", ends), ("json_len", body_lens),
+    ):  # fmt: skip
+        records[name] = value
+
+
+def sealed_records(records: Any) -> list[bytes]:
+    """:func:`sealed` for many payloads of one size at once: ``records`` (see
+    :func:`fill_envelopes`) hold each payload whole but for its checksum, which is
+    computed and written here. Each payload is made straight from its record (a raw
+    bytes item's ``tolist``), with no copy of the whole."""
+    count, size = len(records), records.dtype.itemsize
+    raw = records.view(np.uint8).reshape(count, size)
+    covered = np.concatenate((raw[:, : envelope.CRC_OFFSET], raw[:, ENVELOPE_SIZE:]), axis=1)
+    sums = map(crc32, each_row(covered))
+    records["crc"] = np.fromiter(sums, np.uint32, count)
+    return each_row(raw)
+
+
+def each_row(rows: Any) -> list[bytes]:
+    """Each row of the 2-D byte array ``rows`` as a bytes object, made in one C call."""
+    count, size = rows.shape
+    found: list[bytes] = rows.view((np.void, size)).reshape(count).tolist()
+    return found
 
 
 def _where(msg: TsMsg) -> str:
