@@ -12,13 +12,18 @@ by ``bench_kafka.py``: what issue 16's goals ask of *any* asyncio code on this m
   msgstream's own encoders (``encode_one`` for one message, ``encode_batch`` for a
   pack), as the engine must: what is left of the floor's margin once messages are
   encoded, and what the engine adds beyond encoding.
+- :class:`AiokafkaBeside` ("raw aiokafka, same slices"): the aiokafka engine's raw
+  baseline, measured here too, so that the figures against raw aiokafka (the engine's
+  ">= 3x raw aiokafka") compare sides that alternate in one run. Taken from the aiokafka
+  engine's own slices, half a minute earlier, raw aiokafka swung 1.5x between runs on
+  this shared machine while the confluent sides did not.
 - :class:`AioProducer` ("confluent_kafka.aio"): confluent-kafka's own asyncio producer
   (``AIOProducer``, default settings): each record ``produce``d, then ``flush()`` (which
   hands its buffer to librdkafka and waits for the reports in its thread pool), then
   each record's future awaited. Without ``flush()`` a lone record waits for the
   buffer's one-second timeout: its futures are resolved only when something polls.
 
-Both send what the raw baseline sends (``prepare`` encodes, untimed), to topics of their
+Each sends what the raw baseline sends (``prepare`` encodes, untimed), to topics of their
 own created the way msgstream creates them.
 """
 
@@ -28,7 +33,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from msgstream.backends.kafka.bench_baseline import create_topics
+from msgstream.backends.kafka.bench_baseline import RawAiokafka, create_topics
 from msgstream.backends.kafka.engines.rdkafka_io import QueueEvents, attach
 from msgstream.backends.kafka.settings import KafkaConfig, librdkafka_producer
 from msgstream.bench.targets import Target, package_version
@@ -156,3 +161,10 @@ class AioProducer(_Raw):
         producer, self.producer = self.producer, None
         if producer is not None:
             await producer.close()
+
+
+class AiokafkaBeside(RawAiokafka):
+    label = "raw aiokafka, same slices"
+
+    async def open(self, channels: Sequence[str]) -> None:
+        await super().open([f"{channel}-beside" for channel in channels])
