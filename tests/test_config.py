@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import SecretStr
 
 from helpers.docs_pages import generated_section
 from msgstream.backends.kafka.settings import KafkaConfig
@@ -894,3 +895,46 @@ def test_a_dotted_override_of_an_unknown_key_in_a_section_names_it() -> None:
     with pytest.raises(ConfigError) as exc:
         Config().with_overrides({"kafka.ackz": "1"})
     assert exc.value.key == "kafka.ackz"
+
+
+def test_a_key_below_a_mapping_sets_one_entry_and_keeps_the_others() -> None:
+    """``kafka.consumer.max_partition_fetch_bytes`` (a Spark option, a ``--set``) is one
+    entry of the pass-through map; librdkafka's dotted property names are entries too."""
+    base = config_from_dict(
+        {"kafka": {"brokers": "k:9092", "consumer": {"fetch_max_bytes": 1}}}, env=NO_ENV
+    )
+    changed = base.with_overrides(
+        {
+            "kafka.consumer.max_partition_fetch_bytes": "1048576",
+            "kafka.confluent.linger.ms": "5",
+            "kafka.confluent.client.rack": "r1",
+        }
+    )
+    assert changed.kafka.consumer == {"fetch_max_bytes": 1, "max_partition_fetch_bytes": 1048576}
+    assert changed.kafka.confluent == {"linger.ms": 5, "client.rack": "r1"}
+    assert base.kafka.consumer == {"fetch_max_bytes": 1}
+
+
+@pytest.mark.parametrize("sub_key_first", [True, False])
+def test_a_key_below_a_mapping_adds_to_the_mapping_overridden_whole(sub_key_first: bool) -> None:
+    whole = ("kafka.consumer", "{fetch_max_bytes: 2}")
+    entry = ("kafka.consumer.check_crcs", "false")
+    pairs = [entry, whole] if sub_key_first else [whole, entry]
+    base = config_from_dict({"kafka": {"consumer": {"fetch_max_bytes": 1, "x": 3}}}, env=NO_ENV)
+    changed = base.with_overrides(dict(pairs))
+    assert changed.kafka.consumer == {"fetch_max_bytes": 2, "check_crcs": False}
+
+
+def test_an_entry_named_like_a_secret_keeps_its_text_unread_and_unshown() -> None:
+    changed = Config().with_overrides({"kafka.confluent.sasl.password": "0123"})
+    secret = changed.kafka.confluent["sasl.password"]
+    assert isinstance(secret, SecretStr)
+    assert secret.get_secret_value() == "0123"  # not YAML's octal 83
+    assert "0123" not in repr(changed) and "0123" not in str(changed.to_dict())
+
+
+def test_a_key_below_a_key_that_is_no_mapping_is_unknown_and_named() -> None:
+    with pytest.raises(ConfigError) as exc:
+        Config().with_overrides({"kafka.acks.x": "secret-looking"})
+    assert exc.value.key == "kafka.acks.x"
+    assert "secret-looking" not in str(exc.value)

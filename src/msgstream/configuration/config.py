@@ -40,7 +40,7 @@ from pydantic_core import PydanticCustomError
 
 from ..errors import ConfigError
 from .config_errors import describe, unknown_key
-from .config_keys import ENV_PREFIX, MASK, ConfigKey
+from .config_keys import ENV_PREFIX, MASK, ConfigKey, names_a_secret
 from .limits import DEFAULT_MAX_MESSAGE_BYTES, MiB
 from .plugins import (
     BackendSpec,
@@ -272,14 +272,32 @@ class Config(FrozenModel):
     def with_overrides(self, overrides: Mapping[str, object]) -> Self:
         """A validated copy with dotted keys changed (``{"kafka.acks": "1"}``: a CLI's
         ``--set``, a Spark option); a text value is read by :func:`text_value`. A key
-        that names no section is a :class:`ConfigError` naming the key, never the value
-        (it may be a secret)."""
+        one level below a mapping key (``kafka.consumer.fetch_max_bytes``) sets that
+        entry of the mapping and keeps its others (after the whole mapping, if that is
+        overridden too); its text is read as YAML too, but for an entry whose name says
+        it is a secret, which is its text as is. A key that names no section is a
+        :class:`ConfigError` naming the key, never the value (it may be a secret)."""
         changes: dict[str, dict[str, Any]] = {}
+        entries: list[tuple[str, str, str, object]] = []
         for key, value in overrides.items():
             section, name = split_key(key)
+            head, dot, entry = name.partition(".")
+            if dot and _is_mapping(section, head):
+                entries.append((section, head, entry, value))
+                continue
             changes.setdefault(section, {})[name] = (
                 text_value(key, value) if isinstance(value, str) else value
             )
+        for section, head, entry, value in entries:
+            held = changes.setdefault(section, {})
+            if head not in held:
+                held[head] = dict(getattr(self.sections()[section], head))
+            if isinstance(held[head], dict):  # else the whole key's own error, below
+                held[head][entry] = (
+                    _yaml_value(value)
+                    if isinstance(value, str) and not names_a_secret(entry)
+                    else value
+                )
         return self.with_values(changes)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
@@ -364,10 +382,20 @@ def text_value(key: str, text: str) -> Any:
     never echoed by a parser's error)."""
     if any(k.secret for k in config_keys() if k.dotted == key):
         return text
+    return _yaml_value(text)
+
+
+def _yaml_value(text: str) -> Any:
+    """``text`` read as YAML, or as is when it is no YAML (never echoed by the parser)."""
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError:
         return text
+
+
+def _is_mapping(section: str, name: str) -> bool:
+    """Whether ``section.name`` is a key whose value is a mapping (a pass-through map)."""
+    return any(k.kind is dict for k in config_keys() if (k.section, k.name) == (section, name))
 
 
 # --------------------------------------------------------------------------- environment
