@@ -44,7 +44,7 @@ from msgstream.wire.messages import InsertMsg, MsgType
 from msgstream.wire.packed import PackedKind, check_json  # unpack()'s own JSON check, many at once
 from msgstream.wire.schema import FieldSchema
 
-from .arrays import numeric_array
+from .arrays import numeric_array, text_array, wrapped
 from .body_shapes import BodyShape, Path, shape_of
 from .frames import CHANNEL, MSG_ID, OP, OP_INSERT, PARTITION, ROW_ID, TS, FrameSchema
 from .varlen import null_texts
@@ -416,13 +416,13 @@ class InsertColumns:
                     self._field_array(self._columns[name], column.type, counts, total, laid)
                 )
             elif name == OP:
-                arrays.append(pa.array([OP_INSERT], pa.string()).take(np.zeros(total, np.int8)))
+                arrays.append(text_array([OP_INSERT]).take(wrapped(np.zeros(total, np.int8))))
             elif name == ROW_ID:
-                arrays.append(pa.array(np.frombuffer(self._joined(laid, _IDS), _IDS.item_type)))
+                arrays.append(wrapped(np.frombuffer(self._joined(laid, _IDS), _IDS.item_type)))
             elif name == TS:
-                arrays.append(pa.array(stamps.view(np.int64)))
+                arrays.append(wrapped(stamps.view(np.int64)))
             elif name == MSG_ID:
-                arrays.append(pa.array(np.repeat(np.array(messages.msg_ids, np.int64), counts)))
+                arrays.append(wrapped(np.repeat(np.array(messages.msg_ids, np.int64), counts)))
             elif name == CHANNEL:
                 arrays.append(_lookup(self._channels, messages.channels, counts))
             elif name == PARTITION:
@@ -450,11 +450,11 @@ class InsertColumns:
         if null is not None and not spec.nullable:
             raise BatchRefused(f"field {spec.name!r} holds nulls")
         values = np.frombuffer(laid.join(column.slot(bodies.FIXED_VALUES)), column.item)
-        mask = None if null is None else pa.array(null)
+        mask = None if null is None else wrapped(null)
         if spec.dtype.is_vector:
             dim = spec.dim or 0
-            offsets = pa.array(np.arange(0, (total + 1) * dim, dim, dtype=np.int32))
-            return pa.ListArray.from_arrays(offsets, pa.array(values), type=arrow_type, mask=mask)
+            offsets = wrapped(np.arange(0, (total + 1) * dim, dim, dtype=np.int32))
+            return pa.ListArray.from_arrays(offsets, wrapped(values), type=arrow_type, mask=mask)
         return numeric_array(values, arrow_type, null)
 
     def _packed_array(
@@ -566,7 +566,7 @@ def _index(names: dict[str, int], name: str) -> int:
 
 def _lookup(names: dict[str, int], per_msg: list[int], counts: npt.NDArray[np.int64]) -> pa.Array:
     indices = np.repeat(np.array(per_msg, np.int32), counts)
-    return pa.array(list(names), pa.string()).take(indices)
+    return text_array(list(names)).take(wrapped(indices))
 
 
 def _joined_mask(

@@ -24,7 +24,7 @@ from msgstream.wire.packed import PackedValues
 from msgstream.wire.schema import DataType, FieldData, FieldSchema
 
 from ..errors import SchemaMismatchError
-from .arrays import numeric_array
+from .arrays import numeric_array, text_array, wrapped
 from .frames import (
     CHANNEL,
     MSG_ID,
@@ -44,12 +44,8 @@ _INT64_MAX = np.uint64(2**63 - 1)
 
 
 def _ops(index: int, rows: int) -> pa.Array:
-    """``rows`` copies of ``_op`` value ``index`` (insert 0, delete 1). Built on use, not
-    at import: any ``pa.array`` call imports pandas, which Spark's per-query
-    source runner process, importing this module but building no rows, need not pay."""
-    return pa.array([OP_INSERT, OP_DELETE], pa.string()).take(
-        pa.array(np.full(rows, index, np.int8))
-    )
+    """``rows`` copies of ``_op`` value ``index`` (insert 0, delete 1)."""
+    return text_array([OP_INSERT, OP_DELETE]).take(wrapped(np.full(rows, index, np.int8)))
 
 
 @dataclass(slots=True)
@@ -234,11 +230,11 @@ class FrameBuilder:
         return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
     def _lookup(self, names: dict[str, int]) -> pa.Array:
-        return pa.array(list(names), pa.string())
+        return text_array(list(names))
 
     def _repeat(self, values: Iterable[int], counts: npt.NDArray[np.int64]) -> pa.Array:
         per_msg = np.fromiter(values, dtype=np.int64, count=len(counts))
-        return pa.array(np.repeat(per_msg, counts))
+        return wrapped(np.repeat(per_msg, counts))
 
     def _meta(
         self,
@@ -251,7 +247,7 @@ class FrameBuilder:
             stamps = np.concatenate([it.msg.timestamps for it in items])
             if len(stamps) and stamps.max() > _INT64_MAX:
                 raise SchemaMismatchError(TS, "a row timestamp does not fit a signed 64-bit long")
-            return pa.array(stamps.view(np.int64))
+            return wrapped(stamps.view(np.int64))
         if name == CHANNEL:
             return self._lookup(self._channels).take(
                 self._repeat((i.channel for i in items), counts)
@@ -275,7 +271,7 @@ class FrameBuilder:
             elif column.name == OP:
                 arrays.append(_ops(0, total))
             elif column.name == ROW_ID:
-                arrays.append(pa.array(np.concatenate([it.msg.row_ids for it in items])))
+                arrays.append(wrapped(np.concatenate([it.msg.row_ids for it in items])))
             else:
                 arrays.append(self._meta(column, items, counts))
         return pa.Table.from_arrays(arrays, schema=self.frame.arrow_schema)
@@ -310,9 +306,9 @@ def _has_nulls(column: FieldData) -> bool:
 
 def _delete_keys(pk: FieldSchema, items: Sequence[_Delete]) -> pa.Array:
     if pk.dtype is DataType.INT64:
-        return pa.array(np.concatenate([np.asarray(it.msg.primary_keys) for it in items]))
-    keys = list(chain.from_iterable(it.msg.primary_keys for it in items))
-    return pa.array(keys, pa.string())
+        keys = np.concatenate([np.asarray(it.msg.primary_keys) for it in items])
+        return numeric_array(keys, pa.int64(), None)
+    return text_array(list(chain.from_iterable(it.msg.primary_keys for it in items)))
 
 
 def _validity(
@@ -352,12 +348,12 @@ def _field_array(
             ]
         )
         rows = len(flat) // dim
-        offsets = pa.array(np.arange(0, (rows + 1) * dim, dim, dtype=np.int32))
+        offsets = wrapped(np.arange(0, (rows + 1) * dim, dim, dtype=np.int32))
         return pa.ListArray.from_arrays(
             offsets,
-            pa.array(flat),
+            wrapped(flat),
             type=VECTOR_ARROW_TYPE,
-            mask=None if mask is None else pa.array(mask),
+            mask=None if mask is None else wrapped(mask),
         )
     if numpy_dtype is not None:
         values = np.concatenate(
