@@ -155,6 +155,19 @@ def test_a_pack_of_one_body_is_filled_as_records_and_matches_encode(
     assert [decode(p).msg_id for p in payloads] == [m.msg_id for m in msgs]
 
 
+def test_a_pack_of_many_columns_is_filled_whole(groups: list[tuple[int, bool]]) -> None:
+    """Each buffer is a field of the record: three hundred columns make six hundred."""
+    msgs: list[TsMsg] = [
+        InsertMsg(
+            msg_id=i, timestamp=1000 + i, collection_name="c", row_ids=[i],
+            fields=[FieldData(f"s{c}", DataType.VARCHAR, [f"{c % 10}"]) for c in range(300)],
+        )
+        for i in range(20)
+    ]  # fmt: skip
+    assert encode_batch(msgs) == per_message(msgs)
+    assert groups == [(20, True)]
+
+
 def test_a_body_in_a_pack_of_several_is_joined_and_matches_encode(
     groups: list[tuple[int, bool]],
 ) -> None:

@@ -450,7 +450,7 @@ def _payloads(
         records, InsertMsg.MSG_TYPE, msg_ids, timestamps, source_ids, stamps, stamps, len(body)
     )
     records[_BODY_FIELD] = np.void(body)
-    for name, part in zip(_PART_FIELDS, parts, strict=False):
+    for name, part in zip(records.dtype.names[_FIRST_PART:], parts, strict=True):
         records[name] = part
     payloads = sealed_records(records)
     deque(map(setattr, group, repeat("size"), repeat(records.dtype.itemsize)), maxlen=0)
@@ -458,7 +458,8 @@ def _payloads(
 
 
 _BODY_FIELD = "body"
-_PART_FIELDS = [f"part{index}" for index in range(256)]
+_FIRST_PART = len(envelope.NAMES) + 1
+"""Where a record's buffers start among its fields (after the envelope's and the body)."""
 _RECORD_TYPES: dict[tuple[Any, ...], np.dtype[Any]] = {}
 
 
@@ -471,7 +472,7 @@ def _record_type(body_len: int, parts: tuple[np.dtype[Any], ...]) -> np.dtype[An
         if len(_RECORD_TYPES) >= SHAPES_KEPT:
             _RECORD_TYPES.clear()
         fields = [(_BODY_FIELD, np.dtype((np.void, body_len)))]
-        fields += zip(_PART_FIELDS, parts, strict=False)
+        fields += ((f"part{index}", part) for index, part in enumerate(parts))
         found = _RECORD_TYPES[key] = np.dtype(envelope.DTYPE.descr + fields)
     return found
 
