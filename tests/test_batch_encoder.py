@@ -155,6 +155,19 @@ def test_a_pack_of_one_body_is_filled_as_records_and_matches_encode(
     assert [decode(p).msg_id for p in payloads] == [m.msg_id for m in msgs]
 
 
+def test_values_that_are_views_of_a_larger_array_stay_on_the_fast_path(
+    groups: list[tuple[int, bool]],
+) -> None:
+    msgs = [one_row(i) for i in range(20)]
+    big = np.arange(20 * 6, dtype=np.float32).reshape(20, 6)
+    for i, msg in enumerate(msgs):
+        msg.fields[3].values = big[i : i + 1, ::2]  # one row of three, not contiguous
+        assert not msg.fields[3].values.flags["C_CONTIGUOUS"]
+    packed: list[TsMsg] = list(msgs)
+    assert encode_batch(packed) == per_message(packed)
+    assert groups == [(20, True)]
+
+
 def test_a_pack_of_many_columns_is_filled_whole(groups: list[tuple[int, bool]]) -> None:
     """Each buffer is a field of the record: three hundred columns make six hundred."""
     msgs: list[TsMsg] = [

@@ -579,7 +579,13 @@ def _fixed_rows(arrays: list[Any], dtype: np.dtype[Any]) -> Any:
     if len(shapes) != 1 or shapes.pop()[:1] != (1,):
         return None
     width = arrays[0].nbytes
-    return np.frombuffer(b"".join(arrays), (np.void, width)) if width else None
+    if not width:
+        return None
+    try:
+        joined = b"".join(arrays)
+    except TypeError:  # a view that is not contiguous has no flat buffer: copy each
+        joined = b"".join(map(np.ndarray.tobytes, arrays))
+    return np.frombuffer(joined, (np.void, width))
 
 
 def _one_value_each(values: list[Any], kind: type) -> list[bytes] | None:
