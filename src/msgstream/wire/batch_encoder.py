@@ -42,6 +42,7 @@ from . import bodies, envelope
 from .buffers import BodyWriter
 from .codec import (
     MessageRegistry,
+    byte_rows,
     default_registry,
     each_row,
     encode,
@@ -496,12 +497,12 @@ def _joined(
     fill_envelopes(
         heads, InsertMsg.MSG_TYPE, msg_ids, timestamps, source_ids, stamps, stamps, body_lens
     )
-    prefixes = each_row(heads.view(np.uint8).reshape(len(group), -1)[:, : envelope.CRC_OFFSET])
+    prefixes = each_row(byte_rows(heads)[:, : envelope.CRC_OFFSET])
     parts: list[list[bytes]] = [body_of]
-    parts += (each_row(part.view(np.uint8).reshape(len(group), -1)) for part in row_parts)
+    parts += (each_row(byte_rows(part)) for part in row_parts)
     for data, storage in columns:
         if type(data) is _NDARRAY:
-            parts.append(data.tolist())
+            parts.append(each_row(byte_rows(data)))
             continue
         for offsets in cast(tuple[bool, ...], _one_value_layout(storage)):
             parts.append(

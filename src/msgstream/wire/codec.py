@@ -44,6 +44,8 @@ MAGIC = b"MS"
 VERSION = 3
 """Written by :func:`encode`. Version 3 sends varchar, JSON and binary columns packed
 (offsets plus one buffer); version 2 wrote their values inline in the JSON body."""
+FLAGS = 0
+"""The envelope's flags as written: no flag is defined yet."""
 READABLE_VERSIONS = (2, 3)
 """Versions :func:`decode` reads: version 2 payloads (older writers) still decode; a
 version 2 reader refuses version 3 with "unsupported codec version 3"."""
@@ -167,7 +169,7 @@ def envelope_prefix(msg: TsMsg, begin_ts: int, end_ts: int, body_len: int) -> by
     return _COVERED.pack(
         MAGIC,
         VERSION,
-        0,
+        FLAGS,
         msg.MSG_TYPE,
         msg.msg_id,
         msg.timestamp,
@@ -211,7 +213,7 @@ def fill_envelopes(
     message. The other arguments give a field's value for each message (arrays) or one
     for all; a value out of its field's range raises ``OverflowError``."""
     for name, value in (
-        ("magic", MAGIC), ("version", VERSION), ("flags", 0), ("msg_type", msg_type),
+        ("magic", MAGIC), ("version", VERSION), ("flags", FLAGS), ("msg_type", msg_type),
         ("msg_id", msg_ids), ("timestamp", timestamps), ("source_id", source_ids),
         ("begin_ts", begins), ("end_ts", ends), ("json_len", body_lens),
     ):  # fmt: skip
@@ -223,12 +225,17 @@ def sealed_records(records: Any) -> list[bytes]:
     :func:`fill_envelopes`) hold each payload whole but for its checksum, which is
     computed and written here. Each payload is made straight from its record (a raw
     bytes item's ``tolist``), with no copy of the whole."""
-    count, size = len(records), records.dtype.itemsize
-    raw = records.view(np.uint8).reshape(count, size)
+    count = len(records)
+    raw = byte_rows(records)
     covered = np.concatenate((raw[:, : envelope.CRC_OFFSET], raw[:, ENVELOPE_SIZE:]), axis=1)
     sums = map(crc32, each_row(covered))
     records["crc"] = np.fromiter(sums, np.uint32, count)
     return each_row(raw)
+
+
+def byte_rows(items: Any) -> Any:
+    """A one-dimensional array's items as the rows of a 2-D byte array (no copy)."""
+    return items.view(np.uint8).reshape(len(items), -1)
 
 
 def each_row(rows: Any) -> list[bytes]:
