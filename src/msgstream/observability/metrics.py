@@ -36,6 +36,7 @@ from .observe import (
     default_instruments,
     set_default_instruments,
 )
+from .tallies import Tally, TallyCollector, Timings, TypeTally
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -206,48 +207,59 @@ def _prometheus() -> Any:
     return prometheus_client
 
 
-def _metric_objects(registry: CollectorRegistry | None) -> dict[str, Any]:
-    """One Prometheus metric object per :data:`METRICS` entry, registered in ``registry``."""
+TALLIED = frozenset(
+    {
+        "msgstream_produced_messages_total",
+        "msgstream_produced_bytes_total",
+        "msgstream_send_duration_seconds",
+        "msgstream_produce_duration_seconds",
+        "msgstream_consumed_messages_total",
+        "msgstream_consumed_bytes_total",
+    }
+)
+"""The metrics every produce or read updates: kept as tallies (:mod:`.tallies`), which
+cost an addition where a ``prometheus_client`` value takes a lock. The others change
+rarely (errors, acks, gauges) and are ``prometheus_client``'s own."""
+
+
+def _buckets(metric: MetricDef) -> tuple[float, ...]:
+    return _PACK_BUCKETS if metric.name == "msgstream_pack_messages" else _LATENCY_BUCKETS
+
+
+def _metric_objects(registry: CollectorRegistry | None) -> tuple[dict[str, Any], TallyCollector]:
+    """One Prometheus metric object per :data:`METRICS` entry not in :data:`TALLIED`, and
+    the collector of those that are, all registered in ``registry``."""
     prom = _prometheus()
     made: dict[str, Any] = {}
+    tallies = TallyCollector()
+    kwargs: dict[str, Any] = {"registry": registry} if registry is not None else {}
     for metric in METRICS:
-        kwargs: dict[str, Any] = {"registry": registry} if registry is not None else {}
-        if metric.kind == "counter":
+        if metric.name in TALLIED:
+            _declare(tallies, metric)
+        elif metric.kind == "counter":
             # prometheus_client adds the _total suffix back on exposition.
-            cls, name = prom.Counter, metric.name.removesuffix("_total")
+            name = metric.name.removesuffix("_total")
+            made[metric.name] = prom.Counter(name, metric.help, list(metric.labels), **kwargs)
         elif metric.kind == "gauge":
-            cls, name = prom.Gauge, metric.name
+            made[metric.name] = prom.Gauge(metric.name, metric.help, list(metric.labels), **kwargs)
         else:
-            cls, name = prom.Histogram, metric.name
-            kwargs["buckets"] = (
-                _PACK_BUCKETS if metric.name == "msgstream_pack_messages" else _LATENCY_BUCKETS
+            made[metric.name] = prom.Histogram(
+                metric.name, metric.help, list(metric.labels), buckets=_buckets(metric), **kwargs
             )
-        made[metric.name] = cls(name, metric.help, list(metric.labels), **kwargs)
-    return made
+    (registry if registry is not None else prom.REGISTRY).register(tallies)
+    return made, tallies
+
+
+def _declare(tallies: TallyCollector, metric: MetricDef) -> None:
+    if metric.kind == "histogram":
+        tallies.histogram(metric.name, metric.help, metric.labels, _buckets(metric))
+    elif metric.labels[-1] == T:
+        tallies.by_type(metric.name, metric.help, metric.labels)
+    else:
+        tallies.counter(metric.name, metric.help, metric.labels)
 
 
 # --------------------------------------------------------------------------- the probes
-
-
-class _ByType:
-    """A counter's children for one set of labels, one per message type (made on first
-    use): adding a call's :data:`~msgstream.observability.observe.TypeCounts` is one ``inc`` a
-    type."""
-
-    __slots__ = ("_children", "_labels", "_metric")
-
-    def __init__(self, metric: Any, *labels: str) -> None:
-        self._metric = metric
-        self._labels = labels
-        self._children: dict[str, Any] = {}
-
-    def add(self, types: TypeCounts) -> None:
-        children = self._children
-        for label, count in types.items():
-            child = children.get(label)
-            if child is None:
-                child = children[label] = self._metric.labels(*self._labels, label)
-            child.inc(count)
 
 
 class _Timed(OpRecord):
@@ -255,9 +267,9 @@ class _Timed(OpRecord):
 
     def __init__(
         self,
-        messages: _ByType | None,
-        nbytes: Any,
-        duration: Any,
+        messages: TypeTally | None,
+        nbytes: Tally | None,
+        duration: Timings,
         errors: Callable[[str], Any] | None,
     ) -> None:
         self._messages = messages
@@ -270,7 +282,8 @@ class _Timed(OpRecord):
         self._duration.observe(time.perf_counter() - self._start)
         if self._messages is not None:
             self._messages.add({"unknown": count} if types is None else types)
-            self._nbytes.inc(nbytes)
+        if self._nbytes is not None:
+            self._nbytes.value += nbytes
 
     def failed(self, error: BaseException) -> None:
         if self._errors is not None:
@@ -278,18 +291,19 @@ class _Timed(OpRecord):
 
 
 class _SendProbe(ProduceProbe):
-    def __init__(self, m: dict[str, Any], backend: str, channel: str) -> None:
-        self._messages = _ByType(m["msgstream_produced_messages_total"], backend, channel)
-        self._nbytes = m["msgstream_produced_bytes_total"].labels(backend, channel)
-        self._duration = m["msgstream_send_duration_seconds"].labels(backend, channel)
+    def __init__(self, tallies: TallyCollector, backend: str, channel: str) -> None:
+        labels = (backend, channel)
+        self._messages = tallies.tally("msgstream_produced_messages_total", self, *labels)
+        self._nbytes = tallies.tally("msgstream_produced_bytes_total", self, *labels)
+        self._duration = tallies.tally("msgstream_send_duration_seconds", self, *labels)
 
     def start(self) -> OpRecord:
         return _Timed(self._messages, self._nbytes, self._duration, None)
 
 
 class _ProducePackProbe(ProduceProbe):
-    def __init__(self, m: dict[str, Any], backend: str) -> None:
-        self._duration = m["msgstream_produce_duration_seconds"].labels(backend)
+    def __init__(self, m: dict[str, Any], tallies: TallyCollector, backend: str) -> None:
+        self._duration = tallies.tally("msgstream_produce_duration_seconds", self, backend)
         self._errors = partial(m["msgstream_produce_errors_total"].labels, backend)
 
     def start(self) -> OpRecord:
@@ -297,17 +311,19 @@ class _ProducePackProbe(ProduceProbe):
 
 
 class _ConsumeProbe(ConsumeProbe):
-    def __init__(self, m: dict[str, Any], labels: tuple[str, str, str]) -> None:
+    def __init__(
+        self, m: dict[str, Any], tallies: TallyCollector, labels: tuple[str, str, str]
+    ) -> None:
         self._labels = labels
-        self._messages = _ByType(m["msgstream_consumed_messages_total"], *labels)
-        self._nbytes = m["msgstream_consumed_bytes_total"].labels(*labels)
+        self._messages = tallies.tally("msgstream_consumed_messages_total", self, *labels)
+        self._nbytes = tallies.tally("msgstream_consumed_bytes_total", self, *labels)
         self._acks = m["msgstream_acks_total"].labels(*labels)
         self._bad = m["msgstream_bad_payloads_total"]
         self._late = m["msgstream_late_messages_total"]
 
     def received(self, count: int, nbytes: int, types: TypeCounts) -> None:
         self._messages.add(types)
-        self._nbytes.inc(nbytes)
+        self._nbytes.value += nbytes
 
     def bad(self, error: BaseException) -> None:
         self._bad.labels(*self._labels, type(error).__name__).inc()
@@ -399,16 +415,16 @@ class PrometheusInstruments(Instruments):
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry
-        self._m = _metric_objects(registry)
+        self._m, self._tallies = _metric_objects(registry)
 
     def producer(self, backend: str, channel: str) -> ProduceProbe:
-        return _SendProbe(self._m, backend, channel)
+        return _SendProbe(self._tallies, backend, channel)
 
     def produce_pack(self, backend: str) -> ProduceProbe:
-        return _ProducePackProbe(self._m, backend)
+        return _ProducePackProbe(self._m, self._tallies, backend)
 
     def consumer(self, backend: str, channel: str, subscription: str) -> ConsumeProbe:
-        return _ConsumeProbe(self._m, (backend, channel, subscription))
+        return _ConsumeProbe(self._m, self._tallies, (backend, channel, subscription))
 
     def ticks(self, backend: str, subscription: str) -> TickProbe:
         return _TickProbe(self._m, backend, subscription)

@@ -50,12 +50,22 @@ UNDECODABLE = "undecodable"
 def type_label(cls: type) -> str:
     """A message type's label in metrics: its class name without ``Msg`` (``InsertMsg``
     is ``Insert``, ``TimeTickMsg`` is ``TimeTick``)."""
-    return cls.__name__.removesuffix("Msg")
+    label = _LABELS.get(cls)
+    if label is None:
+        label = _LABELS[cls] = cls.__name__.removesuffix("Msg")
+    return label
+
+
+_LABELS: dict[type, str] = {}
+"""Labels of the classes seen (a handful: the message types)."""
 
 
 def count_types(msgs: Collection[object]) -> dict[str, int]:
     """``msgs`` by type label: C-level passes over their classes, then one label per class
     (most often there is one: a pack of inserts, a broadcast tick)."""
+    if len(msgs) == 1:
+        for msg in msgs:
+            return {type_label(type(msg)): 1}
     classes = set(map(type, msgs))
     if len(classes) == 1:
         (only,) = classes

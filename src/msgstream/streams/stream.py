@@ -328,13 +328,17 @@ class MsgStream(AsyncScope):
                 ((index, msgs),) = buckets.items()
                 channel = self._producer_of_bucket(index).channel
                 record.routed((channel,))
-                payloads = self._encode_for(channel, msgs)
-                sent = [payloads]
-                ids = await self._observed_send(index, payloads, record, count_types(msgs))
+                if len(msgs) == 1:
+                    payloads = [self._encode_one(channel, msgs[0])]
+                else:
+                    payloads = self._encode_for(channel, msgs)
+                nbytes = sum(map(len, payloads))
+                ids = await self._observed_send(index, payloads, nbytes, record, count_types(msgs))
                 result = {channel: ids}
             else:
                 jobs = self._jobs(pack, buckets)
-                sent = [payloads for _, payloads in jobs]
+                sizes = {index: sum(map(len, payloads)) for index, payloads in jobs}
+                nbytes = sum(sizes.values())
                 record.routed([self._producers[index].channel for index, _ in jobs])
                 if buckets is None:
                     types = count_types(pack.msgs)  # the same messages to every channel
@@ -344,19 +348,22 @@ class MsgStream(AsyncScope):
                 result = await self._send(
                     jobs,
                     lambda index, payloads: self._observed_send(
-                        index, payloads, record, by_bucket[index]
+                        index, payloads, sizes[index], record, by_bucket[index]
                     ),
                 )
         except BaseException as exc:
             record.failed(exc)
             raise
-        record.done(
-            sum(map(len, result.values())), sum(sum(map(len, payloads)) for payloads in sent)
-        )
+        record.done(sum(map(len, result.values())), nbytes)
         return result
 
     async def _observed_send(
-        self, index: int, payloads: list[bytes], pack_record: OpRecord, types: TypeCounts
+        self,
+        index: int,
+        payloads: list[bytes],
+        nbytes: int,
+        pack_record: OpRecord,
+        types: TypeCounts,
     ) -> Sequence[MessageID]:
         producer = self._producers[index]
         properties = pack_record.properties
@@ -370,7 +377,7 @@ class MsgStream(AsyncScope):
         except BaseException as exc:
             record.failed(exc)
             raise
-        record.done(len(payloads), sum(map(len, payloads)), types)
+        record.done(len(payloads), nbytes, types)
         return ids
 
     # --- consuming ------------------------------------------------------------------------
