@@ -50,6 +50,7 @@ from msgstream import (
     InsertMsg,
     MsgPack,
     MsgStream,
+    SubscriptionPosition,
     TimeTickMsg,
     TsMsg,
     config_from_dict,
@@ -268,6 +269,25 @@ async def bench_tt_consume(path: str, channels: list[str], expected: int, subnam
     return await tt_read_rate(open_client(path, RocksOptions()), channels, expected, subname)
 
 
+async def bench_plain_consume(
+    path: str, channels: list[str], expected: int, subname: str, batch: int | None = None
+) -> float:
+    """Messages per second a plain ``MsgStream`` reads from the start of ``channels``
+    (``expected`` messages in all, ticks included: it hands every one out): a
+    one-message pack each, or with ``batch``, ``stream.batches(batch)``."""
+    stream = MsgStream(open_client(path, RocksOptions()))
+    await stream.as_consumer(channels, subname, SubscriptionPosition.EARLIEST)
+    seen = 0
+    start = time.perf_counter()
+    async for pack in stream if batch is None else stream.batches(batch):
+        seen += len(pack.msgs)
+        if seen >= expected:
+            break
+    elapsed = time.perf_counter() - start
+    await stream.close()
+    return seen / elapsed
+
+
 class _HeaderOnlyPlan(Plan):
     """Builds a message of the right class from its envelope alone: no body, no check."""
 
@@ -355,18 +375,26 @@ def bench_checked_scan(path: str, expected: int) -> float:
 
 
 async def bench_tt_rounds(
-    path: str, channels: list[str], expected: int, rounds: int
-) -> tuple[list[float], list[float], list[float], list[float]]:
-    """The stream, the stream with a header-only stub, the raw scan and the checked
-    floor, in alternating rounds (each round reads everything from EARLIEST under a new
-    subscription). A client held open keeps the store open between rounds."""
+    path: str, channels: list[str], expected: int, stored: int, rounds: int
+) -> tuple[list[float], list[float], list[float], list[float], list[float], list[float]]:
+    """The stream, the stream with a header-only stub, the raw scan, the checked floor
+    and a plain ``MsgStream``, a message a pack and in batches (it reads all ``stored``
+    messages, ticks too), in alternating rounds (each round reads everything from
+    EARLIEST under a new subscription). A client held open keeps the store open between
+    rounds."""
     keeper = open_client(path, RocksOptions())
     full: list[float] = []
     stub: list[float] = []
     scan: list[float] = []
     checked: list[float] = []
+    plain: list[float] = []
+    batches: list[float] = []
     try:
         for r in range(rounds):
+            gc.collect()
+            plain.append(await bench_plain_consume(path, channels, stored, f"plain-{r}"))
+            gc.collect()
+            batches.append(await bench_plain_consume(path, channels, stored, f"batch-{r}", BATCH))
             gc.collect()
             full.append(await bench_tt_consume(path, channels, expected, f"full-{r}"))
             gc.collect()
@@ -378,7 +406,11 @@ async def bench_tt_rounds(
             checked.append(bench_checked_scan(path, expected))
     finally:
         await keeper.close()
-    return full, stub, scan, checked
+    return full, stub, scan, checked, plain, batches
+
+
+BATCH = 256
+"""Messages a pack of ``MsgStream.batches`` in the read figures (its default)."""
 
 
 def bench_codec(rounds: int) -> float:
@@ -516,19 +548,23 @@ def main() -> int:
             )
         )
         channels = [f"tt-{i}" for i in range(16)]
+        per_tick = 100
         data = timed(
             "fill 16 channels",
-            lambda: asyncio.run(fill_channels(f"{tmp}/mq3", channels, per_channel, 100)),
+            lambda: asyncio.run(fill_channels(f"{tmp}/mq3", channels, per_channel, per_tick)),
         )
-        full, stub, scan, checked = timed(
+        stored = data + len(channels) * (per_channel // per_tick)  # the ticks too
+        full, stub, scan, checked, plain, batches = timed(
             f"tt consume, {ROUNDS} rounds",
-            lambda: asyncio.run(bench_tt_rounds(f"{tmp}/mq3", channels, data, ROUNDS)),
+            lambda: asyncio.run(bench_tt_rounds(f"{tmp}/mq3", channels, data, stored, ROUNDS)),
         )
         for label, figures in (
             ("stream", full),
             ("header-only stub", stub),
             ("raw scan", scan),
             ("checked floor", checked),
+            ("plain MsgStream", plain),
+            (f"MsgStream.batches({BATCH})", batches),
         ):
             spread = ", ".join(f"{f / 1000:.0f}k" for f in figures)
             print(f"    {label} rounds (msgs/s): {spread}", file=sys.stderr)
@@ -537,6 +573,13 @@ def main() -> int:
         rows.append(Row("  same, header-only decode stub (ceiling)", ceiling, raw, "msgs/s", ""))
         rows.append(Row("  floor: scan + checksum + an object a message", floor, raw, "msgs/s", ""))
         rows.append(Row("  TtMsgStream vs that floor", tt, floor, "msgs/s", ""))
+        rows.append(
+            Row("MsgStream end-to-end, 16 channels", statistics.median(plain), raw, "msgs/s", "")
+        )
+        rows.append(
+            Row(f"  same, MsgStream.batches({BATCH})", statistics.median(batches), raw,
+                "msgs/s", "")
+        )  # fmt: skip
         codec = timed("codec", lambda: bench_codec(max(20, int(500 * scale))))
         rows.append(Row("codec encode+decode, 1000x128 f32 Insert", codec, None, "MB/s", ""))
         for label, packs in encode_packs().items():

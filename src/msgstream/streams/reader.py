@@ -175,6 +175,13 @@ class ChannelReader:
         self._made_room()
         return msg
 
+    def take(self, limit: int) -> tuple[list[TsMsg], int, int]:
+        """Take up to ``limit`` of the oldest buffered messages, with their least
+        ``begin_ts`` and greatest ``end_ts`` (see :meth:`~msgstream.wire.rows.RowQueue.take`)."""
+        taken = self.buffer.take(limit)
+        self._made_room()
+        return taken
+
     def advance(self, count: int) -> None:
         """Take ``count`` rows of the buffer's head chunk (their new owner keeps them)."""
         self.buffer.advance(count)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Unpack
 
 from ..configuration.config import STREAM_DEFAULTS, LatePolicy
@@ -291,6 +291,14 @@ class TtMsgStream(MsgStream):
     def _lag_s(self, pack: MsgPack) -> float:
         physical_ms, _ = parse_ts(pack.end_ts)
         return time.time() - physical_ms / 1000.0
+
+    def batches(self, max_messages: int = 256) -> AsyncIterator[MsgPack]:
+        """Refused: a time-tick stream's packs are cut at its ticks, whatever their size
+        (``async for pack in stream``)."""
+        raise StreamStateError(
+            "a TtMsgStream hands out packs cut at time ticks, not batches of a size: "
+            "iterate the stream itself (async for pack in stream)"
+        )
 
     async def __anext__(self) -> MsgPack:
         pack = await self._next_pursued()

@@ -12,14 +12,22 @@ low.
 from __future__ import annotations
 
 from collections import deque
+from itertools import groupby
 from operator import itemgetter
 from typing import Any
 
+import numpy as np
+
+from . import envelope
 from .messages import TsMsg
 from .plans import DmlPlan, Plan, ReadyPlan, kind_of
 from .position import MsgPosition
 
 _new_tuple = tuple.__new__
+_TIME_RANGE = itemgetter(slice(envelope.offset("begin_ts"), envelope.offset("end_ts") + 8))
+"""A payload's envelope fields begin_ts and end_ts, as bytes."""
+_TIME_RANGE_DTYPE = np.dtype([("begin_ts", "<u8"), ("end_ts", "<u8")])
+assert envelope.offset("end_ts") == envelope.offset("begin_ts") + 8, "the two stand together"
 
 
 class Rows:
@@ -99,18 +107,35 @@ class Rows:
         payloads: list[bytes],
         ids: list[Any],
     ) -> list[TsMsg]:
-        """Messages from these rows' columns: one call when one DML plan built them all
-        (the usual run of Inserts), else one message at a time."""
+        """Messages from these rows' columns: one call for each run of rows a DML plan
+        builds (the usual run of Inserts between two ticks), else one message at a time."""
         where = (self.channel, self.group)
         first = plans[0] if plans else None
         if isinstance(first, DmlPlan) and plans.count(first) == len(plans):
             return first.build_many(msg_ids, stamps, sources, payloads, ids, where)
-        return [
-            plan.build(msg_id, stamp, source, payload, at, where)
-            for plan, msg_id, stamp, source, payload, at in zip(
-                plans, msg_ids, stamps, sources, payloads, ids, strict=True
-            )
-        ]
+        out: list[TsMsg] = []
+        lo = 0
+        for plan, run in groupby(plans):
+            hi = lo + len(list(run))
+            if isinstance(plan, DmlPlan) and hi - lo > 1:
+                cut = slice(lo, hi)
+                out += plan.build_many(
+                    msg_ids[cut], stamps[cut], sources[cut], payloads[cut], ids[cut], where
+                )
+            else:
+                out += [
+                    plan.build(msg_ids[i], stamps[i], sources[i], payloads[i], ids[i], where)
+                    for i in range(lo, hi)
+                ]
+            lo = hi
+        return out
+
+    def time_span(self, lo: int, hi: int) -> tuple[int, int]:
+        """The least ``begin_ts`` and the greatest ``end_ts`` of the messages of rows
+        ``lo:hi`` (at least one), read from their envelopes, which the decoder takes a
+        message's time range from, in C-level passes: no message is asked."""
+        spans = np.frombuffer(b"".join(map(_TIME_RANGE, self.payloads[lo:hi])), _TIME_RANGE_DTYPE)
+        return int(spans["begin_ts"].min()), int(spans["end_ts"].max())
 
     def position(self, index: int) -> MsgPosition | None:
         """Where row ``index`` stands (its message's ``position``)."""
@@ -173,12 +198,19 @@ def message_rows(channel: str, msg: TsMsg) -> Rows:
 
 class RowQueue:
     """A reader's buffer: chunks of rows received, not yet taken. ``len()`` counts rows,
-    :attr:`nbytes` the bytes of their payloads (what bounds a reader's memory)."""
+    :attr:`nbytes` the bytes of their payloads (what bounds a reader's memory).
 
-    __slots__ = ("_chunks", "_count", "_lo", "nbytes")
+    :meth:`popleft` builds the messages of up to :data:`RUN` rows of the head chunk at
+    once (one plan call for a run, not one per message) and hands them out one at a
+    time; a row leaves the buffer, and its bytes the count, when its message is taken.
+    """
+
+    __slots__ = ("_built", "_chunks", "_count", "_lo", "nbytes")
 
     def __init__(self) -> None:
         self._chunks: deque[Rows] = deque()
+        self._built: deque[TsMsg] = deque()
+        """Messages of the head chunk's first rows, built ahead by :meth:`popleft`."""
         self._lo = 0
         self._count = 0
         self.nbytes = 0
@@ -201,9 +233,21 @@ class RowQueue:
 
     def advance(self, count: int) -> None:
         """Take ``count`` rows (at most the rest of the head chunk)."""
+        built = self._built
+        if built:  # their messages, built ahead, are not handed out
+            if count >= len(built):
+                built.clear()
+            else:
+                for _ in range(count):
+                    built.popleft()
+        self._take(count)
+
+    def _take(self, count: int) -> None:
         head, lo = self._chunks[0], self._lo
         self._count -= count
-        if lo == 0 and count >= len(head):
+        if count == 1:
+            self.nbytes -= len(head.payloads[lo])
+        elif lo == 0 and count >= len(head):
             self.nbytes -= sum(map(len, head.payloads))
         else:
             self.nbytes -= sum(map(len, head.payloads[lo : lo + count]))
@@ -212,15 +256,42 @@ class RowQueue:
             self._chunks.popleft()
             self._lo = 0
 
+    def take(self, limit: int) -> tuple[list[TsMsg], int, int]:
+        """Take up to ``limit`` of the oldest rows (at least one, at most the rest of the
+        head chunk) as messages, with their least ``begin_ts`` and greatest ``end_ts``."""
+        rows, lo = self._chunks[0], self._lo
+        built = self._built
+        if built:  # built ahead by popleft: those first
+            msgs = [built.popleft() for _ in range(min(limit, len(built)))]
+        else:
+            msgs = rows.build_range(lo, min(len(rows), lo + limit))
+        begin_ts, end_ts = rows.time_span(lo, lo + len(msgs))
+        self._take(len(msgs))
+        return msgs, begin_ts, end_ts
+
     def popleft(self) -> TsMsg:
         """Take the oldest row as a message."""
-        rows = self._chunks[0]
-        msg = rows.build(self._lo)
-        self.advance(1)
+        built = self._built
+        if not built:
+            rows, lo = self._chunks[0], self._lo
+            hi = min(len(rows), lo + RUN)
+            run = rows.plans[lo:hi]
+            first = run[0]
+            if run.count(first) != len(run):  # a run ends where its plan does (one call)
+                hi = lo + next(i for i, plan in enumerate(run) if plan is not first)
+            built.extend(rows.build_range(lo, hi))
+        msg = built.popleft()
+        self._take(1)
         return msg
 
     def clear(self) -> None:
         self._chunks.clear()
+        self._built.clear()
         self._lo = 0
         self._count = 0
         self.nbytes = 0
+
+
+RUN = 32
+"""How many rows :meth:`RowQueue.popleft` builds at once: enough that a plan call per run
+costs little a message, few enough that what a seek or close throws away is little."""
