@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from msgstream.wire import checksum, envelope
 from msgstream.wire.codec import decode, decode_batch, encode
 from msgstream.wire.messages import DeleteMsg, InsertMsg, TimeTickMsg, TsMsg
 from msgstream.wire.position import MsgPosition
@@ -162,3 +163,28 @@ def test_rows_taken_past_a_built_run_drop_it() -> None:
         queue.advance(taken)
         assert queue.popleft().msg_id == 1 + taken
         assert len(queue) == 2 * RUN - 2 - taken
+
+
+def test_a_ticks_range_is_its_timestamp_whatever_its_envelope_says() -> None:
+    """The decoder gives a message other than an Insert or a Delete its timestamp as its
+    time range; a batch's range follows it, not the envelope's fields (which a foreign
+    producer may fill otherwise)."""
+    tick = encode(TimeTickMsg(msg_id=1, timestamp=500))
+    fields = list(envelope.STRUCT.unpack_from(tick))
+    fields[envelope.index("begin_ts")] = 7
+    fields[envelope.index("end_ts")] = 9_000
+    patched = bytearray(envelope.STRUCT.pack(*fields) + tick[envelope.SIZE :])
+    at = envelope.CRC_OFFSET
+    crc = checksum.crc32(patched[at + 4 :], checksum.crc32(patched[:at]))
+    patched[at : at + 4] = crc.to_bytes(4, "little")
+    payloads = [bytes(patched), encode(message(1, 2))]
+    decoded = decode_batch(payloads)
+    assert not decoded.bad
+    assert decode(payloads[0]).time_range() == (500, 500)
+    rows = Rows(CHANNEL, GROUP)
+    rows.ts, rows.kinds, rows.plans = decoded.ts, decoded.kinds, decoded.plans
+    rows.msg_ids, rows.stamps = decoded.msg_ids, decoded.stamps
+    rows.sources, rows.payloads = decoded.sources, payloads
+    rows.ids = [b"a", b"b"]
+    assert rows.time_span(0, 1) == (500, 500)
+    assert rows.time_span(0, 2) == (3, 500)  # the Delete's range is (3, 3)

@@ -20,14 +20,14 @@ import numpy as np
 
 from . import envelope
 from .messages import TsMsg
-from .plans import DmlPlan, Plan, ReadyPlan, kind_of
+from .plans import KIND_DML, DmlPlan, Plan, ReadyPlan, kind_of
 from .position import MsgPosition
 
 _new_tuple = tuple.__new__
-_TIME_RANGE = itemgetter(slice(envelope.offset("begin_ts"), envelope.offset("end_ts") + 8))
-"""A payload's envelope fields begin_ts and end_ts, as bytes."""
-_TIME_RANGE_DTYPE = np.dtype([("begin_ts", "<u8"), ("end_ts", "<u8")])
-assert envelope.offset("end_ts") == envelope.offset("begin_ts") + 8, "the two stand together"
+_BEGIN_AT = envelope.offset("begin_ts")
+_BEGIN_TS = itemgetter(slice(_BEGIN_AT, _BEGIN_AT + 8))
+"""A payload's envelope field begin_ts, as bytes."""
+_U64 = np.dtype("<u8")
 
 
 class Rows:
@@ -132,10 +132,19 @@ class Rows:
 
     def time_span(self, lo: int, hi: int) -> tuple[int, int]:
         """The least ``begin_ts`` and the greatest ``end_ts`` of the messages of rows
-        ``lo:hi`` (at least one), read from their envelopes, which the decoder takes a
-        message's time range from, in C-level passes: no message is asked."""
-        spans = np.frombuffer(b"".join(map(_TIME_RANGE, self.payloads[lo:hi])), _TIME_RANGE_DTYPE)
-        return int(spans["begin_ts"].min()), int(spans["end_ts"].max())
+        ``lo:hi`` (at least one), as the decoder gives them (for Insert and Delete their
+        envelope's range, which it checked against their rows; for the others their
+        timestamp), in C-level passes: no message is asked."""
+        ts = self.ts[lo:hi]  # end_ts for Insert and Delete, the timestamp for the others
+        kinds = self.kinds[lo:hi]
+        dml = kinds.count(KIND_DML)
+        if not dml:
+            return min(ts), max(ts)
+        begins = np.frombuffer(b"".join(map(_BEGIN_TS, self.payloads[lo:hi])), _U64)
+        if dml != len(kinds):
+            others = np.array(ts, _U64)
+            begins = np.where(np.frombuffer(kinds, np.uint8) == KIND_DML, begins, others)
+        return int(begins.min()), max(ts)
 
     def position(self, index: int) -> MsgPosition | None:
         """Where row ``index`` stands (its message's ``position``)."""
