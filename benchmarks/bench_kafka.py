@@ -31,7 +31,9 @@ Both are measured by the ``msgstream bench`` harness (``msgstream bench produce
      both floors against raw aiokafka [pipelined_floor_vs_aiokafka,
      pipelined_floorenc_vs_aiokafka]
   5. TtMsgStream reading 16 channels on the confluent engine (>= 200k msgs/s), beside the
-     same on aiokafka                                                  [tt_read_confluent]
+     same on aiokafka                                                  [tt_read_confluent];
+     a plain MsgStream reading them in batches, beside a message a pack
+                                                                  [read_batches_confluent]
   6. reference: the raw clients vs Kafka's Java producer (ProducerPerformance) on the
      same broker, to show how much of the ceiling is the Python client; and, when a Go
      toolchain is on PATH, raw librdkafka from Go (benchmarks/librdkafka_go) in
@@ -68,6 +70,7 @@ from report import (
     BROKER_RECORD,
     Row,
     broker_produce_rows,
+    plain_read_rate,
     print_table,
     tests_on_path,
     timed,
@@ -82,6 +85,8 @@ FLOOR_IDS = ("floor", "floorenc", "aio", "aiokafka")
 PREBUILT = 4
 """Packs per channel built before the pipelined run and sent in turn."""
 TT_CHANNELS = 16
+READ_BATCH = 256
+"""Messages a pack of ``MsgStream.batches`` in the read figure (its default)."""
 
 
 def java_producer_rate(bootstrap: str, total: int, record_size: int) -> float | None:
@@ -189,6 +194,7 @@ async def tt_read_rows(bootstrap: str, per_channel: int) -> list[Row]:
     confluent = engine_config(bootstrap, "confluent")
     channels = [f"bench-tt-{time.monotonic_ns()}-{i}" for i in range(TT_CHANNELS)]
     expected = await fill_channels(confluent, channels, per_channel)
+    stored = expected + len(channels) * (per_channel // 100)  # the ticks too
     try:
         rates = {
             engine: await tt_read_rate(
@@ -196,12 +202,18 @@ async def tt_read_rows(bootstrap: str, per_channel: int) -> list[Row]:
             )
             for engine in ENGINES
         }
+        plain = await plain_read_rate(new_client(confluent), channels, stored, "plain")
+        batched = await plain_read_rate(
+            new_client(confluent), channels, stored, "batches", READ_BATCH
+        )
     finally:
         await delete_channels(confluent, channels)
     return [
         Row(f"TtMsgStream read, {TT_CHANNELS} channels, confluent", rates["confluent"],
             rates["aiokafka"], "msgs/s", ">= 200k/s (baseline: on aiokafka)",
             "tt_read_confluent"),
+        Row(f"MsgStream read, {TT_CHANNELS} channels, confluent: batches({READ_BATCH}) vs "
+            "a message a pack", batched, plain, "msgs/s", "", "read_batches_confluent"),
     ]  # fmt: skip
 
 

@@ -50,7 +50,6 @@ from msgstream import (
     InsertMsg,
     MsgPack,
     MsgStream,
-    SubscriptionPosition,
     TimeTickMsg,
     TsMsg,
     config_from_dict,
@@ -78,6 +77,7 @@ from report import (
     latency_us,
     latency_workload,
     pipelined_workload,
+    plain_read_rate,
     print_table,
     timed,
     tt_read_rate,
@@ -272,20 +272,8 @@ async def bench_tt_consume(path: str, channels: list[str], expected: int, subnam
 async def bench_plain_consume(
     path: str, channels: list[str], expected: int, subname: str, batch: int | None = None
 ) -> float:
-    """Messages per second a plain ``MsgStream`` reads from the start of ``channels``
-    (``expected`` messages in all, ticks included: it hands every one out): a
-    one-message pack each, or with ``batch``, ``stream.batches(batch)``."""
-    stream = MsgStream(open_client(path, RocksOptions()))
-    await stream.as_consumer(channels, subname, SubscriptionPosition.EARLIEST)
-    seen = 0
-    start = time.perf_counter()
-    async for pack in stream if batch is None else stream.batches(batch):
-        seen += len(pack.msgs)
-        if seen >= expected:
-            break
-    elapsed = time.perf_counter() - start
-    await stream.close()
-    return seen / elapsed
+    client = open_client(path, RocksOptions())
+    return await plain_read_rate(client, channels, expected, subname, batch)
 
 
 class _HeaderOnlyPlan(Plan):

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from msgstream import SubscriptionPosition, TtMsgStream
+from msgstream import MsgStream, SubscriptionPosition, TtMsgStream
 from msgstream.bench.common import channel_names, delete_channels
 from msgstream.bench.report import describe_machine
 from msgstream.bench.report import machine as bench_machine
@@ -177,6 +177,25 @@ async def tt_read_rate(client: Client, channels: list[str], expected: int, subna
     elapsed = time.perf_counter() - start
     await stream.close()
     return expected / elapsed
+
+
+async def plain_read_rate(
+    client: Client, channels: list[str], expected: int, subname: str, batch: int | None = None
+) -> float:
+    """Messages per second a plain MsgStream over ``client`` reads from the start of
+    ``channels`` (``expected`` messages in all, ticks included: it hands every one out): a
+    one-message pack each, or with ``batch``, ``stream.batches(batch)``."""
+    stream = MsgStream(client)
+    await stream.as_consumer(channels, subname, SubscriptionPosition.EARLIEST)
+    seen = 0
+    start = time.perf_counter()
+    async for pack in stream if batch is None else stream.batches(batch):
+        seen += len(pack.msgs)
+        if seen >= expected:
+            break
+    elapsed = time.perf_counter() - start
+    await stream.close()
+    return seen / elapsed
 
 
 def tests_on_path() -> None:

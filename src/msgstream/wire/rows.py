@@ -16,8 +16,6 @@ from itertools import groupby
 from operator import itemgetter
 from typing import Any
 
-import numpy as np
-
 from . import envelope
 from .messages import TsMsg
 from .plans import KIND_DML, DmlPlan, Plan, ReadyPlan, kind_of
@@ -25,9 +23,7 @@ from .position import MsgPosition
 
 _new_tuple = tuple.__new__
 _BEGIN_AT = envelope.offset("begin_ts")
-_BEGIN_TS = itemgetter(slice(_BEGIN_AT, _BEGIN_AT + 8))
-"""A payload's envelope field begin_ts, as bytes."""
-_U64 = np.dtype("<u8")
+_BEGIN_TS = envelope.fields_struct("begin_ts", "begin_ts")
 
 
 class Rows:
@@ -132,19 +128,20 @@ class Rows:
 
     def time_span(self, lo: int, hi: int) -> tuple[int, int]:
         """The least ``begin_ts`` and the greatest ``end_ts`` of the messages of rows
-        ``lo:hi`` (at least one), as the decoder gives them (for Insert and Delete their
-        envelope's range, which it checked against their rows; for the others their
-        timestamp), in C-level passes: no message is asked."""
-        ts = self.ts[lo:hi]  # end_ts for Insert and Delete, the timestamp for the others
-        kinds = self.kinds[lo:hi]
-        dml = kinds.count(KIND_DML)
-        if not dml:
-            return min(ts), max(ts)
-        begins = np.frombuffer(b"".join(map(_BEGIN_TS, self.payloads[lo:hi])), _U64)
-        if dml != len(kinds):
-            others = np.array(ts, _U64)
-            begins = np.where(np.frombuffer(kinds, np.uint8) == KIND_DML, begins, others)
-        return int(begins.min()), max(ts)
+        ``lo:hi`` (at least one), as the decoder gives them, without asking a message.
+
+        A row's ``ts`` is its message's ``end_ts`` (the timestamp for types other than
+        Insert and Delete); its ``begin_ts`` is the same unless its message has rows
+        stamped apart, whose range only its envelope holds (checked by the decoder
+        against the rows): only plans of other than one row are looked up there."""
+        ts = self.ts[lo:hi]
+        begin_ts = min(ts)
+        for plan in set(self.plans[lo:hi]):
+            if plan.kind == KIND_DML and plan.stamp_rows != 1:
+                rows = zip(self.plans[lo:hi], self.payloads[lo:hi], strict=True)
+                begins = (_BEGIN_TS.unpack_from(p, _BEGIN_AT)[0] for q, p in rows if q is plan)
+                begin_ts = min(begin_ts, *begins)
+        return begin_ts, max(ts)
 
     def position(self, index: int) -> MsgPosition | None:
         """Where row ``index`` stands (its message's ``position``)."""
