@@ -7,14 +7,14 @@ from __future__ import annotations
 import gc
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from msgstream import MsgStream, SubscriptionPosition, TtMsgStream
+from msgstream import MsgPack, MsgStream, SubscriptionPosition, TtMsgStream
 from msgstream.bench.common import channel_names, delete_channels
 from msgstream.bench.report import describe_machine
 from msgstream.bench.report import machine as bench_machine
@@ -167,15 +167,7 @@ async def tt_read_rate(client: Client, channels: list[str], expected: int, subna
     """Messages per second a TtMsgStream over ``client`` reads from the start of
     ``channels`` (``expected`` messages in all)."""
     stream = TtMsgStream(client, pursuit_lag_s=0)
-    await stream.as_consumer(channels, subname, SubscriptionPosition.EARLIEST)
-    seen = 0
-    start = time.perf_counter()
-    async for pack in stream:
-        seen += len(pack.msgs)
-        if seen >= expected:
-            break
-    elapsed = time.perf_counter() - start
-    await stream.close()
+    _, elapsed = await _timed_read(stream, lambda: stream, channels, expected, subname)
     return expected / elapsed
 
 
@@ -186,16 +178,30 @@ async def plain_read_rate(
     ``channels`` (``expected`` messages in all, ticks included: it hands every one out): a
     one-message pack each, or with ``batch``, ``stream.batches(batch)``."""
     stream = MsgStream(client)
+    packs = (lambda: stream) if batch is None else (lambda: stream.batches(batch))
+    seen, elapsed = await _timed_read(stream, packs, channels, expected, subname)
+    return seen / elapsed
+
+
+async def _timed_read(
+    stream: MsgStream,
+    packs: Callable[[], AsyncIterable[MsgPack]],
+    channels: list[str],
+    expected: int,
+    subname: str,
+) -> tuple[int, float]:
+    """Subscribe ``stream`` to ``channels`` from EARLIEST, then read the packs ``packs()``
+    gives until ``expected`` messages came: how many, in how long."""
     await stream.as_consumer(channels, subname, SubscriptionPosition.EARLIEST)
     seen = 0
     start = time.perf_counter()
-    async for pack in stream if batch is None else stream.batches(batch):
+    async for pack in packs():
         seen += len(pack.msgs)
         if seen >= expected:
             break
     elapsed = time.perf_counter() - start
     await stream.close()
-    return seen / elapsed
+    return seen, elapsed
 
 
 def tests_on_path() -> None:

@@ -26,7 +26,7 @@ from msgstream.wire.codec import decode, decode_batch, encode
 from msgstream.wire.messages import DeleteMsg, DropCollectionMsg, InsertMsg, TimeTickMsg, TsMsg
 from msgstream.wire.pack import MsgPack
 from msgstream.wire.position import MsgPosition
-from msgstream.wire.rows import Rows
+from msgstream.wire.rows import Rows, decoded_rows
 from msgstream.wire.schema import DataType, FieldData
 
 log = logging.getLogger(__name__)
@@ -356,14 +356,8 @@ class Feed:
             batch = payloads[index : index + size]
             decoded = decode_batch(batch)
             assert not decoded.bad
-            rows = Rows(name, GROUP)
-            rows.ts, rows.kinds, rows.plans = decoded.ts, decoded.kinds, decoded.plans
-            rows.msg_ids, rows.stamps = decoded.msg_ids, decoded.stamps
-            rows.sources, rows.payloads = decoded.sources, batch
-            rows.ids = [row_id(i) for i in range(index, index + len(batch))]
-            for i in decoded.ready:
-                ready: Any = rows.plans[i]
-                ready.msg.position = MsgPosition(name, rows.ids[i], GROUP, ready.msg.timestamp)
+            ids = [row_id(i) for i in range(index, index + len(batch))]
+            rows = decoded_rows(name, GROUP, decoded, batch, ids)
             self.chunks.append((rows, 0))
             for offset, payload in enumerate(batch):
                 msg = decode(payload)

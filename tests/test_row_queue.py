@@ -19,7 +19,7 @@ from msgstream.wire import checksum, envelope
 from msgstream.wire.codec import decode, decode_batch, encode
 from msgstream.wire.messages import DeleteMsg, InsertMsg, TimeTickMsg, TsMsg
 from msgstream.wire.position import MsgPosition
-from msgstream.wire.rows import RUN, RowQueue, Rows
+from msgstream.wire.rows import RUN, RowQueue, Rows, decoded_rows
 
 CHANNEL, GROUP = "ch", "sub"
 
@@ -44,20 +44,9 @@ def chunk(kinds: list[int], first: int) -> Rows:
     payloads = [encode(message(kind, first + i)) for i, kind in enumerate(kinds)]
     decoded = decode_batch(payloads)
     assert not decoded.bad
-    rows = Rows(CHANNEL, GROUP)
-    rows.ts, rows.kinds, rows.plans = decoded.ts, decoded.kinds, decoded.plans
-    rows.msg_ids, rows.stamps = decoded.msg_ids, decoded.stamps
-    rows.sources, rows.payloads = decoded.sources, payloads
-    rows.ids = [b"%08d" % (first + i) for i in range(len(kinds))]
-    for i in decoded.ready:
-        ready = rows.plans[i]
-        ready.msg.position = MsgPosition(  # type: ignore[attr-defined]
-            CHANNEL,
-            rows.ids[i],
-            GROUP,
-            ready.msg.timestamp,  # type: ignore[attr-defined]
-        )
-    return rows
+    return decoded_rows(
+        CHANNEL, GROUP, decoded, payloads, [b"%08d" % (first + i) for i in range(len(kinds))]
+    )
 
 
 kinds_of_a_chunk = st.lists(st.sampled_from([0, 1, 1, 1, 2]), min_size=1, max_size=2 * RUN + 5)
@@ -181,10 +170,6 @@ def test_a_ticks_range_is_its_timestamp_whatever_its_envelope_says() -> None:
     decoded = decode_batch(payloads)
     assert not decoded.bad
     assert decode(payloads[0]).time_range() == (500, 500)
-    rows = Rows(CHANNEL, GROUP)
-    rows.ts, rows.kinds, rows.plans = decoded.ts, decoded.kinds, decoded.plans
-    rows.msg_ids, rows.stamps = decoded.msg_ids, decoded.stamps
-    rows.sources, rows.payloads = decoded.sources, payloads
-    rows.ids = [b"a", b"b"]
+    rows = decoded_rows(CHANNEL, GROUP, decoded, payloads, [b"a", b"b"])
     assert rows.time_span(0, 1) == (500, 500)
     assert rows.time_span(0, 2) == (3, 500)  # the Delete's range is (3, 3)

@@ -29,9 +29,7 @@ from ..observability.observe import UNDECODABLE, ConsumeProbe, type_label
 from ..runtime.scope import cancel_and_wait
 from ..wire.codec import COLUMN_WISE_FROM, MessageRegistry, decode_batch
 from ..wire.messages import TsMsg
-from ..wire.plans import ReadyPlan
-from ..wire.position import MsgPosition
-from ..wire.rows import RowQueue, Rows
+from ..wire.rows import RowQueue, Rows, decoded_rows
 
 log = get_logger(__name__)
 
@@ -215,21 +213,7 @@ class ChannelReader:
             ids = [b for i, b in enumerate(ids) if i not in bad]
             for index, exc in decoded.bad:
                 self.report_bad(batch.message(index), exc)
-        group = self.consumer.subname
-        rows = Rows(self.channel, group)
-        rows.ts = decoded.ts
-        rows.kinds = decoded.kinds
-        rows.plans = decoded.plans
-        rows.msg_ids = decoded.msg_ids
-        rows.stamps = decoded.stamps
-        rows.sources = decoded.sources
-        rows.payloads = payloads
-        rows.ids = ids
-        for index in decoded.ready:
-            plan = rows.plans[index]
-            assert isinstance(plan, ReadyPlan)
-            plan.msg.position = MsgPosition(self.channel, ids[index], group, plan.msg.timestamp)
-        return rows
+        return decoded_rows(self.channel, self.consumer.subname, decoded, payloads, ids)
 
     def report_bad(self, raw: ConsumedMessage, exc: CodecError) -> None:
         """Count, log and hand on a message of this channel found bad, then skip it."""

@@ -14,12 +14,15 @@ from __future__ import annotations
 from collections import deque
 from itertools import groupby
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import envelope
 from .messages import TsMsg
 from .plans import KIND_DML, DmlPlan, Plan, ReadyPlan, kind_of
 from .position import MsgPosition
+
+if TYPE_CHECKING:
+    from .codec import DecodedBatch
 
 _new_tuple = tuple.__new__
 _BEGIN_AT = envelope.offset("begin_ts")
@@ -193,6 +196,29 @@ class Rows:
         del self.sources[:count]
         del self.payloads[:count]
         del self.ids[:count]
+
+
+def decoded_rows(
+    channel: str, group: str, decoded: DecodedBatch, payloads: list[bytes], ids: list[bytes]
+) -> Rows:
+    """The rows of a validated batch of ``channel``, read for subscription ``group``:
+    ``decoded`` is :func:`~msgstream.wire.codec.decode_batch`'s result, ``payloads`` and
+    ``ids`` (each message's ``MessageID.to_bytes()``) those of its good rows. A message
+    the decoder built in full already gets its position here."""
+    rows = Rows(channel, group)
+    rows.ts = decoded.ts
+    rows.kinds = decoded.kinds
+    rows.plans = decoded.plans
+    rows.msg_ids = decoded.msg_ids
+    rows.stamps = decoded.stamps
+    rows.sources = decoded.sources
+    rows.payloads = payloads
+    rows.ids = ids
+    for index in decoded.ready:
+        plan = rows.plans[index]
+        assert isinstance(plan, ReadyPlan)
+        plan.msg.position = MsgPosition(channel, ids[index], group, plan.msg.timestamp)
+    return rows
 
 
 def message_rows(channel: str, msg: TsMsg) -> Rows:
