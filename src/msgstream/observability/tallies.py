@@ -89,11 +89,20 @@ class _Family:
     """One metric's tallies: the live ones of each label set, and the retired total of
     the ones whose probes are gone."""
 
-    def __init__(self, name: str, kind: str, help_text: str, labels: Sequence[str]) -> None:
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        help_text: str,
+        labels: Sequence[str],
+        bounds: Sequence[float] = (),
+    ) -> None:
         self.name = name
         self.kind = kind
         self.help = help_text
         self.labels = list(labels)
+        self.bounds = tuple(bounds)
+        """A histogram's bucket bounds (+Inf left out)."""
         self.live: dict[Labels, list[_Cell]] = {}
         self.retired: dict[Labels, _Cell] = {}
 
@@ -110,7 +119,6 @@ class TallyCollector:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._families: dict[str, _Family] = {}
-        self._bounds: dict[str, tuple[float, ...]] = {}
 
     def counter(self, name: str, help_text: str, labels: Sequence[str]) -> None:
         """Declare a counter (``name`` ends in ``_total``, as its samples do)."""
@@ -124,16 +132,12 @@ class TallyCollector:
         self, name: str, help_text: str, labels: Sequence[str], bounds: Sequence[float]
     ) -> None:
         """Declare a histogram with buckets ``bounds`` (+Inf is added)."""
-        self._declare(_Family(name, "histogram", help_text, labels))
-        self._bounds[name] = tuple(bounds)
+        self._declare(_Family(name, "histogram", help_text, labels, bounds))
 
     def _declare(self, family: _Family) -> None:
         if family.name in self._families:
             raise ValueError(f"metric {family.name!r} is declared twice")
         self._families[family.name] = family
-
-    def declares(self, name: str) -> bool:
-        return name in self._families
 
     def tally(self, name: str, owner: object, *labels: str) -> Any:
         """A new tally of metric ``name`` for ``labels`` (a :class:`Tally`,
@@ -151,7 +155,7 @@ class TallyCollector:
             return Tally()
         if family.kind == "by_type":
             return TypeTally()
-        return Timings(self._bounds[family.name])
+        return Timings(family.bounds)
 
     def _retire(self, family: _Family, labels: Labels, cell: _Cell) -> None:
         with self._lock:

@@ -306,12 +306,7 @@ class RowQueue:
         built = self._built
         if not built:
             rows, lo = self._chunks[0], self._lo
-            hi = min(len(rows), lo + RUN)
-            run = rows.plans[lo:hi]
-            first = run[0]
-            if run.count(first) != len(run):  # a run ends where its plan does (one call)
-                hi = lo + next(i for i, plan in enumerate(run) if plan is not first)
-            built.extend(rows.build_range(lo, hi))
+            built.extend(rows.build_range(lo, min(len(rows), lo + RUN)))
         msg = built.popleft()
         self._take(1)
         return msg
