@@ -168,6 +168,26 @@ def test_values_that_are_views_of_a_larger_array_stay_on_the_fast_path(
     assert groups == [(20, True)]
 
 
+def test_arrays_of_one_size_but_other_shapes_encode_as_encode_does(
+    groups: list[tuple[int, bool]],
+) -> None:
+    """The fast path checks a row count and a size, not a shape: an array reshaped after
+    the message was built (a vector of (1, 4) as (1, 2, 2), row ids as (1, 1)) writes the
+    bytes it holds, as encode does, and a vector of another size leaves the fast path."""
+    msgs = [one_row(i) for i in range(20)]
+    for msg in msgs:
+        msg.fields[3].values = np.zeros((1, 4), np.float32)
+    msgs[3].fields[3].values = msgs[3].fields[3].values.reshape(1, 2, 2)
+    msgs[5].row_ids = msgs[5].row_ids.reshape(1, 1)
+    packed: list[TsMsg] = list(msgs)
+    assert encode_batch(packed) == per_message(packed)
+    assert groups == [(20, True)]
+    groups.clear()
+    msgs[7].fields[3].values = np.zeros((1, 5), np.float32)
+    assert encode_batch(packed) == per_message(packed)
+    assert groups == []
+
+
 def test_a_pack_of_many_columns_is_filled_whole(groups: list[tuple[int, bool]]) -> None:
     """Each buffer is a field of the record: three hundred columns make six hundred."""
     msgs: list[TsMsg] = [

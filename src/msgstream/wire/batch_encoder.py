@@ -78,9 +78,10 @@ _dtype = attrgetter("dtype")
 _row_ids = attrgetter("row_ids")
 _fields = attrgetter("fields")
 _place = attrgetter(*_BODY.names)
+_collection, _partition = map(attrgetter, _BODY.names)
 _name_and_dim = attrgetter("name", "dim")
 _masks = [attrgetter(mask.name) for mask in bodies.COLUMN.masks]
-_NONE_ID = {id(None)}
+_NONE_TYPE = {type(None)}
 _PLAIN = {list, tuple}
 _INSERT_ONLY = {InsertMsg}
 _ARRAY_TYPES = {np.ndarray}
@@ -88,7 +89,7 @@ _msg_id = attrgetter("msg_id")
 _timestamp = attrgetter("timestamp")
 _source_id = attrgetter("source_id")
 _time_range = methodcaller("time_range")
-_shape = attrgetter("shape")
+_nbytes = attrgetter("nbytes")
 _row_timestamps = attrgetter("row_timestamps")
 _first = itemgetter(0)
 _second = itemgetter(1)
@@ -257,12 +258,15 @@ def _encode_grouped(
         singles, chosen = list(range(len(msgs))), list(msgs)
     else:
         chosen = [msgs[i] for i in singles]
-    places = list(map(_place, chosen))
+    collections = list(map(_collection, chosen))
+    partitions = list(map(_partition, chosen))
+    count = len(chosen)
     groups: dict[tuple[str, str], tuple[list[int], list[Any]]]
-    if len(set(places)) == 1:  # the usual pack: one collection and partition
-        groups = {places[0]: (singles, chosen)}
+    if collections.count(collections[0]) == count and partitions.count(partitions[0]) == count:
+        groups = {(collections[0], partitions[0]): (singles, chosen)}  # the usual pack
     else:
         groups = {}
+        places = zip(collections, partitions, strict=True)
         for index, msg, place in zip(singles, chosen, places, strict=True):
             members, member_msgs = groups.setdefault(place, ([], []))
             members.append(index)
@@ -357,14 +361,15 @@ def _columns(group: list[Any]) -> _Columns | None:
         return None
     columns: _Columns = []
     for cells in zip(*fields, strict=True):
-        # By identity where it can: hashing an enum member runs Python code.
+        dtype = cells[0].dtype
+        # Types by identity, which list.count tries first: hashing an enum member runs
+        # Python code, and an int per cell (id) costs more than the count.
         if (
-            len(set(map(id, map(_dtype, cells)))) != 1
-            or any(set(map(id, map(mask, cells))) != _NONE_ID for mask in _masks)
+            list(map(_dtype, cells)).count(dtype) != len(cells)
+            or any(set(map(type, map(mask, cells))) != _NONE_TYPE for mask in _masks)
             or len(set(map(_name_and_dim, cells))) != 1
         ):
             return None
-        dtype = cells[0].dtype
         values = list(map(_values, cells))
         data: Any
         if dtype.numpy_dtype is not None:
@@ -386,7 +391,11 @@ def _encode_group(group: list[Any], columns: _Columns) -> list[bytes] | None:
     is joined from its pieces (:func:`_joined`)."""
     count = len(group)
     packed = [data for data, storage in columns if storage.sized_by_values]
-    keys: list[Any] = list(zip(*map(_lengths, packed), strict=True)) if packed else [()] * count
+    keys: list[Any]
+    if len(packed) == 1:  # the usual one varchar or binary column: its lengths
+        keys = list(map(len, packed[0]))
+    else:
+        keys = list(zip(*map(_lengths, packed), strict=True)) if packed else [()] * count
     distinct = len(set(keys))
     if distinct * MIN_BODY_REUSE > count:
         return None
@@ -572,12 +581,13 @@ _LAYOUTS: dict[int, tuple[bodies.Storage, tuple[bool, ...] | None]] = {}
 def _fixed_rows(arrays: list[Any], dtype: np.dtype[Any]) -> Any:
     """The bytes of one-row arrays (each row's bytes, as ``BodyWriter.add_array`` writes
     them) as one numpy array of an item a row; None unless every one is an array of
-    ``dtype`` and one shape, of one row (a converted value could differ from one converted
+    ``dtype`` and one size, of one row (a converted value could differ from one converted
     on its own, as the per-message path does)."""
     if not set(map(type, arrays)) <= _ARRAY_TYPES or set(map(_dtype, arrays)) != {dtype}:
         return None
-    shapes = set(map(_shape, arrays))
-    if len(shapes) != 1 or shapes.pop()[:1] != (1,):
+    # One row each and one size (so one item shape, the type being one): ints, cheaper
+    # to collect than the shapes' tuples.
+    if list(map(len, arrays)).count(1) != len(arrays) or len(set(map(_nbytes, arrays))) != 1:
         return None
     width = arrays[0].nbytes
     if not width:
