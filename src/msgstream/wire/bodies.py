@@ -44,9 +44,7 @@ from __future__ import annotations
 
 import enum
 import functools
-import linecache
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import count
 from typing import Any, Self
@@ -55,6 +53,8 @@ import numpy as np
 
 from ..errors import CodecError, DecodeError
 from .buffers import BodyReader, BodyWriter
+from .generated import Source as _Source
+from .generated import source
 from .packed import OFFSETS_DTYPE, PackedKind, unpack, wire_parts
 
 # --- buffers ------------------------------------------------------------------------------
@@ -292,6 +292,10 @@ class DeclaredTypes(enum.Enum):
     """Writes a column of this type (its buffers to the writer), returning its JSON
     part: ``FieldData.encode``, generated per type (:func:`column_encoder`)."""
 
+    # A member is its one instance, equal only to itself: hashed by identity, in C,
+    # where Enum hashes its name in Python (a type is hashed per column on hot paths).
+    __hash__ = object.__hash__
+
     def __new__(cls, spec: TypeSpec | str) -> Self:
         assert isinstance(spec, TypeSpec), "declare a data type with a TypeSpec"
         member = object.__new__(cls)
@@ -410,44 +414,6 @@ DELETE = BodyLayout(
 
 
 # --- generated per-message functions ------------------------------------------------------
-
-_SOURCES: dict[Callable[..., Any], str] = {}
-_serial = count()
-
-
-class _Source:
-    """Python source built line by line, indented by :meth:`block`."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self._depth = 0
-
-    def line(self, text: str) -> None:
-        self.lines.append("    " * self._depth + text)
-
-    @contextmanager
-    def block(self, head: str) -> Iterator[None]:
-        self.line(head)
-        self._depth += 1
-        yield
-        self._depth -= 1
-
-    def compile(self, name: str, scope: dict[str, Any]) -> Callable[..., Any]:
-        """The function ``name`` this source defines, its names looked up in ``scope``;
-        its lines show in tracebacks."""
-        text = "\n".join(self.lines) + "\n"
-        filename = f"<msgstream.wire.bodies {name} #{next(_serial)}>"
-        namespace = dict(scope)
-        exec(compile(text, filename, "exec"), namespace)
-        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-        made: Callable[..., Any] = namespace[name]
-        _SOURCES[made] = text
-        return made
-
-
-def source(function: Callable[..., Any]) -> str:
-    """The source of a function generated here."""
-    return _SOURCES[function]
 
 
 def _attr(name: str) -> str:
