@@ -20,6 +20,7 @@ import msgstream.wire.batch_encoder as batch_encoder
 from msgstream.errors import CodecError, UnknownMessageTypeError
 from msgstream.wire.batch_encoder import MIN_BATCH, encode_batch, encode_one
 from msgstream.wire.codec import MessageRegistry, decode, encode
+from msgstream.wire.generated import source
 from msgstream.wire.messages import BUILTIN_TYPES, DeleteMsg, InsertMsg, TimeTickMsg, TsMsg
 from msgstream.wire.schema import DataType, FieldData
 
@@ -424,6 +425,34 @@ def test_the_kept_shapes_are_bounded(
         msg = one_row(i, text="x" * i)
         assert encode_one(msg) == encode(msg)
         assert 1 <= len(kept) <= 3
+
+
+def test_one_encoder_is_written_per_tuple_of_column_types(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A message alone is encoded by a function written for its columns' types: one per
+    tuple of types (not per message), none for a type the fast path does not take (the
+    message is then encoded by encode), and only so many kept."""
+    encoders: dict[Any, Any] = {}
+    monkeypatch.setattr(batch_encoder, "_SINGLE_ENCODERS", encoders)
+    msgs = [one_row(i, text="t" * i) for i in range(5)]
+    assert [encode_one(m) for m in msgs] == per_message(list(msgs))
+    types = tuple(column.dtype for column in msgs[0].fields)
+    assert list(encoders) == [types]
+    text = source(encoders[types])
+    assert "c5, = fields" in text and text.count(".tobytes()") == 2 + 4  # row arrays, fixed
+    as_json = InsertMsg(
+        msg_id=9, timestamp=9, collection_name="c", row_ids=[1],
+        fields=[FieldData("doc", DataType.JSON, [{"a": 1}])],
+    )  # fmt: skip
+    assert encode_one(as_json) == encode(as_json)
+    assert encoders[(DataType.JSON,)] is None
+    monkeypatch.setattr(batch_encoder, "SHAPES_KEPT", 2)
+    for width in range(1, 5):
+        msg = one_row(0)
+        msg.fields = msg.fields[:width]
+        assert encode_one(msg) == encode(msg)
+        assert 1 <= len(encoders) <= 2
 
 
 @BAD_MESSAGES

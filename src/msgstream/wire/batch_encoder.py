@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import repeat
 from operator import attrgetter, itemgetter, methodcaller
@@ -52,6 +52,7 @@ from .codec import (
     sealed_each,
     sealed_records,
 )
+from .generated import Source
 from .messages import InsertMsg, TsMsg
 from .packed import ONE_VALUE_OFFSETS, PackedKind
 
@@ -80,7 +81,8 @@ _fields = attrgetter("fields")
 _place = attrgetter(*_BODY.names)
 _collection, _partition = map(attrgetter, _BODY.names)
 _name_and_dim = attrgetter("name", "dim")
-_masks = [attrgetter(mask.name) for mask in bodies.COLUMN.masks]
+_mask_names = [mask.name for mask in bodies.COLUMN.masks]
+_masks = list(map(attrgetter, _mask_names))
 _NONE_TYPE = {type(None)}
 _PLAIN = {list, tuple}
 _INSERT_ONLY = {InsertMsg}
@@ -131,12 +133,19 @@ def encode_batch(
 
 def encode_one(msg: TsMsg, registry: MessageRegistry = default_registry) -> bytes:
     """``encode(msg, registry)``, the same bytes, size and errors; a one-row Insert whose
-    shape was seen before reuses its JSON body (see the module doc)."""
+    shape was seen before reuses its JSON body (see the module doc). It is encoded by the
+    function written for its columns' types (:func:`_single_encoder`), which checks what
+    the pack's fast path checks and returns None for what that path does not take."""
     if _reuse[2]:
         _reuse[2] -= 1
     elif type(msg) is InsertMsg and registry.knows(InsertMsg):
         try:
-            payload = _encode_single(msg)
+            fields = msg.fields
+            types = tuple(map(_dtype, fields))
+            encoder = _SINGLE_ENCODERS.get(types, _UNKNOWN)
+            if encoder is _UNKNOWN:
+                encoder = _single_encoder(types)
+            payload: bytes | None = None if encoder is None else encoder(msg, fields)
         except _FAILURES:
             payload = None  # encoded below, which raises encode's error
         if payload is not None:
@@ -144,79 +153,102 @@ def encode_one(msg: TsMsg, registry: MessageRegistry = default_registry) -> byte
     return encode(msg, registry)
 
 
-def _encode_single(msg: InsertMsg) -> bytes | None:
-    """A one-row Insert's payload from its shape's kept body, by the checks and buffer
-    order of the pack's fast path, written for one message; None if the fast path does
-    not take it."""
-    buffers: list[bytes] = []
-    for name, dtype in _ROW_ARRAYS:  # wire order; dtypes compared by identity first
-        array = getattr(msg, name)
-        if (
-            type(array) is not _NDARRAY
-            or len(array) != 1
-            or (array.dtype is not dtype and array.dtype != dtype)
-        ):
-            return None  # not one row, or row timestamps not built (a message decoded lazily)
-        buffers.append(array.tobytes())
-    # A one-row message's time range is its row's timestamp (what time_range answers).
-    begin_ts = end_ts = int.from_bytes(buffers[_STAMPS_AT], "little")
-    shape: list[Any] = [_place(msg)]
-    for column in msg.fields:
-        for mask in _masks:
-            if mask(column) is not None:
-                return None
-        data_type = column.dtype
-        plan = _CELL_PLANS.get(id(data_type))
-        if plan is None or plan[0] is not data_type:
-            plan = _cell_plan(data_type)
-        _, numpy_dtype, kind, layout = plan
-        if layout is None:
-            return None
-        values = column.values
-        data: Any
-        if numpy_dtype is not None:
-            if (
-                type(values) is not _NDARRAY
-                or len(values) != 1
-                or (values.dtype is not numpy_dtype and values.dtype != numpy_dtype)
-            ):
-                return None
-            data = values.tobytes()
-        else:
-            if type(values) not in _PLAIN or len(values) != 1:
-                return None
-            data = values[0]
-            if type(data) is not kind:
-                return None
-            if kind is str:
-                data = cast(str, data).encode()
-        for offsets in layout:
-            buffers.append(ONE_VALUE_OFFSETS.pack(0, len(data)) if offsets else data)
-        shape.append((column.name, id(data_type), column.dim, len(data)))
-    body = _body_of(tuple(shape), msg)
-    tail = b"".join((body, *buffers))  # one checksum call over it, not one a piece
-    payload = sealed(envelope_prefix(msg, begin_ts, end_ts, len(body)), (tail,))
-    msg.size = len(payload)
-    return payload
+_UNKNOWN: Any = object()
+_SINGLE_ENCODERS: dict[tuple[Any, ...], Callable[[InsertMsg, Any], bytes | None] | None] = {}
+"""The one-message encoder of each tuple of column types met (None: not taken)."""
+
+
+def _single_encoder(
+    types: tuple[Any, ...],
+) -> Callable[[InsertMsg, Any], bytes | None] | None:
+    """The function that encodes a one-row Insert whose columns have ``types``: the
+    checks and buffers of a one-row Insert's fast path, written out for those columns (a
+    message is a few dozen operations, so a loop and a plan lookup per column would be a
+    large share of it); None if a type is not taken. Kept per tuple of types."""
+    plans = [_cell_plan(data_type) for data_type in types]  # raises for no data type
+    encoder = None if any(plan[3] is None for plan in plans) else _write_single_encoder(plans)
+    if len(_SINGLE_ENCODERS) >= SHAPES_KEPT:
+        _SINGLE_ENCODERS.clear()
+    _SINGLE_ENCODERS[types] = encoder
+    return encoder
+
+
+def _write_single_encoder(plans: list[_CellPlan]) -> Callable[[InsertMsg, Any], bytes | None]:
+    """``encode_single(msg, fields)`` for columns of ``plans``: the row arrays in wire
+    order, then each column's checks and buffers as its plan says, the body kept per
+    shape (:func:`_body_of`), the envelope and checksum as :func:`encode` writes them.
+    ``msgstream.wire.generated.source`` shows it."""
+    scope: dict[str, Any] = {
+        "_NDARRAY": _NDARRAY, "_PLAIN": _PLAIN, "_place": _place, "_row_arrays": _row_arrays,
+        "_body_of": _body_of, "_join": b"".join, "_offsets": ONE_VALUE_OFFSETS.pack,
+        "_from_bytes": int.from_bytes, "_envelope_prefix": envelope_prefix, "_sealed": sealed,
+    }  # fmt: skip
+    src = Source()
+    with src.block("def encode_single(msg, fields):"):
+        columns = ", ".join(f"c{k}" for k in range(len(plans)))
+        src.line(f"{columns}, = fields" if plans else "pass")
+        arrays = [f"r{at}" for at in range(len(_ROW_ARRAYS))]
+        src.line(f"{', '.join(arrays)}, = _row_arrays(msg)")
+        buffers = []
+        for at, (_name, dtype) in enumerate(_ROW_ARRAYS):  # wire order
+            scope[f"R{at}"] = dtype
+            _check_one_row_array(src, f"r{at}", f"R{at}")
+            src.line(f"b{at} = r{at}.tobytes()")
+            buffers.append(f"b{at}")
+        shape = ["_place(msg)"]
+        for k, (data_type, numpy_dtype, kind, layout) in enumerate(plans):
+            for mask in _mask_names:
+                src.line(f"if c{k}.{mask} is not None: return None")
+            src.line(f"v{k} = c{k}.values")
+            if numpy_dtype is not None:
+                scope[f"N{k}"] = numpy_dtype
+                _check_one_row_array(src, f"v{k}", f"N{k}")
+                src.line(f"d{k} = v{k}.tobytes()")
+            else:
+                scope[f"K{k}"] = kind
+                src.line(f"if type(v{k}) not in _PLAIN or len(v{k}) != 1: return None")
+                src.line(f"d{k} = v{k}[0]")
+                src.line(f"if type(d{k}) is not K{k}: return None")
+                if kind is str:
+                    src.line(f"d{k} = d{k}.encode()")
+            src.line(f"n{k} = len(d{k})")
+            for offsets in cast(tuple[bool, ...], layout):
+                buffers.append(f"_offsets(0, n{k})" if offsets else f"d{k}")
+            scope[f"T{k}"] = id(data_type)
+            shape.append(f"(c{k}.name, T{k}, c{k}.dim, n{k})")
+        src.line(f"body = _body_of(({', '.join(shape)},), msg)")
+        # A one-row message's time range is its row's timestamp (what time_range answers).
+        src.line(f"ts = _from_bytes(b{_STAMPS_AT}, 'little')")
+        src.line(f"tail = _join((body, {', '.join(buffers)}))  # one checksum call over it")
+        src.line("payload = _sealed(_envelope_prefix(msg, ts, ts, len(body)), (tail,))")
+        src.line("msg.size = len(payload)")
+        src.line("return payload")
+    return src.compile("encode_single", scope)
+
+
+def _check_one_row_array(src: Source, name: str, dtype: str) -> None:
+    """Return None unless ``name`` is an array of one row of ``dtype`` (compared by
+    identity first)."""
+    src.line(
+        f"if type({name}) is not _NDARRAY or len({name}) != 1"
+        f" or ({name}.dtype is not {dtype} and {name}.dtype != {dtype}): return None"
+    )
 
 
 def _cell_plan(dtype: Any) -> _CellPlan:
-    """How a one-row column of ``dtype`` is taken (see :data:`_CELL_PLANS`)."""
+    """How a one-row column of ``dtype`` is taken: the type itself, its numpy type
+    (fixed-width values), else the one Python type its value must have (str or bytes),
+    and the buffers it writes (:func:`_one_value_layout`); a layout of None: not taken
+    (JSON, say)."""
     numpy_dtype = None if dtype.numpy_dtype is None else _numpy_dtype(dtype.numpy_dtype)
     kind = None if numpy_dtype is not None else _ONE_VALUE_TYPES.get(dtype.packed)
     layout = None
     if numpy_dtype is not None or kind is not None:
         layout = _one_value_layout(dtype.storage)
-    plan = _CELL_PLANS[id(dtype)] = (dtype, numpy_dtype, kind, layout)
-    return plan
+    return dtype, numpy_dtype, kind, layout
 
 
 _CellPlan = tuple[Any, "np.dtype[Any] | None", "type | None", "tuple[bool, ...] | None"]
-_CELL_PLANS: dict[int, _CellPlan] = {}
-"""Per data type (kept by identity: hashing an enum member runs Python), how a one-row
-column of it is taken: the type itself, its numpy type (fixed-width values), else the
-one Python type its value must have (str or bytes), and the buffers it writes
-(:func:`_one_value_layout`); a layout of None: not taken (JSON, say)."""
 _NDARRAY = np.ndarray
 
 
@@ -541,6 +573,7 @@ _ROW_ARRAYS = [(buffer.name, np.dtype(buffer.dtype)) for buffer in _BODY.buffers
 """An Insert's per-row buffers as the arrays a one-row message holds them in (wire order):
 (attribute, numpy type)."""
 _STAMPS_AT = _BODY.buffers.index(_STAMPS)
+_row_arrays = attrgetter(*(name for name, _ in _ROW_ARRAYS))
 """Where the row timestamps stand among them."""
 _STAMPS_DTYPE = _ROW_ARRAYS[_STAMPS_AT][1]
 _INT = {int}
