@@ -19,17 +19,20 @@ Both are measured by the ``msgstream bench`` harness (``msgstream bench produce
   3. confluent against raw aiokafka: pipelined (>= 3x) and p50 (below)
      [pipelined_confluent_vs_aiokafka, p50_confluent_vs_aiokafka], raw aiokafka being
      measured in the confluent engine's slices (below), alternating with the engine
-  4. in the confluent engine's slices, four more sides (confluent_floor.py), p50 and
+  4. in the confluent engine's slices, five more sides (confluent_floor.py), p50 and
      pipelined against raw confluent-kafka: the *asyncio floor* (raw confluent-kafka
      woken on the loop as the engine is, nothing of msgstream: what any asyncio code can
      reach) [p50_confluent_floor, pipelined_confluent_floor], the same floor encoding
      the messages with msgstream's encoders in the measured time [p50_confluent_floorenc,
-     pipelined_confluent_floorenc], confluent-kafka's own
+     pipelined_confluent_floorenc], the same floor with the least a checked encoder of
+     these messages does (floor_encoder.py) [p50_confluent_floorleast,
+     pipelined_confluent_floorleast], confluent-kafka's own
      ``confluent_kafka.aio.AIOProducer`` [p50_confluent_aio, pipelined_confluent_aio] and
      raw aiokafka [p50_confluent_aiokafka, pipelined_confluent_aiokafka]; then the
-     engine against both floors [p50_confluent_vs_floor, p50_confluent_vs_floorenc] and
-     both floors against raw aiokafka [pipelined_floor_vs_aiokafka,
-     pipelined_floorenc_vs_aiokafka]
+     engine against the floors [p50_confluent_vs_floor, p50_confluent_vs_floorenc,
+     p50_confluent_vs_floorleast] and the floors against raw aiokafka
+     [pipelined_floor_vs_aiokafka, pipelined_floorenc_vs_aiokafka,
+     pipelined_floorleast_vs_aiokafka]
   5. TtMsgStream reading 16 channels on the confluent engine (>= 200k msgs/s), beside the
      same on aiokafka                                                  [tt_read_confluent];
      a plain MsgStream reading them in batches, beside a message a pack
@@ -54,7 +57,13 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from confluent_floor import AiokafkaBeside, AioProducer, AsyncioFloor, EncodingFloor
+from confluent_floor import (
+    AiokafkaBeside,
+    AioProducer,
+    AsyncioFloor,
+    EncodingFloor,
+    LeastEncodingFloor,
+)
 from msgstream import (
     DeleteMsg,
     MsgPack,
@@ -78,9 +87,9 @@ from report import (
 )
 
 ENGINES = ("aiokafka", "confluent")
-FLOORS = (AsyncioFloor, EncodingFloor, AioProducer, AiokafkaBeside)
+FLOORS = (AsyncioFloor, EncodingFloor, LeastEncodingFloor, AioProducer, AiokafkaBeside)
 """Measured in the confluent engine's slices (see confluent_floor.py)."""
-FLOOR_IDS = ("floor", "floorenc", "aio", "aiokafka")
+FLOOR_IDS = ("floor", "floorenc", "floorleast", "aio", "aiokafka")
 """Their ``--json`` ids: ``p50_confluent_floor``, ``pipelined_confluent_aio``..."""
 PREBUILT = 4
 """Packs per channel built before the pipelined run and sent in turn."""
@@ -280,6 +289,12 @@ def main() -> int:
             ("pipelined: the floor + encoding vs raw aiokafka", "pipelined_confluent_floorenc",
              raw_aiokafka, "msgs/s", "what >= 3x raw aiokafka asks once messages are encoded",
              "pipelined_floorenc_vs_aiokafka"),
+            ("pipelined: the floor + the least checked encoding vs raw aiokafka",
+             "pipelined_confluent_floorleast", raw_aiokafka, "msgs/s",
+             "the same, whatever the encoder", "pipelined_floorleast_vs_aiokafka"),
+            ("p50: confluent engine vs the floor + the least checked encoding", "p50_confluent",
+             by_id["p50_confluent_floorleast"].ours, "us", "the same, whatever the encoder",
+             "p50_confluent_vs_floorleast"),
             ("p50: confluent engine vs raw aiokafka", "p50_confluent", raw_aiokafka_p50, "us",
              "< 1x raw aiokafka", "p50_confluent_vs_aiokafka"),
         ):  # fmt: skip

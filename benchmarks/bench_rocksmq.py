@@ -15,7 +15,9 @@ Figures (goals from the core issue, then issue 41's):
      this format does
   4. codec encode+decode MB/s, 1,000-row Insert with a 128-dim vector; and encoding
      packs as a producer does (``encode_batch``) against ``encode`` one message at a
-     time: 1,000 one-row Inserts, and 100 Inserts of 100 rows
+     time: 1,000 one-row Inserts, and 100 Inserts of 100 rows; then ``encode_batch`` and
+     ``encode_one`` against the least a checked encoder of those one-row Inserts does
+     (``floor_encoder.py``)
   5. what Prometheus metrics cost the produce path: MsgStream.produce latency and the
      throughput of 100-message packs with metrics on, beside the same with metrics off
      (the default), interleaved in the same run
@@ -43,6 +45,7 @@ from prometheus_client import CollectorRegistry
 from rocksdict import AccessType, Options, Rdict, WriteBatch
 
 import msgstream.streams.reader
+from floor_encoder import least_checked_encode, least_checked_encode_one
 from msgstream import (
     DataType,
     DeleteMsg,
@@ -433,18 +436,41 @@ def bench_codec(rounds: int) -> float:
     return len(payload) * rounds / 1e6 / elapsed
 
 
-def bench_pack_encode(packs: list[list[TsMsg]], rounds: int) -> tuple[float, float]:
-    """Encoding ``packs`` in turn: ``encode_batch`` (the producer's path) against
-    ``encode`` one message at a time, the side that goes first alternating by round; the
-    medians in msgs/s."""
-    rates: dict[object, list[float]] = {encode_batch: [], _encode_each: []}
+def bench_pack_encode(
+    packs: list[list[TsMsg]], rounds: int, sides: tuple[Any, Any] | None = None
+) -> tuple[float, float]:
+    """Encoding ``packs`` in turn by two ``sides`` (each given a pack): by default
+    ``encode_batch`` (the producer's path) against ``encode`` one message at a time, the
+    side that goes first alternating by round; the medians in msgs/s."""
+    first, second = sides or (encode_batch, _encode_each)
+    rates: dict[object, list[float]] = {first: [], second: []}
     for round_ in range(rounds):
         pack = packs[round_ % len(packs)]
-        for side in (encode_batch, _encode_each) if round_ % 2 else (_encode_each, encode_batch):
+        for side in (first, second) if round_ % 2 else (second, first):
             start = time.perf_counter()
             side(pack)
             rates[side].append(len(pack) / (time.perf_counter() - start))
-    return statistics.median(rates[encode_batch]), statistics.median(rates[_encode_each])
+    return statistics.median(rates[first]), statistics.median(rates[second])
+
+
+def _encode_ones(pack: list[TsMsg]) -> None:
+    for msg in pack:
+        encode_one(msg)
+
+
+def _least_ones(pack: list[TsMsg]) -> None:
+    for msg in pack:
+        least_checked_encode_one(msg)
+
+
+FLOOR_ENCODERS = {
+    "encode 1,000 one-row Inserts: encode_batch vs the least checked encoder":
+        (encode_batch, least_checked_encode),
+    "encode one-row Inserts one at a time: encode_one vs the least checked encoder":
+        (_encode_ones, _least_ones),
+}  # fmt: skip
+"""The encoders against the least any checked encoder of these messages does
+(``floor_encoder.py``), each on the harness's packs of one-row Inserts."""
 
 
 def _encode_each(pack: list[TsMsg]) -> list[bytes]:
@@ -587,6 +613,13 @@ def main() -> int:
                 label, lambda packs=packs: bench_pack_encode(packs, max(20, int(200 * scale)))
             )
             rows.append(Row(label, batched, single, "msgs/s", ""))
+        floor_packs = encode_packs()["encode 1,000 one-row Inserts: pack vs each"]
+        floor_rounds = max(20, int(200 * scale))
+        for label, sides in FLOOR_ENCODERS.items():
+            ours, least = timed(
+                label, lambda sides=sides: bench_pack_encode(floor_packs, floor_rounds, sides)
+            )
+            rows.append(Row(label, ours, least, "msgs/s", ""))
 
     print_table(rows, args.json)
     return 0
