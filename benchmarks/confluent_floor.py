@@ -33,7 +33,7 @@ own created the way msgstream creates them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from floor_encoder import least_checked_encode, least_checked_encode_one
@@ -133,29 +133,24 @@ class AsyncioFloor(_Raw):
 class EncodingFloor(AsyncioFloor):
     label = "asyncio floor + encoding"
     suffix = "floorenc"
+    encoders: tuple[Callable[[TsMsg], bytes], Callable[[Sequence[TsMsg]], list[bytes]]] = (
+        encode_one,
+        encode_batch,
+    )
+    """What encodes one message, and what a pack."""
 
     def prepare(self, channel: int, msgs: list[TsMsg]) -> Any:
         return msgs
 
     async def send(self, channel: int, prepared: Any) -> None:
-        if len(prepared) == 1:
-            await super().send(channel, [encode_one(prepared[0])])
-        else:
-            await super().send(channel, encode_batch(prepared))
+        one, pack = self.encoders
+        await super().send(channel, [one(prepared[0])] if len(prepared) == 1 else pack(prepared))
 
 
-class LeastEncodingFloor(AsyncioFloor):
+class LeastEncodingFloor(EncodingFloor):
     label = "asyncio floor + the least checked encoding"
     suffix = "floorleast"
-
-    def prepare(self, channel: int, msgs: list[TsMsg]) -> Any:
-        return msgs
-
-    async def send(self, channel: int, prepared: Any) -> None:
-        if len(prepared) == 1:
-            await super().send(channel, [least_checked_encode_one(prepared[0])])
-        else:
-            await super().send(channel, least_checked_encode(prepared))
+    encoders = (least_checked_encode_one, least_checked_encode)
 
 
 class AioProducer(_Raw):
