@@ -8,6 +8,8 @@ message on its own gives, or raises the error the first bad message raises there
 
 from __future__ import annotations
 
+import gc
+import linecache
 from collections.abc import Callable
 from typing import Any
 
@@ -486,3 +488,21 @@ def test_bodies_of_ever_changing_shapes_are_not_kept(
     same = [one_row(i, text="z" * 100) for i in range(40, 80)]  # a length not seen yet
     assert [encode_one(m) for m in same] == per_message(list(same))
     assert len(kept) == 17  # once the pause is over: one body for all of them
+
+
+def test_an_encoder_no_longer_kept_takes_its_source_along(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Generated encoders show in tracebacks through ``linecache``; one dropped from the
+    bounded cache leaves nothing there (shapes that churn would otherwise grow it)."""
+    encoders: dict[Any, Any] = {}
+    monkeypatch.setattr(batch_encoder, "_SINGLE_ENCODERS", encoders)
+    msg = one_row(1)
+    assert encode_one(msg) == encode(msg)
+    (encoder,) = encoders.values()
+    filename = encoder.__code__.co_filename
+    assert filename in linecache.cache
+    del encoder
+    encoders.clear()
+    gc.collect()
+    assert filename not in linecache.cache

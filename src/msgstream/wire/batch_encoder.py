@@ -16,7 +16,8 @@ pieces, in the order the body layout (:mod:`msgstream.wire.bodies`) gives its bu
 One message alone (:func:`encode_one`, the path of a produce of one message) gains the
 same way from the messages before it: the JSON body of each shape (collection,
 partition, columns, value lengths) is kept once written, and a one-row Insert of a shape
-seen before is joined from that body and its own buffers.
+seen before is joined from that body and its own buffers, by a function written (as
+Python source, :mod:`msgstream.wire.generated`) for the types of its columns.
 
 The bytes are exactly :func:`~msgstream.wire.codec.encode`'s, and so are the errors. What the
 fast path does not take is encoded message by message: other types, more rows, validity

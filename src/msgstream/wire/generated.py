@@ -46,6 +46,8 @@ class Source:
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
         made: Callable[..., Any] = namespace[name]
         _SOURCES[made] = text
+        # A function dropped (an encoder of a shape no longer kept) takes its lines along.
+        weakref.finalize(made, linecache.cache.pop, filename, None)
         return made
 
 
