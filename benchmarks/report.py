@@ -54,8 +54,31 @@ def machine() -> str:
     return describe_machine(bench_machine())
 
 
+def pace_ns() -> float:
+    """Nanoseconds this process takes for one step of a fixed pure-Python loop (the best of
+    five rounds): the machine's speed at that moment. Some processes on the project's
+    shared machines run at about half speed from start to end, the same code alike; a
+    run's pace at its start and end, beside a usual run's, tells such a run apart."""
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter_ns()
+        total = 0
+        for step in range(_PACE_STEPS):
+            total += step * step % 7
+        best = min(best, time.perf_counter_ns() - start)
+    return best / _PACE_STEPS
+
+
+_PACE_STEPS = 20_000
+_PACE_AT_START = pace_ns()
+"""Taken when a benchmark script imports this module: the start of its run."""
+
+
 def print_table(rows: list[Row], json_path: str | None = None, **extra: str) -> None:
     print(f"machine: {machine()}")
+    pace = {"start": round(_PACE_AT_START, 1), "end": round(pace_ns(), 1)}
+    print(f"pace: a step of a fixed Python loop took {pace['start']} ns at the start of the "
+          f"run, {pace['end']} ns at its end")  # fmt: skip
     for key, value in extra.items():
         print(f"{key}: {value}")
     print(f"{'figure':44} {'ours':>12} {'baseline':>12} {'ratio':>7}  unit    goal")
@@ -64,7 +87,8 @@ def print_table(rows: list[Row], json_path: str | None = None, **extra: str) -> 
         ratio = "-" if row.ratio is None else f"{row.ratio:.2f}x"
         print(f"{row.figure:44} {row.ours:>12,.1f} {base:>12} {ratio:>7}  {row.unit:7} {row.goal}")
     if json_path:
-        document = {"machine": machine(), **extra, "rows": [r.__dict__ for r in rows]}
+        document = {"machine": machine(), "pace_ns": pace, **extra,
+                    "rows": [r.__dict__ for r in rows]}  # fmt: skip
         with open(json_path, "wb") as out:
             out.write(orjson.dumps(document))
 
