@@ -574,8 +574,8 @@ _ROW_ARRAYS = [(buffer.name, np.dtype(buffer.dtype)) for buffer in _BODY.buffers
 """An Insert's per-row buffers as the arrays a one-row message holds them in (wire order):
 (attribute, numpy type)."""
 _STAMPS_AT = _BODY.buffers.index(_STAMPS)
-_row_arrays = attrgetter(*(name for name, _ in _ROW_ARRAYS))
 """Where the row timestamps stand among them."""
+_row_arrays = attrgetter(*(name for name, _ in _ROW_ARRAYS))
 _STAMPS_DTYPE = _ROW_ARRAYS[_STAMPS_AT][1]
 _INT = {int}
 _HEADER_FIELDS = ((_msg_id, np.dtype(np.int64)), (_timestamp, np.dtype(np.uint64)),

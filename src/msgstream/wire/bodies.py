@@ -53,8 +53,7 @@ import numpy as np
 
 from ..errors import CodecError, DecodeError
 from .buffers import BodyReader, BodyWriter
-from .generated import Source as _Source
-from .generated import source
+from .generated import Source, source
 from .packed import OFFSETS_DTYPE, PackedKind, unpack, wire_parts
 
 # --- buffers ------------------------------------------------------------------------------
@@ -434,7 +433,7 @@ def body_encoder(
     attribute, unless ``writers`` names a method of the message that writes it
     (``method(writer, rows)``: a faster way for values it knows more of)."""
     writers = writers or {}
-    src = _Source()
+    src = Source()
     keys = layout.keys
     with src.block("def encode_body(msg, writer):"):
         if keys is not None:
@@ -499,7 +498,7 @@ def body_decoder(
     laid out as ``layout`` holds: ``check(cls, body)`` first (its scalars' types), then
     its buffers and columns (``column(spec, reader)``, each with the body's rows), and
     ``build(cls, header, fields)`` of every attribute of the body."""
-    src = _Source()
+    src = Source()
     with src.block("def decode_body(cls, header, body, reader):"):
         src.line("check(cls, body)")
         src.line(f"rows = body[{layout.rows!r}]")
@@ -545,7 +544,7 @@ def column_encoder(
     that is not UTF-8 encodable, values that are not JSON) raise :class:`CodecError`."""
     storage = dtype.storage
     buffers = storage.buffers
-    src = _Source()
+    src = Source()
     with src.block("def encode_column(column, writer):"):
         src.line("values = column.values")
         src.line(
@@ -566,7 +565,7 @@ def column_encoder(
     return src.compile("encode_column", {"split": storage.split(dtype), "CodecError": CodecError})
 
 
-def _write(src: _Source, buffer: Buffer, value: str, column_type: str | None) -> None:
+def _write(src: Source, buffer: Buffer, value: str, column_type: str | None) -> None:
     """The line (or block) writing one buffer of a column."""
     dtype = column_type if buffer.dtype == COLUMN_TYPE else buffer.dtype
     call = (
@@ -588,7 +587,7 @@ def column_decoder(
 ) -> Callable[[Any, BodyReader], Any]:
     """``decode_column(spec, reader)``: the column whose JSON part is ``spec``, made by
     ``make(name, dtype, values, dim, valid)``; its data type is one of ``types``."""
-    src = _Source()
+    src = Source()
     scope: dict[str, Any] = {"types": types, "make": make, "DecodeError": DecodeError}
     with src.block("def decode_column(spec, reader):"):
         src.line(f"name = spec[{layout.name!r}]")
@@ -620,14 +619,14 @@ def column_decoder(
     return src.compile("decode_column", scope)
 
 
-def _read_values(src: _Source, storage: Storage) -> None:
+def _read_values(src: Source, storage: Storage) -> None:
     for buffer in storage.buffers:
         _read(src, buffer, _var(buffer))
     parts = ", ".join(_var(b) for b in storage.buffers)
     src.line(f"values = join_{storage.name}(dtype, rows, dim, name, {parts})")
 
 
-def _read(src: _Source, buffer: Buffer, target: str) -> None:
+def _read(src: Source, buffer: Buffer, target: str) -> None:
     ref = f"spec[{buffer.key!r}]"
     if buffer.count is Count.ANY:
         call = f"reader.get_view({ref})"
@@ -773,7 +772,7 @@ def body_viewer(layout: BodyLayout) -> Callable[[Any, bytes], dict[str, Any]]:
     :class:`Placed` (what :meth:`msgstream.wire.plans.Plan.build_body` returns). The plan has
     ``rows`` (the arrays' shape), ``offsets`` (of :func:`placed_buffers`, in order) and,
     with columns, ``columns`` (each building its column from the payload)."""
-    src = _Source()
+    src = Source()
     scope: dict[str, Any] = {"ndarray": np.ndarray}
     with src.block("def view(plan, payload):"):
         src.line("rows = plan.rows")
