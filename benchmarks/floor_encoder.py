@@ -16,8 +16,8 @@ windows).
 So it is what any encoder of message objects, in Python with numpy, at least spends on
 this pack while still refusing bad input; ``encode_batch`` against it is the price of
 taking any pack. A pack of another shape is a ``ValueError`` here (the floor is only
-measured on its own shape); ``tests/test_bench.py`` checks that both give ``encode``'s
-bytes.
+measured on its own shape); ``tests/test_floor_encoder.py`` checks that both give
+``encode``'s bytes.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from msgstream.wire import envelope
+from msgstream.wire.batch_encoder import payload_records
 from msgstream.wire.buffers import BodyWriter
 from msgstream.wire.codec import envelope_prefix, fill_envelopes, sealed, sealed_records
 from msgstream.wire.messages import InsertMsg, TsMsg
@@ -75,7 +75,7 @@ def least_checked_encode(msgs: Sequence[TsMsg]) -> list[bytes]:
         raise ValueError("not one binary column without a mask")
     values = list(map(_values, column))
     if set(map(type, values)) != {list} or set(map(len, values)) != {1}:
-        raise ValueError("not one binary column without a mask")
+        raise ValueError("not a list of one value in every cell")
     data = list(map(_first, values))
     widths = set(map(len, data))
     if set(map(type, data)) != {bytes} or len(widths) != 1:
@@ -85,16 +85,11 @@ def least_checked_encode(msgs: Sequence[TsMsg]) -> list[bytes]:
     parts: list[Any] = [ids, stamps, np.void(ONE_VALUE_OFFSETS.pack(0, width))]
     if width:
         parts.append(np.frombuffer(b"".join(data), (np.void, width)))
-    fields_of = [("body", (np.void, len(body)))]
-    fields_of += ((f"part{k}", part.dtype) for k, part in enumerate(parts))
-    records = np.empty(count, np.dtype(envelope.DTYPE.descr + fields_of))
+    records = payload_records(count, body, parts)
     begins = stamps.view("<u8")
     fill_envelopes(
         records, InsertMsg.MSG_TYPE, msg_ids, timestamps, source_ids, begins, begins, len(body)
     )
-    records["body"] = np.void(body)
-    for k, part in enumerate(parts):
-        records[f"part{k}"] = part
     payloads = sealed_records(records)
     deque(map(setattr, msgs, repeat("size"), repeat(records.dtype.itemsize)), maxlen=0)
     return payloads

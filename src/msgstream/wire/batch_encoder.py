@@ -488,16 +488,26 @@ def _payloads(
                 parts.append(np.void(ONE_VALUE_OFFSETS.pack(0, width)))
             elif width:
                 parts.append(np.frombuffer(b"".join(data), (np.void, width)))
-    records = np.empty(len(group), _record_type(len(body), tuple(part.dtype for part in parts)))
+    records = payload_records(len(group), body, parts)
     fill_envelopes(
         records, InsertMsg.MSG_TYPE, msg_ids, timestamps, source_ids, stamps, stamps, len(body)
     )
-    records[_BODY_FIELD] = np.void(body)
-    for name, part in zip(records.dtype.names[_FIRST_PART:], parts, strict=True):
-        records[name] = part
     payloads = sealed_records(records)
     deque(map(setattr, group, repeat("size"), repeat(records.dtype.itemsize)), maxlen=0)
     return payloads
+
+
+def payload_records(count: int, body: bytes, parts: Sequence[Any]) -> Any:
+    """``count`` payloads of one size as numpy records (:func:`_record_type`), the JSON
+    ``body`` and each of ``parts`` (the buffers in wire order: an array of an item a
+    payload, or one item all share) written in; the envelope is left to
+    :func:`~msgstream.wire.codec.fill_envelopes`, the checksum to
+    :func:`~msgstream.wire.codec.sealed_records`."""
+    records = np.empty(count, _record_type(len(body), tuple(part.dtype for part in parts)))
+    records[_BODY_FIELD] = np.void(body)
+    for name, part in zip(records.dtype.names[_FIRST_PART:], parts, strict=True):
+        records[name] = part
+    return records
 
 
 _BODY_FIELD = "body"
