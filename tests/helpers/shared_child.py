@@ -10,7 +10,8 @@ or attaches to its owner, whichever it finds. ``MSGSTREAM_TIMEOUT_S`` sets
     Print ``READY <client class>``, then send ``COUNT`` messages (``-1``: until killed)
     one by one, payload ``b"<n>"`` for n = 1, 2...; print ``ACK <id> <n>`` once each send
     returned, ``FAILED <n> <error class>`` for one that raised. Then ``SENT`` and wait for
-    a line on stdin.
+    a line on stdin: a number sends that many more the same way (the parent knows they
+    were sent after whatever it did before writing it), anything else closes the client.
 
 ``hold PATH CHANNEL SUB ACK_AT``
     Subscribe ``SUB`` at EARLIEST, receive up to the message with id ``ACK_AT``, ack it,
@@ -82,16 +83,21 @@ async def send(path: str, channel: str, count: int) -> None:
     out("READY", type(client).__name__)
     producer = await client.create_producer(channel)
     n = 0
-    while count < 0 or n < count:
-        n += 1
-        try:
-            msg_id = await producer.send(b"%d" % n)
-        except Exception as exc:
-            out("FAILED", n, type(exc).__name__)
-        else:
-            out("ACK", value(msg_id), n)
-    out("SENT")
-    await stdin_line()
+    while True:
+        end = n + count
+        while count < 0 or n < end:
+            n += 1
+            try:
+                msg_id = await producer.send(b"%d" % n)
+            except Exception as exc:
+                out("FAILED", n, type(exc).__name__)
+            else:
+                out("ACK", value(msg_id), n)
+        out("SENT")
+        more = (await stdin_line()).strip()
+        if not more.isdigit():
+            break
+        count = int(more)
     await client.close()
 
 
