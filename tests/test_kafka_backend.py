@@ -8,6 +8,7 @@ aiokafka and confluent).
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 import traceback
 from collections.abc import Iterator
@@ -198,7 +199,8 @@ async def test_a_pass_through_password_reaches_the_broker_and_shows_nowhere(
     ``kafka.confluent`` for librdkafka), the password a secret by its name. The broker
     takes the real password (the mask would be refused); a wrong one is refused and no
     text shows either. (librdkafka reports the refusal only in its own log, so the
-    confluent engine's send runs out of time.)"""
+    confluent engine's send runs out of time; closing the client still lets go of its
+    producer, whose threads would otherwise go on signing in for good.)"""
     if kafka_broker.sasl_bootstrap is None or len(kafka_broker.sasl_users) < 2:
         pytest.skip("this broker has no SASL/PLAIN listener with two users")
     (admin, admin_password), (user, password) = list(kafka_broker.sasl_users.items())[:2]
@@ -225,6 +227,7 @@ async def test_a_pass_through_password_reaches_the_broker_and_shows_nowhere(
     finally:
         await good.close()
 
+    before = _live_librdkafka_producers()
     bad = signing_in(f"{password}-wrong-5c1e", 3.0)
     try:
         with pytest.raises(MsgStreamError) as exc:
@@ -238,6 +241,16 @@ async def test_a_pass_through_password_reaches_the_broker_and_shows_nowhere(
         assert isinstance(exc.value, AuthenticationError)
         assert "authentication failed" in str(exc.value)
     assert password not in "".join(traceback.format_exception(exc.value))  # wrong one too
+    del exc  # its traceback holds the frames of the send, and so the producer
+    assert _live_librdkafka_producers() <= before
+
+
+def _live_librdkafka_producers() -> set[int]:
+    """The confluent-kafka producers this process still holds, after a full collection."""
+    from confluent_kafka import Producer
+
+    gc.collect()
+    return {id(o) for o in gc.get_objects() if isinstance(o, Producer)}
 
 
 async def test_dispose_subscription_and_channel(kafka_broker: Any) -> None:

@@ -399,14 +399,26 @@ class ConfluentProducer(ProducerBase):
 
     async def close(self) -> None:
         """Stop serving reports on the loop or the delivery thread, then let librdkafka
-        deliver what is pending (within the deadline) and settle those sends."""
+        deliver what is pending (within the deadline), drop what it could not, and settle
+        those sends."""
         producer, self.producer = self.producer, None
         pump, self._pump = self._pump, None
         if producer is None or pump is None:
             return
         await pump.stop()
-        await asyncio.to_thread(producer.flush, self._deadline_s)
+        await asyncio.to_thread(_flush_or_drop, producer, self._deadline_s)
         _settle(pump.window)
+
+
+def _flush_or_drop(producer: Any, timeout_s: float) -> None:
+    """Deliver what is queued within ``timeout_s``; purge what is left and serve its
+    delivery reports (an error each). A record librdkafka still holds keeps its delivery
+    callback, which refers back to the producer through its sends: a cycle the garbage
+    collector cannot see into, which would keep the producer and its threads (retrying a
+    broker that refuses it, say) alive for good."""
+    if producer.flush(timeout_s):
+        producer.purge()
+        producer.poll(0)
 
 
 # -- reading ---------------------------------------------------------------------------
