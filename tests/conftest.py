@@ -23,6 +23,7 @@ from msgstream import Config, config_from_dict
 from plugin_backend import plugged_in
 
 __all__ = ["kafka_broker", "pulsar_broker"]  # session fixtures, re-exported for pytest
+pytest_plugins = ["helpers.report_retry", "pytester"]
 
 
 LOCAL_LIMITS = {"msgstream": {"max_message_bytes": 4 * 1024 * 1024}}
