@@ -49,11 +49,13 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet
 
-# Three lanes at once on two cores, each printed whole at the end: the tests that need a
-# broker (Kafka, Pulsar; with Spark too where a test needs both: much of their time is
-# spent waiting on brokers and Spark jobs) into build/test-brokers.log; lint, the other
-# tests on Python 3.13 and then the Spark tests that need no broker into
-# build/test-py313-spark.log; in front, docs and the other tests on Python 3.11. Each
+# Three lanes at once on two cores: the tests that need a broker (Kafka, Pulsar; with
+# Spark too where a test needs both: much of their time is spent waiting on brokers and
+# Spark jobs) into build/test-brokers.log; lint, the other tests on Python 3.13 and then
+# the Spark tests that need no broker into build/test-py313-spark.log, both printed whole
+# at the end; in front, docs and the other tests on Python 3.11 (also kept in
+# build/test-local.log). Last comes a summary of the three (tools/test_summary.py): each
+# lane's outcome and first failures, so a log cut to its last lines still names them. Each
 # lane alone leaves a core idle much of the time (waiting on brokers, child processes
 # and timers), so the three share the two cores; the broker lane is the longest, so the
 # Spark tests that can run apart from it do (their own Spark session, its start a few
@@ -71,13 +73,18 @@ test:
 	$(MAKE) --no-print-directory lint test-py313 test-spark-alone \
 		>build/test-py313-spark.log 2>&1 & side=$$!; \
 	status=0; \
-	$(MAKE) --no-print-directory docs test-local BUILT_SITE=build/site || status=$$?; \
+	{ $(MAKE) --no-print-directory docs test-local BUILT_SITE=build/site; \
+	  echo $$? >build/test-local.status; } 2>&1 | tee build/test-local.log; \
+	[ "$$(cat build/test-local.status)" = 0 ] || status=1; \
 	wait $$side || status=$$?; \
 	wait $$brokers || status=$$?; \
 	echo "===== lint, the tests on Python 3.13, Spark alone (build/test-py313-spark.log)"; \
 	cat build/test-py313-spark.log; \
 	echo "===== the tests that need a broker (build/test-brokers.log)"; \
 	cat build/test-brokers.log; \
+	$(BIN)/python tools/test_summary.py "docs, the tests on Python 3.11=build/test-local.log" \
+		"lint, Python 3.13, Spark alone=build/test-py313-spark.log" \
+		"the tests that need a broker=build/test-brokers.log"; \
 	exit $$status
 
 # Every test that needs a JVM, in one run; `make test` runs them as the two parts below.
