@@ -16,14 +16,13 @@ from typing import Any
 
 import pytest
 
-from brokers.fixtures import kafka_broker, pulsar_broker
 from harness import BackendHarness
 from helpers.rocksmq_child import Child
 from msgstream import Config, config_from_dict
 from plugin_backend import plugged_in
 
-__all__ = ["kafka_broker", "pulsar_broker"]  # session fixtures, re-exported for pytest
-pytest_plugins = ["helpers.report_retry", "pytester"]
+pytest_plugins = ["brokers.fixtures", "helpers.report_retry", "pytester"]
+"""The broker session fixtures (``kafka_broker``, ``pulsar_broker``) and report hooks."""
 
 
 LOCAL_LIMITS = {"msgstream": {"max_message_bytes": 4 * 1024 * 1024}}

@@ -33,7 +33,9 @@ def test_a_report_broken_by_the_ast_depth_mismatch_is_made_again(
     message = "AST constructor recursion depth mismatch (before=129, after=177)"
     pytester.makeconftest(BREAK_THE_FIRST_REPORT.format(message=message))
     pytester.makepyfile(TESTS)
-    result = pytester.runpytest("-p", "helpers.report_retry", "-p", "no:asyncio")
+    result = pytester.runpytest(
+        "-p", "helpers.report_retry", "-p", "no:asyncio", "-p", "no:looptime_plugin"
+    )
     result.assert_outcomes(failed=1, passed=1)
     result.stdout.fnmatch_lines(["*assert [[]1, 2[]] == [[]1, 3[]]*"])
     assert "INTERNALERROR" not in result.stdout.str()
@@ -42,5 +44,7 @@ def test_a_report_broken_by_the_ast_depth_mismatch_is_made_again(
 def test_another_error_in_making_a_report_still_stops_the_run(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(BREAK_THE_FIRST_REPORT.format(message="something else"))
     pytester.makepyfile(TESTS)
-    result = pytester.runpytest("-p", "helpers.report_retry", "-p", "no:asyncio")
+    result = pytester.runpytest(
+        "-p", "helpers.report_retry", "-p", "no:asyncio", "-p", "no:looptime_plugin"
+    )
     result.stdout.fnmatch_lines(["INTERNALERROR>*SystemError: something else"])

@@ -9,11 +9,13 @@ developer without Java can still run the rest); with ``CI=true`` it fails them.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from .jvm import JvmBroker, exited_unasked
 
 
 def in_ci() -> bool:
@@ -54,3 +56,26 @@ def pulsar_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     endpoint = _start_or_fail("Pulsar", lambda: provide_pulsar(tmp_path_factory.mktemp("pulsar")))
     yield endpoint
     endpoint.close()
+
+
+_TOLD: set[JvmBroker] = set()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failing test's report says which broker processes have crashed, with the first
+    report after a crash showing the end of that broker's log: what every later failure
+    against it comes from."""
+    report = yield
+    if report.failed:
+        for broker in exited_unasked():
+            assert broker._process is not None
+            said = f"{type(broker).__name__} under {broker.workdir} exited"
+            said += f" (code {broker._process.returncode}) with no test stopping it"
+            if broker not in _TOLD:
+                _TOLD.add(broker)
+                said += f"; the end of its log:\n{broker.log_tail()}"
+            report.sections.append(("a broker crashed", said))
+    return report

@@ -39,6 +39,11 @@ more (Pulsar 18-30 s -> 11-14 s, Kafka 14-16 s -> 8-11 s on two loaded cores), a
 workload never runs long enough for C2's code to pay off."""
 
 
+def exited_unasked() -> list[JvmBroker]:
+    """Brokers whose process has ended though no test stopped or killed it: a crash."""
+    return [b for b in list(_RUNNING) if b._process is not None and b._process.poll() is not None]
+
+
 @atexit.register
 def _kill_leftovers() -> None:
     for broker in list(_RUNNING):
