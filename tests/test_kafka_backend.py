@@ -229,11 +229,17 @@ async def test_a_pass_through_password_reaches_the_broker_and_shows_nowhere(
 
     before = _live_librdkafka_producers()
     bad = signing_in(f"{password}-wrong-5c1e", 3.0)
+    handle = None
     try:
         with pytest.raises(MsgStreamError) as exc:
             await send_one(bad, channel)
+        handle = getattr(bad._shared, "producer", None)  # type: ignore[attr-defined]
     finally:
         await bad.close()
+    if engine == "confluent":  # destroyed by the close, whoever still refers to it
+        with pytest.raises(RuntimeError, match="closed"):
+            handle.poll(0)
+    del handle
     if engine == "confluent":
         assert isinstance(exc.value, BackendUnavailableError)
         assert "not acknowledged within 3 s" in str(exc.value)

@@ -410,15 +410,27 @@ class ConfluentProducer(ProducerBase):
         _settle(pump.window)
 
 
+PURGED_S = 1.0
+"""How long closing waits for the reports of records it purged (librdkafka makes them at
+once; in-flight requests are given up without waiting for the broker)."""
+
+
 def _flush_or_drop(producer: Any, timeout_s: float) -> None:
     """Deliver what is queued within ``timeout_s``; purge what is left and serve its
-    delivery reports (an error each). A record librdkafka still holds keeps its delivery
-    callback, which refers back to the producer through its sends: a cycle the garbage
-    collector cannot see into, which would keep the producer and its threads (retrying a
-    broker that refuses it, say) alive for good."""
+    delivery reports (an error each); then destroy the producer (``Producer.close``),
+    which stops its threads at once even while Python objects still refer to it.
+
+    Purged first, because a record librdkafka still holds keeps its delivery callback,
+    which refers back to the producer through its send: a cycle the garbage collector
+    cannot see into, which kept the producer and its threads (retrying a broker that
+    refuses it, say) alive for good; and ``close`` itself waits for every record until
+    its ``message.timeout.ms``."""
     if producer.flush(timeout_s):
         producer.purge()
-        producer.poll(0)
+        producer.flush(PURGED_S)
+    close = getattr(producer, "close", None)  # older confluent-kafka releases have none
+    if close is not None and not len(producer):
+        close()
 
 
 # -- reading ---------------------------------------------------------------------------
