@@ -71,9 +71,8 @@ def pytest_runtest_makereport(
     report = yield
     if report.failed:
         for broker in exited_unasked():
-            assert broker._process is not None
             said = f"{type(broker).__name__} under {broker.workdir} exited"
-            said += f" (code {broker._process.returncode}) with no test stopping it"
+            said += f" (code {broker.exit_code}) with no test stopping it"
             if broker not in _TOLD:
                 _TOLD.add(broker)
                 said += f"; the end of its log:\n{broker.log_tail()}"

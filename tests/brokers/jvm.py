@@ -41,7 +41,7 @@ workload never runs long enough for C2's code to pay off."""
 
 def exited_unasked() -> list[JvmBroker]:
     """Brokers whose process has ended though no test stopped or killed it: a crash."""
-    return [b for b in list(_RUNNING) if b._process is not None and b._process.poll() is not None]
+    return [b for b in list(_RUNNING) if b.exit_code is not None]
 
 
 @atexit.register
@@ -89,6 +89,12 @@ class JvmBroker:
     @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
+
+    @property
+    def exit_code(self) -> int | None:
+        """The exit code of a broker process that has ended (None while it runs, or once
+        a test stopped or killed it)."""
+        return None if self._process is None else self._process.poll()
 
     @property
     def log_path(self) -> Path:
