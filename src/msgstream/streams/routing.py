@@ -233,6 +233,8 @@ def _describe(msg: TsMsg) -> str:
 
 
 def _check_num_buckets(num_buckets: int) -> int:
+    if type(num_buckets) is int and num_buckets >= 1:  # the usual call: nothing to convert
+        return num_buckets
     if isinstance(num_buckets, bool):
         raise TypeError("num_buckets must be an int, not a bool")
     n = operator.index(num_buckets)
@@ -302,14 +304,14 @@ def _split_dml(msg: InsertMsg | DeleteMsg, num_buckets: int) -> list[tuple[int, 
     return out
 
 
-def _collect(pairs: list[tuple[int, TsMsg]]) -> dict[int, list[TsMsg]]:
-    if len(pairs) == 1:  # the single-message produce
-        ((bucket, msg),) = pairs
-        return {bucket: [msg]}
-    result: dict[int, list[TsMsg]] = {}
+def _add(buckets: dict[int, list[TsMsg]], pairs: list[tuple[int, TsMsg]]) -> None:
     for bucket, msg in pairs:
-        result.setdefault(bucket, []).append(msg)
-    return dict(sorted(result.items()))
+        buckets.setdefault(bucket, []).append(msg)
+
+
+def _in_order(buckets: dict[int, list[TsMsg]]) -> dict[int, list[TsMsg]]:
+    """``buckets`` in ascending bucket order (one bucket, the usual pack, as it is)."""
+    return buckets if len(buckets) == 1 else dict(sorted(buckets.items()))
 
 
 BULK_ROUTING_FROM = 8
@@ -356,22 +358,27 @@ def default_repack(msgs: Sequence[TsMsg], num_buckets: int) -> dict[int, list[Ts
     n = _check_num_buckets(num_buckets)
     if n == 1 and len(msgs) >= BULK_ROUTING_FROM and _all_routed_whole(msgs):
         return {0: list(msgs)}
-    pairs: list[tuple[int, TsMsg]] = []
+    buckets: dict[int, list[TsMsg]] = {}
     for msg in msgs:
         keys = msg.hash_keys
         # The usual message, routed whole by its one key: what the branches below decide
-        # for it, without their calls (docs/benchmarks/kafka.md: the pipelined path).
+        # for it, without their calls (docs/benchmarks/kafka.md: the pipelined path; a
+        # single-message produce, the latency path, is this one turn of the loop).
         if (
             len(keys) == 1
             and type(keys[0]) is int
             and (not isinstance(msg, _ROW_ROUTED) or msg.num_rows <= 1)
         ):
-            pairs.append((keys[0] % n, msg))
+            bucket = keys[0] % n
+            if (found := buckets.get(bucket)) is None:
+                buckets[bucket] = [msg]
+            else:
+                found.append(msg)
         elif isinstance(msg, _ROW_ROUTED):
-            pairs.extend(_split_dml(msg, n))
+            _add(buckets, _split_dml(msg, n))
         else:
-            pairs.append((_first_key_bucket(msg, n), msg))
-    return _collect(pairs)
+            _add(buckets, [(_first_key_bucket(msg, n), msg)])
+    return _in_order(buckets)
 
 
 def repack_by_first_key(msgs: Sequence[TsMsg], num_buckets: int) -> dict[int, list[TsMsg]]:
@@ -382,4 +389,6 @@ def repack_by_first_key(msgs: Sequence[TsMsg], num_buckets: int) -> dict[int, li
     appear, in ascending order. A message without hash keys raises :class:`RoutingError`.
     """
     n = _check_num_buckets(num_buckets)
-    return _collect([(_first_key_bucket(msg, n), msg) for msg in msgs])
+    buckets: dict[int, list[TsMsg]] = {}
+    _add(buckets, [(_first_key_bucket(msg, n), msg) for msg in msgs])
+    return _in_order(buckets)
