@@ -10,9 +10,10 @@ Figures (goals from the core issue, then issue 41's):
   2. batched produce throughput of 100 B messages vs a raw WriteBatch   (>= 0.7x)
   3. TtMsgStream end-to-end msgs/s over 16 channels vs a raw rocksdict scan of the data
      (>= 0.4x), next to the same stream with a header-only decode stub (what the
-     pipeline costs without validating and planning payloads) and the checked floor:
-     the scan plus each message's checksum and one object, the least any reader of
-     this format does
+     pipeline costs without validating and planning payloads) and the floor of any
+     time-tick reader of this format (``floor_reader.py``: the channels' scans, each
+     message's checksum and one object, packs merged by time), also with the garbage
+     collector off
   4. codec encode+decode MB/s, 1,000-row Insert with a 128-dim vector; and encoding
      packs as a producer does (``encode_batch``) against ``encode`` one message at a
      time: 1,000 one-row Inserts, and 100 Inserts of 100 rows; then ``encode_batch`` and
@@ -46,6 +47,7 @@ from rocksdict import AccessType, Options, Rdict, WriteBatch
 
 import msgstream.streams.reader
 from floor_encoder import least_checked_encode, least_checked_encode_one
+from floor_reader import tt_floor
 from msgstream import (
     DataType,
     DeleteMsg,
@@ -69,7 +71,7 @@ from msgstream.bench.targets import MsgStreamTarget, Target
 from msgstream.bench.workload import MessageFactory, Workload
 from msgstream.configuration.config import Config
 from msgstream.observability.metrics import PrometheusInstruments
-from msgstream.wire import checksum, envelope
+from msgstream.wire import envelope
 from msgstream.wire.batch_encoder import encode_batch, encode_one
 from msgstream.wire.codec import ENVELOPE_SIZE, DecodedBatch
 from msgstream.wire.plans import Plan, Where
@@ -336,60 +338,20 @@ def bench_raw_scan(path: str, expected: int) -> float:
     return seen / elapsed if seen >= expected else 0.0
 
 
-class _Read:
-    """The least a consumer keeps of a message: the checked floor's one object each."""
-
-    __slots__ = ("key", "payload")
-
-    def __init__(self, key: bytes, payload: bytes) -> None:
-        self.key = key
-        self.payload = payload
-
-
-def bench_checked_scan(path: str, expected: int) -> float:
-    """The floor of any Python reader of this format: the raw scan, plus for each message
-    the checksum the codec requires (over all of the payload but its own four bytes) and
-    one object. The stream does these and everything else (headers, order, positions).
-    The objects are let go a pack at a time (:data:`FLOOR_PACK`), as the stream's reader
-    lets its packs go: kept all, they would cost the garbage collector more the more
-    there are, and the floor would fall with the store's size."""
-    db = Rdict(path, Options(raw_mode=True), access_type=AccessType.read_only())
-    crc32, at, end = checksum.crc32, envelope.CRC_OFFSET, envelope.CRC_OFFSET + 4
-    kept: list[_Read] = []
-    seen = 0
-    start = time.perf_counter()
-    for key, value in db.items(from_key=b"M"):
-        if key[:1] != b"M":
-            break
-        view = memoryview(value)
-        if crc32(view[end:], crc32(view[:at])) == int.from_bytes(view[at:end], "little"):
-            kept.append(_Read(key, value))
-            if len(kept) == FLOOR_PACK:
-                seen += len(kept)
-                kept = []
-    elapsed = time.perf_counter() - start
-    seen += len(kept)
-    db.close()
-    return seen / elapsed if seen >= expected else 0.0
-
-
-FLOOR_PACK = 1000
-"""Objects the checked floor holds at once: about a 16-channel pack of the read figures."""
-
-
 async def bench_tt_rounds(
-    path: str, channels: list[str], expected: int, stored: int, rounds: int
-) -> tuple[list[float], list[float], list[float], list[float], list[float], list[float]]:
-    """The stream, the stream with a header-only stub, the raw scan, the checked floor
-    and a plain ``MsgStream``, a message a pack and in batches (it reads all ``stored``
-    messages, ticks too), in alternating rounds (each round reads everything from
-    EARLIEST under a new subscription). A client held open keeps the store open between
-    rounds."""
+    path: str, channels: list[str], expected: int, stored: int, per_tick: int, rounds: int
+) -> dict[str, list[float]]:
+    """The stream, the stream with a header-only stub, the raw scan, the floor
+    (``floor_reader.py``) with the garbage collector on and off, and a plain
+    ``MsgStream``, a message a pack and in batches (it reads all ``stored`` messages,
+    ticks too), in alternating rounds (each round reads everything from EARLIEST under a
+    new subscription). A client held open keeps the store open between rounds."""
     keeper = open_client(path, RocksOptions())
     full: list[float] = []
     stub: list[float] = []
     scan: list[float] = []
-    checked: list[float] = []
+    floor: list[float] = []
+    floor_off: list[float] = []
     plain: list[float] = []
     batches: list[float] = []
     try:
@@ -406,10 +368,16 @@ async def bench_tt_rounds(
             gc.collect()
             scan.append(bench_raw_scan(path, expected))
             gc.collect()
-            checked.append(bench_checked_scan(path, expected))
+            floor.append(tt_floor(path, per_tick, stored))
+            gc.collect()
+            floor_off.append(tt_floor(path, per_tick, stored, collector=False))
     finally:
         await keeper.close()
-    return full, stub, scan, checked, plain, batches
+    return {
+        "stream": full, "header-only stub": stub, "raw scan": scan, "floor": floor,
+        "floor, collector off": floor_off, "plain MsgStream": plain,
+        f"MsgStream.batches({BATCH})": batches,
+    }  # fmt: skip
 
 
 BATCH = 256
@@ -580,31 +548,35 @@ def main() -> int:
             lambda: asyncio.run(fill_channels(f"{tmp}/mq3", channels, per_channel, per_tick)),
         )
         stored = data + len(channels) * (per_channel // per_tick)  # the ticks too
-        full, stub, scan, checked, plain, batches = timed(
+        rounds = timed(
             f"tt consume, {ROUNDS} rounds",
-            lambda: asyncio.run(bench_tt_rounds(f"{tmp}/mq3", channels, data, stored, ROUNDS)),
+            lambda: asyncio.run(
+                bench_tt_rounds(f"{tmp}/mq3", channels, data, stored, per_tick, ROUNDS)
+            ),
         )
-        for label, figures in (
-            ("stream", full),
-            ("header-only stub", stub),
-            ("raw scan", scan),
-            ("checked floor", checked),
-            ("plain MsgStream", plain),
-            (f"MsgStream.batches({BATCH})", batches),
-        ):
+        for label, figures in rounds.items():
             spread = ", ".join(f"{f / 1000:.0f}k" for f in figures)
             print(f"    {label} rounds (msgs/s): {spread}", file=sys.stderr)
-        tt, ceiling, raw, floor = (statistics.median(f) for f in (full, stub, scan, checked))
+        median = {label: statistics.median(figures) for label, figures in rounds.items()}
+        tt, raw, floor = median["stream"], median["raw scan"], median["floor"]
         rows.append(Row("TtMsgStream end-to-end, 16 channels", tt, raw, "msgs/s", ">= 0.4x raw"))
-        rows.append(Row("  same, header-only decode stub (ceiling)", ceiling, raw, "msgs/s", ""))
-        rows.append(Row("  floor: scan + checksum + an object a message", floor, raw, "msgs/s", ""))
+        rows.append(
+            Row("  same, header-only decode stub (ceiling)", median["header-only stub"], raw,
+                "msgs/s", "")
+        )  # fmt: skip
+        rows.append(Row("  floor: checked scans, an object each, merged packs", floor, raw,
+                        "msgs/s", ""))  # fmt: skip
+        rows.append(
+            Row("  same floor, garbage collector off", median["floor, collector off"], raw,
+                "msgs/s", "")
+        )  # fmt: skip
         rows.append(Row("  TtMsgStream vs that floor", tt, floor, "msgs/s", ""))
         rows.append(
-            Row("MsgStream end-to-end, 16 channels", statistics.median(plain), raw, "msgs/s", "")
+            Row("MsgStream end-to-end, 16 channels", median["plain MsgStream"], raw, "msgs/s", "")
         )
         rows.append(
-            Row(f"  same, MsgStream.batches({BATCH})", statistics.median(batches), raw,
-                "msgs/s", "")
+            Row(f"  same, MsgStream.batches({BATCH})", median[f"MsgStream.batches({BATCH})"],
+                raw, "msgs/s", "")
         )  # fmt: skip
         codec = timed("codec", lambda: bench_codec(max(20, int(500 * scale))))
         rows.append(Row("codec encode+decode, 1000x128 f32 Insert", codec, None, "MB/s", ""))
