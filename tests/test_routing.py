@@ -30,6 +30,7 @@ from msgstream.streams.routing import (
     hash_str,
     murmur3_32,
     repack_by_first_key,
+    whole_bucket,
 )
 from msgstream.wire.messages import (
     CreatePartitionMsg,
@@ -609,6 +610,12 @@ def test_the_quick_route_of_one_key_messages_follows_the_general_rules(
         }
 
     assert outcome(default_repack) == outcome(_general_rules)
+    for msg in pack:  # what MsgStream routes a one-message pack by, without a pack
+        bucket = whole_bucket(msg, n)
+        if bucket is not None:
+            routed = _general_rules([msg], n)
+            assert list(routed) == [bucket]
+            assert routed[bucket] == [msg] and routed[bucket][0] is msg
 
 
 # Values computed by the hand-written MurmurHash3 that mmh3 replaced: routing must not move.
@@ -698,3 +705,30 @@ def test_one_channel_packs_route_as_the_message_loop_does(
         assert isinstance(by_passes, tuple) and {by_passes[0]} == errors
     else:
         assert by_passes == {0: list(range(len(shapes)))}
+
+
+async def test_a_one_message_produce_goes_where_its_repack_function_says() -> None:
+    """MsgStream routes a one-message pack without building buckets when it routes by
+    ``default_repack`` (its key's channel), and by the stream's own function otherwise."""
+    from msgstream import MsgPack, MsgStream, config_from_dict, new_client
+
+    def last_channel(msgs: Sequence[TsMsg], num_buckets: int) -> dict[int, list[TsMsg]]:
+        return {num_buckets - 1: list(msgs)}
+
+    channels = ["c0", "c1", "c2", "c3"]
+    for repack, expected in ((None, ["c1", "c2", "c3", "c0"]), (last_channel, ["c3"] * 4)):
+        client = new_client(config_from_dict({"mq": {"type": "memory"}}, env={}))
+        async with MsgStream(client, repack=repack) as producer:
+            await producer.as_producer(channels)
+            went = []
+            for key in (5, 6, 7, 8):
+                msg = make_insert([key], msg_id=key)
+                msg.hash_keys = [key]
+                (channel,) = await producer.produce(MsgPack.of(msg))
+                went.append(channel)
+            assert went == expected
+            msg = make_insert([1], msg_id=9)
+            msg.hash_keys = []
+            if repack is None:  # the message the quick route does not take: the full rules'
+                with pytest.raises(RoutingError, match="msg_id=9"):
+                    await producer.produce(MsgPack.of(msg))

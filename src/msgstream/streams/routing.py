@@ -360,16 +360,8 @@ def default_repack(msgs: Sequence[TsMsg], num_buckets: int) -> dict[int, list[Ts
         return {0: list(msgs)}
     buckets: dict[int, list[TsMsg]] = {}
     for msg in msgs:
-        keys = msg.hash_keys
-        # The usual message, routed whole by its one key: what the branches below decide
-        # for it, without their calls (docs/benchmarks/kafka.md: the pipelined path; a
-        # single-message produce, the latency path, is this one turn of the loop).
-        if (
-            len(keys) == 1
-            and type(keys[0]) is int
-            and (not isinstance(msg, _ROW_ROUTED) or msg.num_rows <= 1)
-        ):
-            bucket = keys[0] % n
+        bucket = whole_bucket(msg, n)
+        if bucket is not None:
             if (found := buckets.get(bucket)) is None:
                 buckets[bucket] = [msg]
             else:
@@ -379,6 +371,23 @@ def default_repack(msgs: Sequence[TsMsg], num_buckets: int) -> dict[int, list[Ts
         else:
             _add(buckets, [(_first_key_bucket(msg, n), msg)])
     return _in_order(buckets)
+
+
+def whole_bucket(msg: TsMsg, num_buckets: int) -> int | None:
+    """The bucket :func:`default_repack` routes ``msg`` to whole by its one int hash key:
+    the usual message (a row-routed one of at most one row), which it routes without the
+    checks and calls of the other cases. None for any other message, whose bucket (or
+    error) only ``default_repack`` gives. ``num_buckets`` must be an int >= 1 (unchecked:
+    ``default_repack`` checks it once a pack). :class:`MsgStream` routes a one-message
+    pack with it when it routes by ``default_repack``, with no buckets to build."""
+    keys = msg.hash_keys
+    if (
+        len(keys) == 1
+        and type(keys[0]) is int
+        and (not isinstance(msg, _ROW_ROUTED) or msg.num_rows <= 1)
+    ):
+        return keys[0] % num_buckets
+    return None
 
 
 def repack_by_first_key(msgs: Sequence[TsMsg], num_buckets: int) -> dict[int, list[TsMsg]]:

@@ -36,7 +36,7 @@ from ..wire.messages import DeleteMsg, InsertMsg, TsMsg
 from ..wire.pack import MsgPack
 from ..wire.position import MsgPosition, SubscriptionPosition
 from .reader import BadMessageHandler, ChannelReader, ReaderSettings, ReadStats
-from .routing import RepackFunc, default_repack
+from .routing import RepackFunc, default_repack, whole_bucket
 
 log = get_logger(__name__)
 
@@ -269,23 +269,31 @@ class MsgStream(AsyncScope):
         producers = self._producers
         if self._closed or not producers:
             self._require_producers()
-        buckets = self._repack(pack.msgs, len(producers))
-        if len(buckets) == 1:
+        msgs = pack.msgs
+        # A one-message pack routed by default_repack: its bucket, with no buckets built.
+        index = (
+            whole_bucket(msgs[0], len(producers))
+            if len(msgs) == 1 and self._repack is default_repack
+            else None
+        )
+        if index is None:
+            buckets = self._repack(msgs, len(producers))
+            if len(buckets) != 1:
+                return await self._send(self._jobs(pack, buckets=buckets), self._send_many)
             ((index, msgs),) = buckets.items()
-            # What _producer_of_bucket and _encode_one check, without their calls on the
-            # usual path (each is a measurable share of a one-message produce); they
-            # raise the errors.
+            # What _producer_of_bucket checks, without its call on the usual path (a
+            # call is a measurable share of a one-message produce); it raises the error.
             if not 0 <= index < len(producers):
                 self._producer_of_bucket(index)
-            producer = producers[index]
-            if len(msgs) == 1:  # the latency path: one message, one send, nothing gathered
-                payload = encode_one(msgs[0], self.registry)
-                if len(payload) > self._max_message_bytes:
-                    self._check_size(producer.channel, len(payload))
-                return {producer.channel: [await producer.send(payload)]}
-            payloads = self._encode_for(producer.channel, msgs)
-            return {producer.channel: await producer.send_many(payloads)}
-        return await self._send(self._jobs(pack, buckets=buckets), self._send_many)
+        producer = producers[index]
+        if len(msgs) == 1:  # the latency path: one message, one send, nothing gathered
+            # _encode_one's steps, without its calls; _check_size raises the error.
+            payload = encode_one(msgs[0], self.registry)
+            if len(payload) > self._max_message_bytes:
+                self._check_size(producer.channel, len(payload))
+            return {producer.channel: [await producer.send(payload)]}
+        payloads = self._encode_for(producer.channel, msgs)
+        return {producer.channel: await producer.send_many(payloads)}
 
     def _producer_of_bucket(self, index: int) -> Producer:
         if not 0 <= index < len(self._producers):
