@@ -39,3 +39,32 @@ async def test_a_suspension_the_caller_reports_restarts_the_slice(
     asyncio.get_running_loop().call_soon(ran.append, True)
     await cooperate.cooperate()
     assert ran == []
+
+
+async def test_a_loop_of_one_message_produces_lets_other_tasks_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A one-message produce on an embedded backend completes inline, and checks whether a
+    yield is due without a coroutine of its own: the loop must still be given back (on
+    every call here: the slice is 0, so the test does not depend on speed)."""
+    from msgstream import MsgPack, MsgStream, TimeTickMsg, config_from_dict, new_client
+
+    monkeypatch.setattr(cooperate, "SLICE_S", 0.0)
+    turns = 0
+
+    async def other_task() -> None:
+        nonlocal turns
+        while True:
+            await asyncio.sleep(0)
+            turns += 1
+
+    client = new_client(config_from_dict({"mq": {"type": "memory"}}, env={}))
+    async with MsgStream(client) as stream:
+        await stream.as_producer(["c"])
+        task = asyncio.ensure_future(other_task())
+        await asyncio.sleep(0)
+        started = turns
+        for stamp in range(1, 201):
+            await stream.produce(MsgPack.of(TimeTickMsg(timestamp=stamp, hash_keys=[0])))
+        task.cancel()
+    assert turns - started >= 100  # at least every other produce let it run

@@ -33,7 +33,7 @@ from msgstream.errors import (
 )
 from msgstream.observability.logs import get_logger
 from msgstream.observability.observe import StoreProbe
-from msgstream.runtime.cooperate import cooperate, yielded
+from msgstream.runtime.cooperate import cooperate, yield_due, yield_now, yielded
 from msgstream.wire.position import SubscriptionPosition
 
 from . import ops
@@ -141,7 +141,8 @@ class LogProducer(ProducerBase):
         except Exception as exc:
             raise self._write_failed(exc, 1) from exc
         store.notify(self.channel)
-        await cooperate()  # the append completed inline: let other tasks run now and then
+        if yield_due():  # the append completed inline: let other tasks run now and then
+            await yield_now()
         return parts.id_type(first)
 
     async def send_many(
