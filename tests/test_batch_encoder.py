@@ -247,8 +247,9 @@ BAD_MESSAGES = pytest.mark.parametrize(
         (lambda m: setattr(m, "source_id", -_I64 - 1), "source_id"),
         (lambda m: setattr(m, "timestamp", 1.5), "header out of range"),
         (lambda m: m.fields[4].values.__setitem__(0, "\ud800"), "field 'name'"),
+        (lambda m: setattr(m, "fields", {"name": m.fields[0]}), "no attribute 'dtype'"),
     ],
-    ids=["msg_id", "source_id", "float-timestamp", "surrogate"],
+    ids=["msg_id", "source_id", "float-timestamp", "surrogate", "fields-a-dict"],
 )
 """A message spoilt in a way encode refuses, and what its error says."""
 

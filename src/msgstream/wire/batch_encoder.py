@@ -72,7 +72,7 @@ _ONE_VALUE_TYPES = {PackedKind.TEXT: str, PackedKind.BINARY: bytes}
 """Variable-length columns the fast path takes, with the one value type it accepts."""
 _BODY = InsertMsg.BODY
 _FAILURES = (
-    ValueError, TypeError, OverflowError, AttributeError, IndexError, BufferError, struct.error
+    ValueError, TypeError, OverflowError, AttributeError, LookupError, BufferError, struct.error
 )  # fmt: skip
 """What bad input raises on the fast path; the batch is then encoded message by message."""
 _values = attrgetter("values")
@@ -142,7 +142,7 @@ def encode_one(msg: TsMsg, registry: MessageRegistry = default_registry) -> byte
     elif type(msg) is InsertMsg and registry.knows(InsertMsg):
         try:
             fields = msg.fields
-            types = tuple(map(_dtype, fields))
+            types = (fields[0].dtype,) if len(fields) == 1 else tuple(map(_dtype, fields))
             encoder = _SINGLE_ENCODERS.get(types, _UNKNOWN)
             if encoder is _UNKNOWN:
                 encoder = _single_encoder(types)

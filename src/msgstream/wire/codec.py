@@ -148,6 +148,10 @@ def encode(msg: TsMsg, registry: MessageRegistry = default_registry) -> bytes:
         body = orjson.dumps(msg.encode_body(writer), option=_JSON_OPTIONS)
     except orjson.JSONEncodeError as exc:
         raise CodecError(f"{_where(msg)}: body is not JSON-serialisable: {exc}") from exc
+    except (AttributeError, TypeError) as exc:  # a field holds an object of the wrong kind
+        raise CodecError(
+            f"{_where(msg)}: body cannot be encoded: {type(exc).__name__}: {exc}"
+        ) from exc
     chunks = writer.chunks()
     begin_ts, end_ts = msg.time_range()
     try:
