@@ -2,22 +2,27 @@
 
 :func:`tt_floor` reads a store that ``bench_rocksmq.fill_channels`` filled (every channel
 holds, per tick, ``per_tick`` data messages and then the tick) and hands out what a
-time-tick stream hands out: for each tick, one pack of every channel's messages up to
-it, merged by timestamp. For each pack it
+time-tick stream hands out: for each tick, one pack of every channel's data up to it,
+merged by timestamp, ticks left out. For each pack it does what the stream's contract
+(docs/DESIGN.md, the time-tick barrier) asks of any reader, in the cheapest form:
 
 - reads the next ``per_tick + 1`` messages of each channel from a RocksDB iterator
-  bounded to that channel (the stream reads its channels side by side, too);
+  bounded to that channel (the stream reads its channels side by side, too), counting
+  their bytes (a reader's buffer is bounded in bytes) and keeping the last key read (a
+  channel's end position);
 - checks every checksum and reads every envelope in C-level passes over the run, as the
   stream's decoder does (``msgstream.wire.codec.decode_batch``);
-- makes one object a message (its header and its payload);
+- checks that no data message is late (at or below its channel's last tick) and that no
+  msg_id repeats within the pack, each in one C-level pass;
+- makes one object a data message (its header and its payload);
 - merges the channels' runs by timestamp with a stable sort, as the barrier does;
 - keeps the pack until the next one is made, as a consumer keeps the pack it works on.
 
-It knows the store's key layout and where the ticks fall, so it plans, buffers, checks
-for repeats and keeps positions not at all: no reader of this format and contract does
-less. A pack held while the next is built keeps a few thousand objects alive across the
-garbage collector's young collections, which promote them; ``collector=False`` measures
-the same with the collector off, to show its share.
+It knows the store's key layout and where the ticks fall, so it plans nothing, holds
+nothing back and handles no late or repeated message (it stops at one): no reader of
+this format and contract does less. A pack held while the next is built keeps a few
+thousand objects alive across the garbage collector's young collections, which promote
+them; ``collector=False`` measures the same with the collector off, to show its share.
 """
 
 from __future__ import annotations
@@ -69,9 +74,11 @@ def _channels(db: Rdict) -> list[tuple[bytes, ReadOptions]]:
         at = after
 
 
-def _run(values: list[bytes], stamps: list[int], made: list[_Message]) -> None:
-    """Check one channel's run of payloads and make its messages (into ``made``, their
-    timestamps into ``stamps``)."""
+def _run(values: list[bytes], last_tick: int, ids: list[int], stamps: list[int],
+         made: list[_Message]) -> int:  # fmt: skip
+    """Check one channel's run of payloads (its data, then its tick) and make its data's
+    messages (into ``made``; their msg_ids and timestamps into ``ids`` and ``stamps``).
+    Returns the run's tick."""
     count = len(values)
     crc32 = checksum.crc32
     heads: Any = map(getitem, values, repeat(_HEAD))
@@ -82,9 +89,14 @@ def _run(values: list[bytes], stamps: list[int], made: list[_Message]) -> None:
     if not bool((sums == env["crc"]).all()):
         raise ValueError("a checksum does not match")
     times = env["timestamp"].tolist()
+    tick = times.pop()
+    if times and min(times) <= last_tick:
+        raise ValueError("a late message")
+    msg_ids = env["msg_id"].tolist()
+    del msg_ids[-1]
     add = made.append
     for msg_id, stamp, source, payload in zip(
-        env["msg_id"].tolist(), times, env["source_id"].tolist(), values, strict=True
+        msg_ids, times, env["source_id"].tolist(), values, strict=False
     ):
         msg = _new(_Message)
         msg.msg_id = msg_id
@@ -92,30 +104,43 @@ def _run(values: list[bytes], stamps: list[int], made: list[_Message]) -> None:
         msg.source_id = source
         msg.payload = payload
         add(msg)
+    ids += msg_ids
     stamps += times
+    return int(tick)
 
 
 def floor_packs(db: Rdict, per_tick: int) -> Generator[list[_Message], None, None]:
-    """The packs of the store ``db`` (see the module doc), ticks included."""
+    """The packs of the store ``db`` (see the module doc)."""
     channels = _channels(db)  # kept while the iterators are: RocksDB points to the bounds
     iterators = [db.items(from_key=first, read_opt=bounds) for first, bounds in channels]
+    ticks = [0] * len(iterators)
+    # What a reader keeps of each channel; kept here for their cost alone.
+    ends: list[bytes] = [first for first, _ in channels]  # the last key read
+    buffered = 0  # the bytes read and not yet handed out
     while True:
+        ids: list[int] = []
         stamps: list[int] = []
         made: list[_Message] = []
-        for items in iterators:
+        for at, items in enumerate(iterators):
             flat = list(chain.from_iterable(islice(items, per_tick + 1)))
             if flat:
-                _run(flat[1::2], stamps, made)
+                values = flat[1::2]
+                buffered += sum(map(len, values))
+                ends[at] = flat[-2]
+                ticks[at] = _run(values, ticks[at], ids, stamps, made)
         if not made:
             return
+        if len(set(ids)) != len(ids):
+            raise ValueError("a msg_id repeats")
         order = sorted(range(len(stamps)), key=stamps.__getitem__)
         yield list(map(made.__getitem__, order))
+        buffered = 0
 
 
 def tt_floor(path: str, per_tick: int, expected: int, *, collector: bool = True) -> float:
-    """Messages per second (ticks included, as the raw scan counts them) in the packs of
-    :func:`floor_packs` from the store at ``path``, each kept until the next is made; 0.0
-    if fewer than ``expected`` came."""
+    """Messages per second in the packs of :func:`floor_packs` from the store at
+    ``path`` (data messages, as a time-tick stream's rate counts them), each pack kept
+    until the next is made; 0.0 if fewer than ``expected`` came."""
     db = Rdict(path, Options(raw_mode=True), access_type=AccessType.read_only())
     packs = floor_packs(db, per_tick)
     was_on = gc.isenabled()
