@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from helpers.loop_turns import other_task_turns
 from msgstream.runtime import cooperate
 
 
@@ -50,21 +51,10 @@ async def test_a_loop_of_one_message_produces_lets_other_tasks_run(
     from msgstream import MsgPack, MsgStream, TimeTickMsg, config_from_dict, new_client
 
     monkeypatch.setattr(cooperate, "SLICE_S", 0.0)
-    turns = 0
-
-    async def other_task() -> None:
-        nonlocal turns
-        while True:
-            await asyncio.sleep(0)
-            turns += 1
-
     client = new_client(config_from_dict({"mq": {"type": "memory"}}, env={}))
     async with MsgStream(client) as stream:
         await stream.as_producer(["c"])
-        task = asyncio.ensure_future(other_task())
-        await asyncio.sleep(0)
-        started = turns
-        for stamp in range(1, 201):
-            await stream.produce(MsgPack.of(TimeTickMsg(timestamp=stamp, hash_keys=[0])))
-        task.cancel()
-    assert turns - started >= 100  # at least every other produce let it run
+        async with other_task_turns() as turns:
+            for stamp in range(1, 201):
+                await stream.produce(MsgPack.of(TimeTickMsg(timestamp=stamp, hash_keys=[0])))
+    assert turns.count >= 100  # at least every other produce let it run

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from harness import BackendHarness
+from helpers.loop_turns import other_task_turns
 from msgstream import (
     InvalidChannelNameError,
     InvalidPositionError,
@@ -374,21 +375,11 @@ async def test_draining_a_backlog_lets_other_tasks_run(
     producer = await client.create_producer(channel)
     await producer.send_many(payloads(600))
     consumer = await client.subscribe(channel, "sub", EARLIEST)
-    turns = 0
-
-    async def other_task() -> None:
-        nonlocal turns
-        while True:
-            await asyncio.sleep(0)
-            turns += 1
-
-    task = asyncio.ensure_future(other_task())
-    await asyncio.sleep(0)
-    started = turns
-    received = [(await consumer.receive()).payload for _ in range(600)]  # no wait_for: it yields
-    task.cancel()
+    async with other_task_turns() as turns:
+        # No wait_for: it yields.
+        received = [(await consumer.receive()).payload for _ in range(600)]
     assert received == payloads(600)
-    assert turns - started >= 300  # at least every other receive let it run
+    assert turns.count >= 300  # at least every other receive let it run
 
 
 async def test_lag_counts_exactly_the_messages_not_yet_acknowledged(
