@@ -7,9 +7,9 @@ merged by timestamp, ticks left out. For each pack it does what the stream's con
 (docs/DESIGN.md, the time-tick barrier) asks of any reader, in the cheapest form:
 
 - reads the next ``per_tick + 1`` messages of each channel from a RocksDB iterator
-  bounded to that channel (the stream reads its channels side by side, too), counting
-  their bytes (a reader's buffer is bounded in bytes) and keeping the last key read (a
-  channel's end position);
+  bounded to that channel (the stream reads its channels side by side, too), and checks
+  their bytes against a stream's default buffer bound (a reader's buffer is bounded in
+  bytes);
 - checks every checksum and reads every envelope in C-level passes over the run, as the
   stream's decoder does (``msgstream.wire.codec.decode_batch``);
 - checks that no data message is late (at or below its channel's last tick) and that no
@@ -37,8 +37,10 @@ from typing import Any
 import numpy as np
 from rocksdict import AccessType, Options, Rdict, ReadOptions
 
+from msgstream.configuration.config import STREAM_DEFAULTS
 from msgstream.wire import checksum, envelope
 
+_BUFFER_BYTES = STREAM_DEFAULTS.receive_buffer_bytes
 _MESSAGES = b"M"
 """The first byte of a message's key: ``M``, the channel's 4-byte id, the message's id."""
 _HEAD = slice(0, envelope.CRC_OFFSET)
@@ -114,9 +116,6 @@ def floor_packs(db: Rdict, per_tick: int) -> Generator[list[_Message], None, Non
     channels = _channels(db)  # kept while the iterators are: RocksDB points to the bounds
     iterators = [db.items(from_key=first, read_opt=bounds) for first, bounds in channels]
     ticks = [0] * len(iterators)
-    # What a reader keeps of each channel; kept here for their cost alone.
-    ends: list[bytes] = [first for first, _ in channels]  # the last key read
-    buffered = 0  # the bytes read and not yet handed out
     while True:
         ids: list[int] = []
         stamps: list[int] = []
@@ -125,8 +124,8 @@ def floor_packs(db: Rdict, per_tick: int) -> Generator[list[_Message], None, Non
             flat = list(chain.from_iterable(islice(items, per_tick + 1)))
             if flat:
                 values = flat[1::2]
-                buffered += sum(map(len, values))
-                ends[at] = flat[-2]
+                if sum(map(len, values)) > _BUFFER_BYTES:
+                    raise ValueError("a channel's run is over its buffer's byte bound")
                 ticks[at] = _run(values, ticks[at], ids, stamps, made)
         if not made:
             return
@@ -134,7 +133,6 @@ def floor_packs(db: Rdict, per_tick: int) -> Generator[list[_Message], None, Non
             raise ValueError("a msg_id repeats")
         order = sorted(range(len(stamps)), key=stamps.__getitem__)
         yield list(map(made.__getitem__, order))
-        buffered = 0
 
 
 def tt_floor(path: str, per_tick: int, expected: int, *, collector: bool = True) -> float:
